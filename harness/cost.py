@@ -1,0 +1,260 @@
+"""Cost models: how long each job takes (ns), how much it computes (FLOPs) and
+how many bytes a send/receive moves.
+
+Two models ship:
+
+* :class:`FixedCost` - fixed durations per job kind (``F=1 ms, B=2 ms``), the
+  setting of the published bubble formulas;
+* :class:`TransformerCost` - durations derived from a GPT-style transformer
+  description and a device's sustained FLOP/s.
+
+A cost model answers per job and knows the stage count, so stages may differ
+(e.g. layers that do not divide evenly).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from harness.errors import ConfigError
+from harness.schedule.model import Job, JobKind
+
+__all__ = ["CostModel", "FixedCost", "TransformerCost"]
+
+_NS_PER_MS = 1_000_000
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """What the executor and simulator need to know about a job's cost."""
+
+    def duration_ns(self, job: Job, num_stages: int) -> int:
+        """Duration of ``job`` in ns on a pipeline of ``num_stages`` stages."""
+
+    def flops(self, job: Job, num_stages: int) -> float:
+        """Floating-point operations of ``job`` (0 for communication)."""
+
+    def nbytes(self, job: Job, num_stages: int) -> int:
+        """Bytes a send/receive job moves (0 for compute)."""
+
+    def is_uniform(self, num_stages: int) -> bool:
+        """Whether every stage has the same F/B/I/W durations and transfers are free,
+        the setting in which the published closed forms hold."""
+
+    def describe(self) -> dict[str, Any]:
+        """Parameters for results and reports."""
+
+
+def _positive(name: str, value: float, allow_zero: bool = False) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        raise ConfigError(f"cost model: {name} must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"cost model: {name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
+
+
+def _transfer_ns(nbytes: int, latency_ns: int, bandwidth_gbps: float | None) -> int:
+    if bandwidth_gbps is None or bandwidth_gbps <= 0:
+        return latency_ns
+    return latency_ns + round(nbytes / bandwidth_gbps)  # GB/s == bytes/ns
+
+
+@dataclass(frozen=True)
+class FixedCost:
+    """Fixed durations per job kind, in ns.
+
+    Args:
+        forward_ns: ``T_F``, duration of a forward.
+        backward_ns: duration of a full backward ``B``.
+        backward_input_ns: ``T_B`` of the ZB paper (an ``I`` job); default half of ``B``.
+        backward_weight_ns: ``T_W`` (a ``W`` job); default ``B - I``.
+        optimizer_ns: duration of an ``OPT`` job.
+        p2p_latency_ns, p2p_bandwidth_gbps, activation_bytes: a send/receive
+            takes ``latency + bytes / bandwidth`` (GB/s = bytes/ns).
+
+    Raises:
+        ConfigError: negative or non-numeric values.
+    """
+
+    forward_ns: int
+    backward_ns: int
+    backward_input_ns: int | None = None
+    backward_weight_ns: int | None = None
+    optimizer_ns: int = 0
+    p2p_latency_ns: int = 0
+    p2p_bandwidth_gbps: float | None = None
+    activation_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        _positive("forward_ns", self.forward_ns)
+        _positive("backward_ns", self.backward_ns)
+        for name in ("backward_input_ns", "backward_weight_ns"):
+            v = getattr(self, name)
+            if v is not None:
+                _positive(name, v)
+        for name in ("optimizer_ns", "p2p_latency_ns", "activation_bytes"):
+            _positive(name, getattr(self, name), allow_zero=True)
+        i = self.backward_input_ns
+        w = self.backward_weight_ns
+        if i is None and w is None:
+            i = self.backward_ns // 2
+            w = self.backward_ns - i
+        elif i is None:
+            i = self.backward_ns - w  # type: ignore[operator]
+        elif w is None:
+            w = self.backward_ns - i
+        object.__setattr__(self, "_split", (int(i), int(w)))
+
+    @classmethod
+    def ms(cls, F: float, B: float, W: float | None = None, I: float | None = None, **kw: Any) -> FixedCost:  # noqa: E741, N803
+        """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``.
+
+        With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
+        """
+        return cls(
+            forward_ns=round(F * _NS_PER_MS),
+            backward_ns=round(B * _NS_PER_MS),
+            backward_input_ns=None if I is None else round(I * _NS_PER_MS),
+            backward_weight_ns=None if W is None else round(W * _NS_PER_MS),
+            **kw,
+        )
+
+    def duration_ns(self, job: Job, num_stages: int) -> int:
+        kind = job.kind
+        if kind is JobKind.F:
+            return self.forward_ns
+        if kind is JobKind.B:
+            return self.backward_ns
+        if kind is JobKind.I:
+            return self._split[0]  # type: ignore[attr-defined, no-any-return]
+        if kind is JobKind.W:
+            return self._split[1]  # type: ignore[attr-defined, no-any-return]
+        if kind is JobKind.OPT:
+            return self.optimizer_ns
+        return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_bandwidth_gbps)
+
+    def flops(self, job: Job, num_stages: int) -> float:
+        return 0.0
+
+    def nbytes(self, job: Job, num_stages: int) -> int:
+        return self.activation_bytes if job.kind.is_comm else 0
+
+    def is_uniform(self, num_stages: int) -> bool:
+        return self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_bandwidth_gbps)
+
+    def describe(self) -> dict[str, Any]:
+        d = {"model": "fixed", **asdict(self)}
+        d["backward_input_ns"], d["backward_weight_ns"] = self._split  # type: ignore[attr-defined]
+        return d
+
+
+@dataclass(frozen=True)
+class TransformerCost:
+    """Durations of a GPT-style decoder split evenly over the pipeline's stages.
+
+    Per layer the weights hold ``12 h^2`` parameters (attention ``4 h^2``, MLP
+    ``8 h^2``; biases and layer norms neglected). A forward of one micro-batch
+    through a stage of ``L`` layers costs ``2 * params * tokens`` FLOPs, with
+    ``tokens = micro_batch_size * seq_len`` (the 2N-per-token rule of Kaplan et
+    al., "Scaling Laws for Neural Language Models", arXiv:2001.08361, §2.1),
+    i.e. ``24 L h^2 t``. With ``attention=True`` the score and context products
+    add ``4 L s h t`` (Narayanan et al., SC'21, arXiv:2104.04473, §5.1, eq. 3
+    divided by its 4 passes: ``24 b s L h^2 (1 + s/(6h))``). A full backward
+    costs 2x the forward (arXiv:2104.04473 §5.1), split evenly into ``I`` and
+    ``W`` (Qi et al., arXiv:2401.10241, §2: ``T_B ~= T_W``). A job's duration is
+    ``FLOPs / (tflops * 1e12)`` seconds.
+
+    Sends and receives move one activation, ``micro_batch_size * seq_len * h``
+    elements of ``bytes_per_element`` bytes, in ``p2p_latency_ns + bytes /
+    bandwidth``.
+
+    Args:
+        hidden_size: ``h``.
+        seq_len: ``s``, tokens per sequence.
+        micro_batch_size: sequences per micro-batch.
+        num_layers: layers of the whole model, spread over the stages (earlier
+            stages take one more layer when they do not divide evenly).
+        tflops: sustained device throughput in TFLOP/s (1e12 FLOP/s).
+        attention: include the attention-score FLOPs.
+        optimizer_ns: duration of an ``OPT`` job.
+        bytes_per_element: activation element size (2 for bf16).
+        p2p_latency_ns, p2p_bandwidth_gbps: point-to-point link (GB/s = bytes/ns);
+            ``None`` bandwidth means transfers cost only the latency.
+
+    Raises:
+        ConfigError: a non-positive size, or fewer layers than stages (raised
+            when durations are first asked for with that stage count).
+    """
+
+    hidden_size: int
+    seq_len: int
+    micro_batch_size: int
+    num_layers: int
+    tflops: float
+    attention: bool = False
+    optimizer_ns: int = 0
+    bytes_per_element: int = 2
+    p2p_latency_ns: int = 0
+    p2p_bandwidth_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "tflops", "bytes_per_element"):
+            _positive(name, getattr(self, name))
+        _positive("optimizer_ns", self.optimizer_ns, allow_zero=True)
+        _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True)
+
+    def layers_of(self, stage: int, num_stages: int) -> int:
+        """Layers on ``stage``: ``num_layers // num_stages``, plus one on the first
+        ``num_layers % num_stages`` stages.
+
+        Raises:
+            ConfigError: fewer layers than stages.
+        """
+        if self.num_layers < num_stages:
+            raise ConfigError(f"cost model: {self.num_layers} layers cannot be split over {num_stages} stages")
+        base, extra = divmod(self.num_layers, num_stages)
+        return base + (1 if stage < extra else 0)
+
+    def forward_flops(self, stage: int, num_stages: int) -> float:
+        """FLOPs of one micro-batch's forward through ``stage``."""
+        h, s = self.hidden_size, self.seq_len
+        tokens = self.micro_batch_size * s
+        per_layer = 24.0 * h * h * tokens
+        if self.attention:
+            per_layer += 4.0 * s * h * tokens
+        return per_layer * self.layers_of(stage, num_stages)
+
+    def flops(self, job: Job, num_stages: int) -> float:
+        kind = job.kind
+        if kind.is_comm or kind is JobKind.OPT:
+            return 0.0
+        f = self.forward_flops(job.stage, num_stages)
+        if kind is JobKind.F:
+            return f
+        if kind is JobKind.B:
+            return 2.0 * f
+        return f  # I and W: half of 2x forward each
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of one activation (or its gradient) between stages."""
+        return self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
+
+    def duration_ns(self, job: Job, num_stages: int) -> int:
+        if job.kind is JobKind.OPT:
+            return self.optimizer_ns
+        if job.kind.is_comm:
+            return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_bandwidth_gbps)
+        return max(1, round(self.flops(job, num_stages) / (self.tflops * 1e3)))  # 1 TFLOP/s = 1e3 FLOP/ns
+
+    def nbytes(self, job: Job, num_stages: int) -> int:
+        return self.activation_bytes if job.kind.is_comm else 0
+
+    def is_uniform(self, num_stages: int) -> bool:
+        even = self.num_layers % num_stages == 0
+        free = self.p2p_latency_ns == 0 and not self.p2p_bandwidth_gbps
+        return even and free
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": "transformer", **asdict(self)}

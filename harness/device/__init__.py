@@ -1,0 +1,80 @@
+"""Backends behind one device interface, and the choice among them.
+
+``sim`` (virtual clock, exact), ``cpu`` (host threads; the embedded default
+where no GPU is usable) and ``cuda`` (PyCUDA). ``auto`` picks ``cuda`` when
+PyCUDA and a GPU are usable and ``cpu`` otherwise, and says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.device.base import Device, Work
+from harness.errors import BackendUnavailable, ConfigError
+
+__all__ = ["BACKENDS", "BackendChoice", "Device", "Work", "create_device", "resolve_backend"]
+
+BACKENDS = ("auto", "sim", "cpu", "cuda")
+DEFAULT_WORKLOAD = {"sim": "virtual", "cpu": "sleep", "cuda": "spin"}
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend a run uses and, for ``auto``, why it was chosen."""
+
+    requested: str
+    name: str
+    reason: str
+
+
+def resolve_backend(requested: str) -> BackendChoice:
+    """Turn a backend name (``auto``, ``sim``, ``cpu``, ``cuda``) into the one to use.
+
+    Raises:
+        ConfigError: unknown name (lists the valid ones).
+        BackendUnavailable: ``cuda`` was asked for and cannot run here; the
+            message says why and how to install PyCUDA.
+    """
+    name = requested.strip().lower()
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown backend {requested!r}; valid backends: {', '.join(BACKENDS)}")
+    if name in ("sim", "cpu"):
+        return BackendChoice(requested, name, f"{name} backend requested")
+    from harness.device import cuda
+
+    ok, why = cuda.probe()
+    if name == "cuda":
+        if not ok:
+            raise BackendUnavailable(f"the cuda backend cannot run here: {why}. {cuda.INSTALL_HINT}")
+        return BackendChoice(requested, "cuda", why)
+    if ok:
+        return BackendChoice(requested, "cuda", f"auto: {why}")
+    return BackendChoice(requested, "cpu", f"auto: no usable GPU ({why}); running on the cpu backend")
+
+
+def create_device(name: str, workload: str | None = None, **options: object) -> Device:
+    """Create a device of backend ``name`` (``sim``, ``cpu`` or ``cuda``).
+
+    Args:
+        name: a resolved backend name (not ``auto``).
+        workload: backend-specific (``cpu``: ``sleep``/``matmul``; ``cuda``:
+            ``spin``/``gemm``); ``None`` for the backend's default.
+        options: passed to the backend's constructor.
+
+    Raises:
+        ConfigError: unknown backend or workload.
+        BackendUnavailable: the backend cannot run here.
+    """
+    if name == "sim":
+        from harness.device.sim import SimDevice
+
+        return SimDevice()
+    if name == "cpu":
+        from harness.device.cpu import CpuDevice
+
+        return CpuDevice(workload or "sleep", **options)  # type: ignore[arg-type]
+    if name == "cuda":
+        from harness.device.cuda import CudaDevice
+
+        return CudaDevice(workload or "spin", **options)  # type: ignore[arg-type]
+    raise ConfigError(f"unknown backend {name!r}; valid backends: sim, cpu, cuda")

@@ -1,0 +1,227 @@
+"""``cpu``: the device interface emulated with one host worker thread per stream.
+
+Streams are FIFO queues drained by their own thread; events carry
+``time.perf_counter_ns()`` stamps taken by the thread that reaches the record,
+so all streams share one host time base. A wait captures the event's latest
+record *at the time wait is called* (CUDA semantics), exactly as on a GPU.
+
+Workloads:
+    ``sleep`` (default): each launch sleeps its duration. Sleeping threads hold
+        no CPU, so each stream behaves like an independent device; timer slack
+        is set to 1 ns on Linux so sleeps end within microseconds of their goal.
+    ``matmul``: each launch multiplies float32 matrices sized from the job's
+        FLOPs (``2 n^3`` per product). NumPy releases the GIL in GEMMs, so stages
+        really contend for the machine's cores - the CPU analogue of stages
+        sharing one GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import queue
+import threading
+import time
+from typing import Any
+
+from harness.device.base import Work
+from harness.errors import ConfigError, ExecutionError
+
+__all__ = ["CpuDevice", "WORKLOADS"]
+
+WORKLOADS = ("sleep", "matmul")
+_RECORD, _WAIT, _LAUNCH, _FENCE, _STOP = range(5)
+_PR_SET_TIMERSLACK = 29
+_MAX_GEMM_N = 1024
+
+
+def _tighten_timer_slack() -> None:
+    """Ask Linux for 1 ns timer slack on this thread (default 50 µs)."""
+    if not platform.system() == "Linux":
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not fatal: sleeps are just less exact
+        pass
+
+
+class _Record:
+    __slots__ = ("time", "done")
+
+    def __init__(self) -> None:
+        self.time: int | None = None
+        self.done = threading.Event()
+
+
+class _CpuEvent:
+    __slots__ = ("latest",)
+
+    def __init__(self) -> None:
+        self.latest: _Record | None = None
+
+
+class _CpuStream:
+    def __init__(self, device: CpuDevice, name: str) -> None:
+        self.device = device
+        self.name = name
+        self.queue: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+        self.last_label = ""
+        self.error: BaseException | None = None
+        self._gemm_cache: dict[int, tuple[Any, Any, Any]] = {}
+        self.thread = threading.Thread(target=self._run, name=f"harness-cpu-{name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        _tighten_timer_slack()
+        clock = time.perf_counter_ns
+        get = self.queue.get
+        timeout = self.device.stall_timeout_s
+        while True:
+            op, arg = get()
+            if op == _LAUNCH:
+                if self.error is None:
+                    try:
+                        self._execute(arg)
+                    except Exception as exc:  # reported by synchronize()
+                        self.error = exc
+                self.last_label = arg.label
+            elif op == _RECORD:
+                arg.time = clock()
+                arg.done.set()
+            elif op == _WAIT:
+                if self.error is None and not arg.done.wait(timeout):
+                    self.error = ExecutionError(
+                        f"cpu: stream {self.name} waited {timeout:g} s for an event after job "
+                        f"{self.last_label or '(none yet)'}; the job it depends on never finished"
+                    )
+                    arg.done.set()  # unblock, the run is failed anyway
+            elif op == _FENCE:
+                arg.set()
+            else:
+                return
+
+    def _execute(self, work: Work) -> None:
+        if self.device.workload == "matmul" and work.flops > 0 and not work.is_copy:
+            self._matmul(work.flops)
+            return
+        deadline = time.perf_counter_ns() + work.duration_ns
+        while True:
+            left = deadline - time.perf_counter_ns()
+            if left <= 0:
+                return
+            time.sleep(left / 1e9)
+
+    def _matmul(self, flops: float) -> None:
+        import numpy as np
+
+        n = max(16, min(_MAX_GEMM_N, round((flops / 2.0) ** (1.0 / 3.0))))
+        repeats = max(1, round(flops / (2.0 * n**3)))
+        bufs = self._gemm_cache.get(n)
+        if bufs is None:
+            rng = np.random.default_rng(n)
+            a = rng.standard_normal((n, n), dtype=np.float32)
+            b = rng.standard_normal((n, n), dtype=np.float32)
+            bufs = self._gemm_cache[n] = (a, b, np.empty((n, n), dtype=np.float32))
+        a, b, c = bufs
+        for _ in range(repeats):
+            np.matmul(a, b, out=c)
+
+
+class CpuDevice:
+    """Streams as host threads, events as ``perf_counter_ns`` stamps.
+
+    Args:
+        workload: ``"sleep"`` or ``"matmul"`` (see module doc).
+        stall_timeout_s: how long a stream waits on one event before the run
+            fails with :class:`ExecutionError` (a guard against hangs).
+
+    Raises:
+        ConfigError: unknown workload.
+    """
+
+    name = "cpu"
+
+    def __init__(self, workload: str = "sleep", stall_timeout_s: float = 120.0) -> None:
+        if workload not in WORKLOADS:
+            raise ConfigError(f"cpu backend: unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
+        self.workload = workload
+        self.stall_timeout_s = stall_timeout_s
+        self._streams: list[_CpuStream] = []
+        self._closed = False
+
+    def stream(self, name: str) -> _CpuStream:
+        s = _CpuStream(self, name)
+        self._streams.append(s)
+        return s
+
+    def event(self, timing: bool = True) -> _CpuEvent:
+        return _CpuEvent()
+
+    def record(self, event: _CpuEvent, stream: _CpuStream) -> None:
+        rec = _Record()
+        event.latest = rec
+        stream.queue.put((_RECORD, rec))
+
+    def wait(self, stream: _CpuStream, event: _CpuEvent) -> None:
+        if event.latest is not None:
+            stream.queue.put((_WAIT, event.latest))
+
+    def launch(self, stream: _CpuStream, work: Work) -> None:
+        stream.queue.put((_LAUNCH, work))
+
+    def synchronize(self) -> None:
+        fences = []
+        for s in self._streams:
+            f = threading.Event()
+            s.queue.put((_FENCE, f))
+            fences.append((s, f))
+        for s, f in fences:
+            if not f.wait(self.stall_timeout_s * 2 + 5):
+                raise ExecutionError(f"cpu: stream {s.name} did not drain (last job {s.last_label or 'none'})")
+        errors = [s for s in self._streams if s.error is not None]
+        if errors:
+            first = errors[0].error
+            for s in self._streams:
+                s.error = None
+            if isinstance(first, ExecutionError):
+                raise first
+            raise ExecutionError(f"cpu: a job failed on stream {errors[0].name}: {first!r}") from first
+
+    def elapsed_ns(self, start: _CpuEvent, end: _CpuEvent) -> int:
+        a, b = start.latest, end.latest
+        if a is None or b is None or a.time is None or b.time is None:
+            raise ExecutionError("cpu: elapsed time asked of an event that has not completed")
+        return b.time - a.time
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "backend": "cpu",
+            "workload": self.workload,
+            "clock": "time.perf_counter_ns",
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        }
+        if self.workload == "matmul":
+            import numpy as np
+
+            info["numpy"] = np.__version__
+        return info
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for s in self._streams:
+            s.queue.put((_STOP, None))
+        for s in self._streams:
+            s.thread.join(timeout=5)
+        self._streams.clear()
+
+    def __del__(self) -> None:  # threads are daemons; this just tidies up
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,164 @@
+"""The executor: runs a plan on a device for a number of steps and times every job.
+
+For each step it records a reference event, makes every stream wait on it (so
+all streams start the step together and share its time base), then walks the
+plan's enqueue order. For each job it makes the job's stream wait on the end
+events (or, for a receive, the start event) of its cross-stream dependencies,
+records the job's start event, launches its work and records its end event.
+After a synchronize, events are turned into ns relative to the first recorded
+step's reference event. The executor only talks to the device interface.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+from harness.cost import CostModel
+from harness.device.base import Device, Work
+from harness.errors import ConfigError
+from harness.plan import Plan
+from harness.records import JobRecord, RunRecords
+
+__all__ = ["execute", "parse_steps"]
+
+
+def parse_steps(text: str) -> range:
+    """Parse a profiling window ``START:END`` into the recorded steps ``range(START, END)``.
+
+    Steps before ``START`` run as warm-up and are not recorded. ``"1:4"`` runs
+    four steps and records steps 1, 2 and 3.
+
+    Raises:
+        ConfigError: not two integers, ``START < 0`` or ``END <= START``.
+    """
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        start, end = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ConfigError(f"profile steps must look like START:END (e.g. 1:4), got {text!r}") from None
+    if start < 0 or end <= start:
+        raise ConfigError(f"profile steps {text!r}: need 0 <= START < END")
+    return range(start, end)
+
+
+def _works(plan: Plan, cost: CostModel) -> list[Work]:
+    n_stages = plan.schedule.num_stages
+    out = []
+    for job in plan.jobs:
+        out.append(
+            Work(
+                duration_ns=int(cost.duration_ns(job, n_stages)),
+                flops=float(cost.flops(job, n_stages)),
+                nbytes=int(cost.nbytes(job, n_stages)),
+                is_copy=job.kind.is_comm,
+                label=str(job),
+            )
+        )
+    return out
+
+
+def execute(
+    plan: Plan,
+    device: Device,
+    cost: CostModel,
+    steps: range,
+    ranks: Collection[int] | None = None,
+) -> RunRecords:
+    """Run ``plan`` for ``steps.stop`` steps on ``device`` and record ``steps``.
+
+    Args:
+        plan: the validated plan.
+        device: any backend implementing :class:`~harness.device.base.Device`.
+        cost: gives each job's work (duration ns, FLOPs, bytes).
+        steps: the recorded steps; steps ``0 .. steps.start-1`` are warm-up.
+        ranks: the ranks this process runs (default: all). Jobs of other ranks
+            are neither enqueued nor recorded; this is the seam for one rank
+            per process, where remote dependencies arrive through a transport.
+
+    Returns:
+        The run's records; times in ns relative to the first recorded step's
+        reference event.
+
+    Raises:
+        ConfigError: an empty profiling window or unknown ranks.
+        ExecutionError: the device failed or stalled.
+    """
+    if len(steps) == 0 or steps.start < 0:
+        raise ConfigError(f"nothing to record: profiling window {steps.start}:{steps.stop}")
+    p = plan.schedule.num_ranks
+    local = set(range(p)) if ranks is None else set(ranks)
+    if not local <= set(range(p)):
+        raise ConfigError(f"ranks {sorted(local - set(range(p)))} are not in a {p}-rank pipeline")
+    if ranks is not None and local != set(range(p)):
+        raise ConfigError("running a subset of ranks needs a cross-process transport, which is not available yet")
+    works = _works(plan, cost)
+    order = [j for j in plan.order if plan.rank[j] in local]
+    stream_ids = [s for s in plan.streams_used() if s // 2 in local]
+    streams: dict[int, Any] = {s: device.stream(plan.stream_names[s]) for s in stream_ids}
+    n = plan.num_jobs
+    start_ev = [device.event() for _ in range(n)]
+    end_ev = [device.event() for _ in range(n)]
+    records = RunRecords(
+        backend=device.name,
+        device=device.describe(),
+        num_ranks=p,
+        streams=[plan.stream_names[s] for s in stream_ids],
+        warmup_steps=steps.start,
+    )
+    first = streams[stream_ids[0]]
+    others = [streams[s] for s in stream_ids[1:]]
+    base_ref: Any = None
+    schedule = plan.schedule
+    record, wait, launch = device.record, device.wait, device.launch
+    for step in range(steps.stop):
+        ref = device.event()
+        t0 = time.perf_counter_ns()
+        record(ref, first)
+        for s in others:
+            wait(s, ref)
+        for j in order:
+            s = streams[plan.stream[j]]
+            for d in plan.deps[j]:
+                wait(s, end_ev[d])
+            for d in plan.start_deps[j]:
+                wait(s, start_ev[d])
+            record(start_ev[j], s)
+            launch(s, works[j])
+            record(end_ev[j], s)
+        enqueue = time.perf_counter_ns() - t0
+        device.synchronize()
+        if step not in steps:
+            continue
+        if base_ref is None:
+            base_ref = ref
+        offset = device.elapsed_ns(base_ref, ref)
+        step_end = offset
+        elapsed = device.elapsed_ns
+        for j in order:
+            a = offset + elapsed(ref, start_ev[j])
+            b = offset + elapsed(ref, end_ev[j])
+            job = plan.jobs[j]
+            records.jobs.append(
+                JobRecord(
+                    rank=plan.rank[j],
+                    stream=plan.stream_names[plan.stream[j]],
+                    stage=job.stage,
+                    kind=job.kind.value,
+                    microbatch=job.microbatch,
+                    chunk=schedule.chunk_of(job.stage),
+                    step=step,
+                    start_ns=a,
+                    end_ns=b,
+                )
+            )
+            if b > step_end:
+                step_end = b
+        records.steps.append(step)
+        records.step_start_ns.append(offset)
+        records.step_end_ns.append(step_end)
+        records.enqueue_ns.append(enqueue)
+    return records

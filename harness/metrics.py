@@ -1,0 +1,148 @@
+"""Measured figures from run records: step time, busy/idle, bubble, in-flight peak.
+
+Bubble ratio normalization: **idle share of total**, i.e. the compute streams'
+idle time summed over ranks divided by ``p x step time``. For FThenB/1F1B with
+uniform stages this equals ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1). The
+other common normalization, bubble over ideal compute time, is
+``idle / busy`` and is reported beside it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from harness.records import JobRecord, RunRecords
+
+__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "peak_inflight_of"]
+
+_COMPUTE = ("F", "B", "I", "W", "OPT")
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """Figures of one recorded step (times in ns).
+
+    Attributes:
+        step: step index.
+        step_time_ns: from the step's reference event to its last job's end.
+        busy_ns: per rank, compute-stream busy time.
+        idle_ns: per rank, ``step_time_ns - busy_ns``.
+        bubble_ratio: ``sum(idle) / (p * step_time)`` - idle share of total.
+        bubble_over_ideal: ``sum(idle) / sum(busy)`` - bubble over ideal time.
+        peak_inflight: per rank, the most micro-batches whose forward had
+            started and whose backward (``B``, or ``W`` when split) had not ended.
+    """
+
+    step: int
+    step_time_ns: int
+    busy_ns: list[int]
+    idle_ns: list[int]
+    bubble_ratio: float
+    bubble_over_ideal: float
+    peak_inflight: list[int]
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Figures of a run: one :class:`StepMetrics` per recorded step, plus summaries.
+
+    Attributes:
+        steps: per recorded step.
+        step_time_median_ns, step_time_min_ns, step_time_max_ns: over steps (ns).
+        step_time_iqr_ns: inter-quartile range of step times (ns); 0 for fewer
+            than two steps.
+        bubble_ratio: median over steps of the idle share of total.
+        bubble_over_ideal: median over steps of bubble over ideal time.
+        peak_inflight: per rank, the maximum over steps.
+        enqueue_ns_per_job: host enqueue time per job, median over steps (ns).
+    """
+
+    steps: list[StepMetrics]
+    step_time_median_ns: float
+    step_time_min_ns: int
+    step_time_max_ns: int
+    step_time_iqr_ns: float
+    bubble_ratio: float
+    bubble_over_ideal: float
+    peak_inflight: list[int]
+    enqueue_ns_per_job: float
+    normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time)")
+
+
+def peak_inflight_of(jobs: list[JobRecord], num_ranks: int) -> list[int]:
+    """Per rank, the peak number of micro-batches held (forward started, backward
+    not finished). A backward split into ``I`` and ``W`` frees at ``W``'s end.
+    At equal times a release is counted before an acquisition."""
+    split = {(j.stage, j.microbatch) for j in jobs if j.kind == "W"}
+    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for j in jobs:
+        if j.kind == "F":
+            events[j.rank].append((j.start_ns, 1))
+        elif j.kind == "B" or j.kind == "W" or (j.kind == "I" and (j.stage, j.microbatch) not in split):
+            events[j.rank].append((j.end_ns, -1))
+    peaks = [0] * num_ranks
+    for rank, evs in events.items():
+        evs.sort()
+        cur = peak = 0
+        for _, delta in evs:
+            cur += delta
+            peak = max(peak, cur)
+        peaks[rank] = peak
+    return peaks
+
+
+def _iqr(values: list[int]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def compute_metrics(records: RunRecords) -> RunMetrics:
+    """Compute per-step and summary figures from ``records``.
+
+    Raises:
+        ValueError: the records hold no recorded step.
+    """
+    if not records.steps:
+        raise ValueError("no recorded steps to analyse")
+    p = records.num_ranks
+    by_step: dict[int, list[JobRecord]] = defaultdict(list)
+    for j in records.jobs:
+        by_step[j.step].append(j)
+    out: list[StepMetrics] = []
+    for step, start, end in zip(records.steps, records.step_start_ns, records.step_end_ns):
+        jobs = by_step.get(step, [])
+        step_time = end - start
+        busy = [0] * p
+        for j in jobs:
+            if j.kind in _COMPUTE:
+                busy[j.rank] += j.end_ns - j.start_ns
+        idle = [max(0, step_time - b) for b in busy]
+        total_idle, total_busy = sum(idle), sum(busy)
+        out.append(
+            StepMetrics(
+                step=step,
+                step_time_ns=step_time,
+                busy_ns=busy,
+                idle_ns=idle,
+                bubble_ratio=total_idle / (p * step_time) if step_time > 0 else 0.0,
+                bubble_over_ideal=total_idle / total_busy if total_busy > 0 else 0.0,
+                peak_inflight=peak_inflight_of(jobs, p),
+            )
+        )
+    times = [s.step_time_ns for s in out]
+    n_jobs_per_step = len(records.jobs) / len(records.steps)
+    return RunMetrics(
+        steps=out,
+        step_time_median_ns=float(statistics.median(times)),
+        step_time_min_ns=min(times),
+        step_time_max_ns=max(times),
+        step_time_iqr_ns=_iqr(times),
+        bubble_ratio=float(statistics.median(s.bubble_ratio for s in out)),
+        bubble_over_ideal=float(statistics.median(s.bubble_over_ideal for s in out)),
+        peak_inflight=[max(s.peak_inflight[r] for s in out) for r in range(p)],
+        enqueue_ns_per_job=float(statistics.median(records.enqueue_ns)) / n_jobs_per_step if n_jobs_per_step else 0.0,
+    )

@@ -1,0 +1,314 @@
+"""The schedule model: jobs, job kinds, stage placement and per-rank job lists.
+
+A *job* is one unit of pipeline work: ``(stage, kind, micro-batch)``. Its chunk
+(virtual stage index on its rank) follows from the schedule's placement, so a
+job's text form is PyTorch pipelining's compact notation: ``"2F0"`` is stage 2,
+forward, micro-batch 0; ``"1SEND_F3"`` sends stage 1's forward output for
+micro-batch 3; ``"0OPT"`` is stage 0's optimizer step (no micro-batch).
+
+A *schedule* is one ordered job list per pipeline rank plus the placement of
+stages on ranks. Lists may contain ``None`` for an idle slot, which keeps the
+step x rank grid of a CSV schedule intact; executors skip idle slots.
+
+Stages are global: with ``p`` ranks and ``v`` chunks per rank there are
+``p * v`` stages. Under the *loop* placement stage ``k`` is on rank ``k % p``
+(Megatron-LM interleaving); under the *V* placement rank ``r`` holds stages
+``r`` and ``2p - 1 - r`` (ZB-V, DualPipeV).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from harness.errors import ScheduleError
+
+__all__ = [
+    "COMPUTE_KINDS",
+    "COMM_KINDS",
+    "Job",
+    "JobKind",
+    "Schedule",
+    "loop_placement",
+    "parse_job",
+    "v_placement",
+]
+
+
+class JobKind(str, enum.Enum):
+    """What a job does. Values are the tokens of the text form."""
+
+    F = "F"
+    """Forward pass of one micro-batch through one stage."""
+    B = "B"
+    """Full backward (inputs and weights) of one micro-batch."""
+    I = "I"  # noqa: E741 - the field's own name for backward-for-inputs
+    """Backward for inputs only (ZB's "B"; PyTorch's "I")."""
+    W = "W"
+    """Backward for weights only."""
+    SEND_F = "SEND_F"
+    RECV_F = "RECV_F"
+    SEND_B = "SEND_B"
+    RECV_B = "RECV_B"
+    OPT = "OPT"
+    """Optimizer step of one stage (no micro-batch)."""
+
+    @property
+    def is_comm(self) -> bool:
+        return self in COMM_KINDS
+
+    @property
+    def is_backward(self) -> bool:
+        return self in (JobKind.B, JobKind.I, JobKind.W)
+
+
+COMPUTE_KINDS = frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT})
+COMM_KINDS = frozenset({JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B})
+
+_KIND_BY_TOKEN = {k.value: k for k in JobKind}
+_JOB_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|F|B|I|W)\s*(\d+)?\s*$")
+
+
+class Job(NamedTuple):
+    """One job: ``stage`` (global stage index), ``kind``, ``microbatch``.
+
+    ``microbatch`` is ``None`` only for :attr:`JobKind.OPT`. ``str(job)`` is
+    the compact text form (``"2F0"``); :func:`parse_job` reads it back.
+    """
+
+    stage: int
+    kind: JobKind
+    microbatch: int | None
+
+    def __str__(self) -> str:
+        if self.microbatch is None:
+            return f"{self.stage}{self.kind.value}"
+        return f"{self.stage}{self.kind.value}{self.microbatch}"
+
+    def __repr__(self) -> str:
+        return f"Job({self})"
+
+
+def parse_job(text: str) -> Job:
+    """Parse the compact text form of a job (``"2F0"``, ``"0SEND_B3"``, ``"1OPT"``).
+
+    Raises:
+        ScheduleError: the text is not a job; the message shows the expected form.
+    """
+    match = _JOB_RE.match(text)
+    if match is None:
+        raise ScheduleError(
+            f"cannot read job {text!r}: expected <stage><kind><micro-batch> such as '2F0', "
+            f"with kind one of {', '.join(k.value for k in JobKind)} ('OPT' takes no micro-batch)",
+            (text,),
+        )
+    stage, token, mb = match.groups()
+    kind = _KIND_BY_TOKEN[token]
+    if kind is JobKind.OPT:
+        if mb is not None:
+            raise ScheduleError(f"cannot read job {text!r}: OPT takes no micro-batch (write '{stage}OPT')", (text,))
+        return Job(int(stage), kind, None)
+    if mb is None:
+        raise ScheduleError(f"cannot read job {text!r}: a {token} job needs a micro-batch, e.g. '{stage}{token}0'", (text,))
+    return Job(int(stage), kind, int(mb))
+
+
+def loop_placement(num_ranks: int, chunks: int = 1) -> tuple[int, ...]:
+    """Stage-to-rank map of the loop (round-robin) placement: stage ``k`` on rank ``k % p``.
+
+    Returns a tuple of length ``num_ranks * chunks``.
+    """
+    return tuple(k % num_ranks for k in range(num_ranks * chunks))
+
+
+def v_placement(num_ranks: int) -> tuple[int, ...]:
+    """Stage-to-rank map of the V placement (ZB-V, DualPipeV): rank ``r`` holds stages
+    ``r`` and ``2p - 1 - r``. Returns a tuple of length ``2 * num_ranks``."""
+    return tuple(k if k < num_ranks else 2 * num_ranks - 1 - k for k in range(2 * num_ranks))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A pipeline schedule: one ordered job list per rank and the stage placement.
+
+    Attributes:
+        name: the schedule's name (builder name or file name), for reports.
+        num_microbatches: ``m``, micro-batches per step.
+        stage_to_rank: rank of each global stage; its length is the stage count
+            ``p * v``. Chunk ``c`` of a rank is its ``c``-th stage in index order.
+        ranks: per rank, the jobs in execution order; ``None`` marks an idle slot.
+        params: builder parameters worth reporting (e.g. ``{"v": 2}``).
+
+    Raises:
+        ScheduleError: on construction, if the shape is inconsistent (a rank
+            without a list, a stage index out of range, a job listed on a rank
+            that does not hold its stage).
+    """
+
+    name: str
+    num_microbatches: int
+    stage_to_rank: tuple[int, ...]
+    ranks: tuple[tuple[Job | None, ...], ...]
+    params: dict[str, object] = field(default_factory=dict, compare=False)
+    _chunk_of: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage_to_rank", tuple(self.stage_to_rank))
+        object.__setattr__(self, "ranks", tuple(tuple(r) for r in self.ranks))
+        p = len(self.ranks)
+        if p < 1:
+            raise ScheduleError(f"schedule {self.name!r} has no ranks")
+        if not self.stage_to_rank:
+            raise ScheduleError(f"schedule {self.name!r} places no stages")
+        counts = [0] * p
+        chunk_of = []
+        for stage, rank in enumerate(self.stage_to_rank):
+            if not 0 <= rank < p:
+                raise ScheduleError(f"schedule {self.name!r}: stage {stage} is placed on rank {rank}, but there are {p} ranks")
+            chunk_of.append(counts[rank])
+            counts[rank] += 1
+        object.__setattr__(self, "_chunk_of", tuple(chunk_of))
+        n_stages = len(self.stage_to_rank)
+        for rank, jobs in enumerate(self.ranks):
+            for step, job in enumerate(jobs):
+                if job is None:
+                    continue
+                if not 0 <= job.stage < n_stages:
+                    raise ScheduleError(
+                        f"schedule {self.name!r}: job {job} on rank {rank} (step {step}) names stage {job.stage}, "
+                        f"but the pipeline has stages 0..{n_stages - 1}",
+                        (str(job),),
+                    )
+                if self.stage_to_rank[job.stage] != rank:
+                    raise ScheduleError(
+                        f"schedule {self.name!r}: job {job} is listed on rank {rank} (step {step}), "
+                        f"but stage {job.stage} is placed on rank {self.stage_to_rank[job.stage]}",
+                        (str(job),),
+                    )
+
+    # --- shape -----------------------------------------------------------
+    @property
+    def num_ranks(self) -> int:
+        """``p``: number of pipeline ranks (devices)."""
+        return len(self.ranks)
+
+    @property
+    def num_stages(self) -> int:
+        """Number of global stages, ``p * v`` for uniform placements."""
+        return len(self.stage_to_rank)
+
+    @property
+    def chunks_per_rank(self) -> int:
+        """``v``: the largest number of stages (chunks) held by one rank."""
+        counts = [0] * self.num_ranks
+        for r in self.stage_to_rank:
+            counts[r] += 1
+        return max(counts)
+
+    def chunk_of(self, stage: int) -> int:
+        """Chunk (virtual stage) index of ``stage`` on its rank."""
+        return self._chunk_of[stage]
+
+    def rank_of(self, stage: int) -> int:
+        """Rank that holds ``stage``."""
+        return self.stage_to_rank[stage]
+
+    def stages_of(self, rank: int) -> list[int]:
+        """Stages held by ``rank``, in chunk order."""
+        return [k for k, r in enumerate(self.stage_to_rank) if r == rank]
+
+    @property
+    def has_comm(self) -> bool:
+        """Whether the schedule carries explicit send/receive jobs."""
+        return any(j is not None and j.kind.is_comm for jobs in self.ranks for j in jobs)
+
+    def jobs(self) -> Iterator[tuple[int, int, Job]]:
+        """Yield ``(rank, step, job)`` for every non-idle slot, rank by rank."""
+        for rank, jobs in enumerate(self.ranks):
+            for step, job in enumerate(jobs):
+                if job is not None:
+                    yield rank, step, job
+
+    @property
+    def num_jobs(self) -> int:
+        return sum(1 for jobs in self.ranks for j in jobs if j is not None)
+
+    # --- text ------------------------------------------------------------
+    def to_text(self) -> list[list[str]]:
+        """Per rank, the jobs as text (``""`` for an idle slot)."""
+        return [["" if j is None else str(j) for j in jobs] for jobs in self.ranks]
+
+    @classmethod
+    def from_text(
+        cls,
+        name: str,
+        rows: Sequence[Iterable[str]],
+        num_microbatches: int,
+        stage_to_rank: Sequence[int] | None = None,
+        params: dict[str, object] | None = None,
+    ) -> Schedule:
+        """Build a schedule from per-rank lists of job texts (``""`` = idle).
+
+        ``stage_to_rank`` defaults to the loop placement with as many chunks as
+        the highest stage index needs.
+
+        Raises:
+            ScheduleError: a cell is not a job (names rank and step).
+        """
+        ranks: list[list[Job | None]] = []
+        for rank, row in enumerate(rows):
+            jobs: list[Job | None] = []
+            for step, cell in enumerate(row):
+                if cell is None or not str(cell).strip():
+                    jobs.append(None)
+                    continue
+                try:
+                    jobs.append(parse_job(str(cell)))
+                except ScheduleError as exc:
+                    raise ScheduleError(f"{name}: rank {rank}, step {step}: {exc}", exc.jobs) from None
+            ranks.append(jobs)
+        if stage_to_rank is None:
+            p = len(ranks)
+            top = max((j.stage for jobs in ranks for j in jobs if j is not None), default=p - 1)
+            chunks = top // p + 1 if p else 1
+            stage_to_rank = loop_placement(p, chunks)
+        return cls(name, num_microbatches, tuple(stage_to_rank), tuple(tuple(r) for r in ranks), dict(params or {}))
+
+    def format_grid(self, marks: dict[tuple[int, int], str] | None = None, max_steps: int = 200) -> str:
+        """Draw the step x rank grid: one row per step, one column per rank.
+
+        ``marks`` maps ``(rank, step)`` to a short note; marked cells get a
+        ``>>`` prefix and the notes are listed under the grid. Grids longer than
+        ``max_steps`` rows are cut around the marked cells.
+        """
+        marks = marks or {}
+        n_steps = max((len(r) for r in self.ranks), default=0)
+        cells = [["" if j is None else str(j) for j in jobs] for jobs in self.ranks]
+        width = max([len(c) for col in cells for c in col] + [len(f"rank {self.num_ranks - 1}")]) + 4
+        rows_to_show = list(range(n_steps))
+        if n_steps > max_steps:
+            keep: set[int] = set(range(min(5, n_steps)))
+            for _, step in marks:
+                keep.update(range(max(0, step - 3), min(n_steps, step + 4)))
+            rows_to_show = sorted(keep)
+        header = "step  " + "".join(f"rank {r}".ljust(width) for r in range(self.num_ranks))
+        lines = [header.rstrip()]
+        prev = -1
+        for step in rows_to_show:
+            if step != prev + 1:
+                lines.append("  ...")
+            prev = step
+            row = []
+            for rank in range(self.num_ranks):
+                text = cells[rank][step] if step < len(cells[rank]) else ""
+                text = text or "."
+                if (rank, step) in marks:
+                    text = ">>" + text
+                row.append(text.ljust(width))
+            lines.append(f"{step:<5} " + "".join(row).rstrip())
+        for (rank, step), note in sorted(marks.items()):
+            lines.append(f">> rank {rank}, step {step}: {note}")
+        return "\n".join(lines)

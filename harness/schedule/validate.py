@@ -1,0 +1,82 @@
+"""Checks of a schedule's contents before anything runs.
+
+:func:`check_counts` looks at what each stage holds: every micro-batch has
+exactly one forward and one complete backward (a full ``B``, or an ``I`` and a
+``W``), micro-batch indices are in range, and nothing is listed twice. Order and
+deadlocks are checked by the plan (:func:`harness.plan.build_plan`), which
+simulates readiness over the dependency graph. Both raise
+:class:`~harness.errors.ScheduleError` with the step x rank grid, faulty cells
+marked. Linear in the number of jobs.
+"""
+
+from __future__ import annotations
+
+from harness.errors import ScheduleError
+from harness.schedule.model import Job, JobKind, Schedule
+
+__all__ = ["check_counts"]
+
+_MAX_REPORTED = 12
+
+
+def _fail(schedule: Schedule, problems: list[tuple[int, int, str]], summary: str, missing: list[str]) -> None:
+    marks = {(rank, step): note for rank, step, note in problems[:_MAX_REPORTED]}
+    lines = [f"schedule {schedule.name!r} is invalid: {summary}"]
+    if missing:
+        shown = ", ".join(missing[:_MAX_REPORTED])
+        more = f" (and {len(missing) - _MAX_REPORTED} more)" if len(missing) > _MAX_REPORTED else ""
+        lines.append(f"missing jobs: {shown}{more}")
+    lines.append(schedule.format_grid(marks))
+    jobs = tuple(note.split(" ", 1)[0] for _, _, note in problems) + tuple(missing)
+    raise ScheduleError("\n".join(lines), jobs)
+
+
+def check_counts(schedule: Schedule) -> None:
+    """Check every stage has one forward and one complete backward per micro-batch.
+
+    A backward is complete as a full ``B``, or as an ``I`` followed (anywhere)
+    by a ``W``; mixing ``B`` with ``I``/``W`` for one micro-batch is an error.
+    At most one ``OPT`` per stage. Send/receive jobs are checked by the plan.
+
+    Raises:
+        ScheduleError: names the duplicate, out-of-range and missing jobs and
+            shows the grid with the listed ones marked.
+    """
+    m = schedule.num_microbatches
+    if m < 1:
+        raise ScheduleError(f"schedule {schedule.name!r}: the number of micro-batches must be at least 1, got {m}")
+    seen: dict[Job, tuple[int, int]] = {}
+    problems: list[tuple[int, int, str]] = []
+    for rank, step, job in schedule.jobs():
+        if job.microbatch is not None and not 0 <= job.microbatch < m:
+            problems.append((rank, step, f"{job} names micro-batch {job.microbatch}, valid are 0..{m - 1}"))
+            continue
+        if job in seen:
+            r0, s0 = seen[job]
+            problems.append((rank, step, f"{job} is listed twice (first at rank {r0}, step {s0})"))
+            continue
+        seen[job] = (rank, step)
+    missing: list[str] = []
+    for stage in range(schedule.num_stages):
+        for mb in range(m):
+            if Job(stage, JobKind.F, mb) not in seen:
+                missing.append(str(Job(stage, JobKind.F, mb)))
+            b = Job(stage, JobKind.B, mb) in seen
+            i = Job(stage, JobKind.I, mb) in seen
+            w = Job(stage, JobKind.W, mb) in seen
+            if b and (i or w):
+                rank, step = seen[Job(stage, JobKind.B, mb)]
+                problems.append((rank, step, f"{stage}B{mb} is a full backward, but {stage}{'I' if i else 'W'}{mb} is also listed"))
+            elif i and not w:
+                missing.append(f"{stage}W{mb}")
+            elif w and not i:
+                missing.append(f"{stage}I{mb}")
+            elif not (b or i or w):
+                missing.append(f"{stage}B{mb}")
+    if problems or missing:
+        what = []
+        if problems:
+            what.append(f"{len(problems)} misplaced or duplicate job(s)")
+        if missing:
+            what.append(f"{len(missing)} missing job(s) (each stage needs F and B, or F, I and W, for micro-batches 0..{m - 1})")
+        _fail(schedule, problems, "; ".join(what), missing)
