@@ -1,0 +1,117 @@
+"""A benchmark case: what pipeline to run, declared as plain data.
+
+Cases in ``cases/`` create a :class:`PipelineCase` and hand it to the
+``pipeline`` fixture; the library API runs one with :func:`harness.runner.run_case`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cost import CostModel, FixedCost
+from harness.errors import ConfigError
+from harness.schedule.builders import build_schedule, builder_info
+from harness.schedule.model import Schedule
+
+__all__ = ["PipelineCase"]
+
+
+@dataclass(frozen=True)
+class PipelineCase:
+    """A pipeline to benchmark.
+
+    Attributes:
+        schedule: a registered schedule name (``"1F1B"``), a ready
+            :class:`~harness.schedule.model.Schedule`, or the path of a schedule
+            file (PyTorch pipeline CSV).
+        stages: ``p``, pipeline ranks; taken from the schedule when it is given
+            ready-made or as a file.
+        microbatches: ``m``, micro-batches per step; likewise.
+        chunks: ``v``, chunks per rank, for interleaved schedules.
+        cost: per-job durations; default ``F=1 ms, B=2 ms``.
+        workload: backend workload (``cpu``: ``sleep``/``matmul``; ``cuda``:
+            ``spin``/``gemm``); ``None`` for the backend's default.
+        comm: insert send/receive jobs on per-rank comm streams.
+        optimizer: append an optimizer step (``OPT``) per stage.
+        options: extra keyword arguments for the schedule builder.
+        name: a label for reports; default derived from schedule, p, m, v.
+
+    Raises:
+        ConfigError: on :meth:`build`, for unknown schedule names, non-positive
+            or missing sizes, or a file that does not match ``stages``/``microbatches``.
+    """
+
+    schedule: str | Schedule | Path
+    stages: int | None = None
+    microbatches: int | None = None
+    chunks: int = 1
+    cost: CostModel = field(default_factory=lambda: FixedCost.ms(F=1, B=2))
+    workload: str | None = None
+    comm: bool = False
+    optimizer: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def schedule_name(self) -> str:
+        if isinstance(self.schedule, Schedule):
+            return self.schedule.name
+        if isinstance(self.schedule, Path):
+            return self.schedule.name
+        try:
+            return builder_info(self.schedule).name
+        except ConfigError:
+            return str(self.schedule)
+
+    def label(self) -> str:
+        """Human label: ``name`` or ``"1F1B p=4 m=8"`` (``v`` when > 1)."""
+        if self.name:
+            return self.name
+        parts = [self.schedule_name]
+        if self.stages is not None:
+            parts.append(f"p={self.stages}")
+        if self.microbatches is not None:
+            parts.append(f"m={self.microbatches}")
+        if self.chunks != 1:
+            parts.append(f"v={self.chunks}")
+        return " ".join(parts)
+
+    def build(self) -> Schedule:
+        """Build (or load) the schedule, add OPT and comm jobs as asked.
+
+        Raises:
+            ConfigError: see class doc.
+            ScheduleError, InputFormatError: from loading a schedule file.
+        """
+        schedule: Schedule
+        if isinstance(self.schedule, Schedule):
+            schedule = self.schedule
+            self._check_matches(schedule, "the given schedule")
+        elif isinstance(self.schedule, Path):
+            from harness.schedule import notation
+
+            schedule = notation.load_schedule_file(self.schedule, num_microbatches=self.microbatches)
+            self._check_matches(schedule, str(self.schedule))
+        else:
+            if self.stages is None or self.microbatches is None:
+                raise ConfigError(f"case {self.label()!r}: give stages (p) and microbatches (m) for schedule {self.schedule!r}")
+            opts = dict(self.options)
+            if self.optimizer:
+                opts["optimizer"] = True
+            schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
+        if self.comm:
+            from harness.schedule.passes import add_communication
+
+            schedule = add_communication(schedule)
+        return schedule
+
+    def _check_matches(self, schedule: Schedule, what: str) -> None:
+        if self.stages is not None and self.stages != schedule.num_ranks:
+            raise ConfigError(f"case {self.label()!r}: {what} has {schedule.num_ranks} ranks, but stages={self.stages}")
+        if self.microbatches is not None and self.microbatches != schedule.num_microbatches:
+            raise ConfigError(
+                f"case {self.label()!r}: {what} has {schedule.num_microbatches} micro-batches, but microbatches={self.microbatches}"
+            )

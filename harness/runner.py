@@ -1,0 +1,117 @@
+"""Run one case end to end: case -> schedule -> plan -> backend run -> metrics.
+
+This is the core the pytest plugin and the command line call; it prints
+nothing and writes no files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness import theory
+from harness.case import PipelineCase
+from harness.device import BackendChoice, create_device, resolve_backend
+from harness.executor import execute
+from harness.metrics import RunMetrics, compute_metrics
+from harness.plan import Plan, build_plan
+from harness.records import RunRecords
+from harness.schedule.model import Schedule
+
+__all__ = ["CaseResult", "run_case"]
+
+
+@dataclass
+class CaseResult:
+    """Everything one case produced.
+
+    Attributes:
+        case_id: unique id (the pytest node id for cases run by pytest).
+        label: short human label (``"1F1B p=4 m=8"``).
+        schedule: the schedule that ran (with comm/OPT jobs if added).
+        records: the timed jobs.
+        metrics: measured figures.
+        theory: closed-form figures where known (``bubble_ratio``,
+            ``makespan_ns``, ``peak_inflight``), else empty.
+        cost: the cost model's description.
+        backend_reason: why this backend ran (e.g. the auto fallback).
+    """
+
+    case_id: str
+    label: str
+    schedule: Schedule
+    records: RunRecords
+    metrics: RunMetrics
+    theory: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
+    backend_reason: str = ""
+
+    @property
+    def num_ranks(self) -> int:
+        return self.schedule.num_ranks
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.schedule.num_microbatches
+
+    @property
+    def chunks(self) -> int:
+        return self.schedule.chunks_per_rank
+
+
+def theory_for(case: PipelineCase, plan: Plan) -> dict[str, Any]:
+    """Closed-form figures for the case's schedule, when its costs are uniform."""
+    s = plan.schedule
+    if not case.cost.is_uniform(s.num_stages):
+        return {}
+    out: dict[str, Any] = {}
+    bubble = theory.theoretical_bubble(s.name, s.num_ranks, s.num_microbatches, s.chunks_per_rank)
+    if bubble is not None and not any(j.kind.value == "OPT" for j in plan.jobs):
+        out["bubble_ratio"] = bubble
+    peaks = [theory.peak_inflight(s.name, s.num_ranks, s.num_microbatches, r) for r in range(s.num_ranks)]
+    if all(x is not None for x in peaks):
+        out["peak_inflight"] = peaks
+    return out
+
+
+def run_case(
+    case: PipelineCase,
+    backend: str | BackendChoice = "auto",
+    steps: range = range(1, 4),
+    case_id: str | None = None,
+    device_options: dict[str, Any] | None = None,
+) -> CaseResult:
+    """Build, validate and run ``case`` on ``backend``; return records and metrics.
+
+    Args:
+        case: the pipeline to run.
+        backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"`` or a resolved choice.
+        steps: recorded steps; earlier steps are warm-up (default 1 warm-up, 3 recorded).
+        case_id: id for reports (default: the case's label).
+        device_options: extra keyword arguments for the device constructor.
+
+    Raises:
+        ConfigError: bad case values or backend name.
+        ScheduleError: the schedule is invalid or deadlocks (before anything runs).
+        BackendUnavailable: the backend cannot run here.
+        ExecutionError: the run failed or stalled.
+    """
+    choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
+    schedule = case.build()
+    plan = build_plan(schedule)
+    device = create_device(choice.name, case.workload, **(device_options or {}))
+    try:
+        records = execute(plan, device, case.cost, steps)
+    finally:
+        device.close()
+    metrics = compute_metrics(records)
+    return CaseResult(
+        case_id=case_id or case.label(),
+        label=case.label(),
+        schedule=schedule,
+        records=records,
+        metrics=metrics,
+        theory=theory_for(case, plan),
+        cost=case.cost.describe(),
+        backend_reason=choice.reason,
+    )
