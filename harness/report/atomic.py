@@ -1,0 +1,71 @@
+"""Atomic file writes: a failed or interrupted write never leaves a half file
+and never destroys the previous version.
+
+Content goes to a temporary file in the target's folder, is flushed and
+fsynced, then renamed over the target with :func:`os.replace` (atomic on
+POSIX and Windows within one file system).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import ConfigError
+
+__all__ = ["atomic_write", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create ``path`` if needed and check a file can be written in it.
+
+    Raises:
+        ConfigError: the folder cannot be created or written (names it and why).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"report directory {str(path)!r} is not writable: {exc.strerror or exc}") from None
+    return path
+
+
+def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
+    """Write a text file atomically: ``write(fh)`` fills a temp file that then replaces ``path``.
+
+    Raises:
+        OSError: the folder is not writable or the disk is full; the previous
+            file, if any, is left untouched and the temp file is removed.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Atomically write ``text`` (UTF-8) to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_write_json(path: Path, doc: Any, indent: int | None = None) -> Path:
+    """Atomically write ``doc`` as JSON to ``path`` (NaN and infinities refused)."""
+    return atomic_write(path, lambda fh: json.dump(doc, fh, indent=indent, allow_nan=False, separators=(",", ":") if indent is None else None))

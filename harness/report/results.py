@@ -1,0 +1,178 @@
+"""The results document: every case's schedule, records and metrics, versioned.
+
+``results.json`` is one JSON object::
+
+    {"schema": "pipeline-harness/results", "schema_version": 1,
+     "created": ISO-8601, "harness_version": ..., "session": {...},
+     "cases": [CASE, ...]}
+
+and each CASE holds the schedule (per-rank job texts), the backend and its
+metadata, the cost model, the cross-stream dependencies (as job texts), the
+recorded jobs in columns (all times integers in ns on the run's time base),
+per-step figures and the summary metrics beside their theoretical values.
+Reports (trace, HTML, comparisons) are rendered from this document only.
+
+Format history:
+    1 - first version.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputFormatError
+from harness.plan import build_plan
+from harness.runner import CaseResult
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document"]
+
+SCHEMA = "pipeline-harness/results"
+SCHEMA_VERSION = 1
+JOB_COLUMNS = ("rank", "stream", "stage", "kind", "microbatch", "chunk", "step", "start_ns", "end_ns")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("pipeline-harness")
+    except Exception:
+        return "unknown"
+
+
+def case_to_dict(result: CaseResult) -> dict[str, Any]:
+    """Serialize one case result (see module doc for the layout)."""
+    rec = result.records
+    schedule = result.schedule
+    stream_index = {name: i for i, name in enumerate(rec.streams)}
+    cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
+    for j in rec.jobs:
+        cols["rank"].append(j.rank)
+        cols["stream"].append(stream_index[j.stream])
+        cols["stage"].append(j.stage)
+        cols["kind"].append(j.kind)
+        cols["microbatch"].append(j.microbatch)
+        cols["chunk"].append(j.chunk)
+        cols["step"].append(j.step)
+        cols["start_ns"].append(j.start_ns)
+        cols["end_ns"].append(j.end_ns)
+    plan = build_plan(schedule)
+    deps = []
+    for j in range(plan.num_jobs):
+        for d in plan.deps[j]:
+            deps.append([str(plan.jobs[d]), str(plan.jobs[j]), "end"])
+        for d in plan.start_deps[j]:
+            deps.append([str(plan.jobs[d]), str(plan.jobs[j]), "start"])
+    m = result.metrics
+    return {
+        "id": result.case_id,
+        "label": result.label,
+        "schedule": {
+            "name": schedule.name,
+            "p": schedule.num_ranks,
+            "m": schedule.num_microbatches,
+            "v": schedule.chunks_per_rank,
+            "stage_to_rank": list(schedule.stage_to_rank),
+            "ranks": schedule.to_text(),
+            "params": {k: v for k, v in schedule.params.items() if isinstance(v, (int, float, str, bool))},
+        },
+        "backend": rec.backend,
+        "backend_reason": result.backend_reason,
+        "device": rec.device,
+        "cost": result.cost,
+        "streams": rec.streams,
+        "warmup_steps": rec.warmup_steps,
+        "steps": rec.steps,
+        "step_start_ns": rec.step_start_ns,
+        "step_end_ns": rec.step_end_ns,
+        "enqueue_ns": rec.enqueue_ns,
+        "deps": deps,
+        "jobs": cols,
+        "metrics": {
+            "normalization": m.normalization,
+            "step_time_median_ns": m.step_time_median_ns,
+            "step_time_min_ns": m.step_time_min_ns,
+            "step_time_max_ns": m.step_time_max_ns,
+            "step_time_iqr_ns": m.step_time_iqr_ns,
+            "bubble_ratio": m.bubble_ratio,
+            "bubble_over_ideal": m.bubble_over_ideal,
+            "peak_inflight": m.peak_inflight,
+            "enqueue_ns_per_job": m.enqueue_ns_per_job,
+            "per_step": [asdict(s) for s in m.steps],
+        },
+        "theory": result.theory,
+    }
+
+
+def results_document(cases: list[dict[str, Any]], session: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Wrap serialized cases into a versioned results document."""
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "harness_version": _version(),
+        "session": {"python": sys.version.split()[0], "platform": platform.platform(), **(session or {})},
+        "cases": cases,
+    }
+
+
+_CASE_KEYS = ("id", "schedule", "backend", "streams", "steps", "step_start_ns", "step_end_ns", "jobs", "metrics")
+
+
+def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
+    """Check a parsed results document's schema and shape.
+
+    Raises:
+        InputFormatError: not a results document, an unknown schema version,
+            or a case missing fields or with columns of unequal length (names
+            ``source`` and the case).
+    """
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputFormatError(f"{source}: not a pipeline-harness results file (no \"schema\": \"{SCHEMA}\")")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputFormatError(
+            f"{source}: results schema version {version!r} is not supported by this harness "
+            f"(it reads version {SCHEMA_VERSION}); re-run the cases or use a matching harness version"
+        )
+    cases = doc.get("cases")
+    if not isinstance(cases, list):
+        raise InputFormatError(f"{source}: \"cases\" must be a list")
+    for i, case in enumerate(cases):
+        where = f"{source}: case #{i}" + (f" ({case.get('id')!r})" if isinstance(case, dict) else "")
+        if not isinstance(case, dict):
+            raise InputFormatError(f"{where}: not an object")
+        missing = [k for k in _CASE_KEYS if k not in case]
+        if missing:
+            raise InputFormatError(f"{where}: missing field(s) {', '.join(missing)}")
+        jobs = case["jobs"]
+        if not isinstance(jobs, dict) or any(c not in jobs for c in JOB_COLUMNS):
+            raise InputFormatError(f"{where}: \"jobs\" must have the columns {', '.join(JOB_COLUMNS)}")
+        lengths = {len(jobs[c]) for c in JOB_COLUMNS}
+        if len(lengths) != 1:
+            raise InputFormatError(f"{where}: job columns have different lengths {sorted(lengths)}")
+    return doc
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """Read and validate a results file.
+
+    Raises:
+        InputFormatError: unreadable file, invalid JSON (with line and column),
+            or see :func:`validate_document`.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputFormatError(f"{path}: cannot read results file: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); is the file truncated?") from None
+    return validate_document(doc, str(path))
