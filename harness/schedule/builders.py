@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
-from harness.schedule.model import Job, JobKind, Schedule, loop_placement
+from harness.schedule.model import Job, JobKind, Schedule, loop_placement, v_placement
 
 __all__ = [
     "BuilderInfo",
@@ -169,3 +169,396 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
     placement = loop_placement(p)
     _with_opt(p, ranks, optimizer, placement)
     return Schedule("1F1B", m, placement, tuple(tuple(r) for r in ranks))
+
+
+# --- helpers shared by the builders below ------------------------------------
+def _finish(
+    name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object
+) -> Schedule:
+    _with_opt(len(ranks), ranks, optimizer, placement)
+    return Schedule(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
+
+
+@register(
+    "Eager-1F1B",
+    "Eager1F1B",
+    summary="1F1B with a warm-up of 2(p-s)-1 forwards, backward first in the steady phase (PaddlePaddle pipeline_eager_1f1b.py)",
+)
+def eager_1f1b(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+    """Eager-1F1B: rank ``s`` runs ``w = min(m, 2(p-s)-1)`` warm-up forwards, then
+    ``m - w`` pairs of one backward and one forward, then ``w`` backwards.
+
+    This is PaddlePaddle's ``PipelineEager1F1BPass._create_job_list``
+    (``python/paddle/distributed/passes/pipeline_scheduler_pass/pipeline_eager_1f1b.py``),
+    which asserts ``2(p-s)-1 <= m``; here the warm-up is capped at ``m`` instead.
+    The extra forwards let sends overlap with compute; the cost is memory: peak
+    in-flight micro-batches on rank ``s`` is ``min(m, 2(p-s)-1)``.
+
+    Returns:
+        A schedule with ``p`` lists of ``2m`` jobs (``+1`` OPT with ``optimizer``).
+    """
+    _check_sizes(num_ranks, num_microbatches)
+    p, m = num_ranks, num_microbatches
+    ranks: list[list[Job | None]] = []
+    for s in range(p):
+        warmup = min(m, 2 * (p - s) - 1)
+        jobs: list[Job | None] = [Job(s, JobKind.F, i) for i in range(warmup)]
+        for i in range(m - warmup):
+            jobs.append(Job(s, JobKind.B, i))
+            jobs.append(Job(s, JobKind.F, warmup + i))
+        jobs.extend(Job(s, JobKind.B, i) for i in range(m - warmup, m))
+        ranks.append(jobs)
+    return _finish("Eager-1F1B", m, loop_placement(p), ranks, optimizer)
+
+
+def _interleaved_rounds(name: str, p: int, m: int) -> int:
+    """Micro-batches per round of PyTorch's interleaved schedules.
+
+    PyTorch (``ScheduleInterleaved1F1B.__init__``) uses ``r = max(1, m // p)``
+    rounds of ``m // r`` micro-batches and needs ``m % r == 0``; Megatron-LM's
+    original interleaved schedule needs ``m % p == 0``, a special case.
+
+    Raises:
+        ConfigError: ``m`` is not a multiple of the number of rounds.
+    """
+    rounds = max(1, m // p)
+    if m % rounds:
+        ok = [k for k in range(max(1, m - 2 * p), m + 2 * p) if k % max(1, k // p) == 0]
+        raise ConfigError(
+            f"{name} needs the number of micro-batches m to be a multiple of its number of rounds "
+            f"max(1, m // p) = {rounds} (PyTorch ScheduleInterleaved1F1B); got p={p}, m={m}. "
+            f"Nearby valid m: {', '.join(map(str, ok[:8]))}"
+        )
+    return m // rounds
+
+
+def _rank_ops_1f1b(
+    rank: int,
+    p: int,
+    v: int,
+    m: int,
+    per_round: int,
+    warmup: int,
+    zero_bubble: bool,
+    deferred_w: int = 0,
+) -> list[Job | None]:
+    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family.
+
+    A port of ``_get_1f1b_rank_ops`` (torch/distributed/pipelining/schedules.py)
+    without the idle padding (slots do not take time here): ``warmup`` forwards,
+    then pairs of one forward and one backward, then the remaining backwards.
+    Forwards go through the rank's chunks in blocks of ``per_round`` micro-batches
+    in ascending chunk order, backwards in descending chunk order. With
+    ``zero_bubble`` the backward is ``I`` and each ``I`` after the first
+    ``deferred_w`` steady pairs is followed by the ``W`` of the oldest pending ``I``;
+    the remaining ``W`` close the list.
+    """
+    total = v * m
+    fwd_bwd = total - warmup
+
+    def fwd_stage(op: int) -> int:
+        return ((op // per_round) % v) * p + rank
+
+    def bwd_stage(op: int) -> int:
+        return (v - 1 - ((op - warmup) // per_round) % v) * p + rank
+
+    fwd_mb = [0] * (v * p)
+    bwd_mb = [0] * (v * p)
+    w_mb = [0] * (v * p)
+    bkind = JobKind.I if zero_bubble else JobKind.B
+    jobs: list[Job | None] = []
+    backward_ops: list[int] = []
+    w_done = 0
+
+    def add(kind: JobKind, stage: int, counter: list[int]) -> None:
+        jobs.append(Job(stage, kind, counter[stage]))
+        counter[stage] += 1
+
+    def add_w() -> None:
+        nonlocal w_done
+        add(JobKind.W, bwd_stage(backward_ops[w_done]), w_mb)
+        w_done += 1
+
+    for op in range(warmup + fwd_bwd + warmup):
+        if op < warmup:
+            add(JobKind.F, fwd_stage(op), fwd_mb)
+            continue
+        if op < warmup + fwd_bwd:
+            add(JobKind.F, fwd_stage(op), fwd_mb)
+        add(bkind, bwd_stage(op), bwd_mb)
+        backward_ops.append(op)
+        if zero_bubble and op - warmup >= deferred_w:
+            add_w()
+    while zero_bubble and w_done < len(backward_ops):
+        add_w()
+    return jobs
+
+
+@register(
+    "Interleaved1F1B",
+    "interleaved",
+    "VPP",
+    "interleaved-1F1B",
+    summary="v chunks per rank in loop placement, depth-first 1F1B (Narayanan et al., SC'21, §2.2.2; PyTorch ScheduleInterleaved1F1B)",
+    takes_chunks=True,
+)
+def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+    """Interleaved 1F1B with ``v = chunks`` stages per rank (loop placement).
+
+    Port of PyTorch's ``ScheduleInterleaved1F1B._calculate_single_rank_operations``:
+    rank ``s`` runs ``min(v*m, (v-1)*R + 2(p-1-s))`` warm-up forwards, where
+    ``R = m // max(1, m // p)`` micro-batches form a round (``R = p`` when
+    ``p | m``, Megatron-LM's ``(v-1)p + 2(p-s-1)`` warm-up), then 1F1B over the
+    chunks, forwards in ascending and backwards in descending chunk order.
+
+    Constraint: ``m`` must be a multiple of ``max(1, m // p)`` (PyTorch's relaxed
+    form of Megatron-LM's ``m % p == 0``). With ``p | m`` and uniform stages the
+    bubble over ideal time is ``(p-1)/(v m)`` (arXiv:2104.04473 §2.2.2).
+
+    Raises:
+        ConfigError: the constraint on ``m`` does not hold.
+    """
+    _check_sizes(num_ranks, num_microbatches, chunks)
+    p, m, v = num_ranks, num_microbatches, chunks
+    per_round = _interleaved_rounds("Interleaved1F1B", p, m)
+    ranks: list[list[Job | None]] = []
+    for s in range(p):
+        warmup = min(v * m, (v - 1) * per_round + 2 * (p - 1 - s))
+        ranks.append(_rank_ops_1f1b(s, p, v, m, per_round, warmup, zero_bubble=False))
+    return _finish("Interleaved1F1B", m, loop_placement(p, v), ranks, optimizer, v=v)
+
+
+@register(
+    "LoopedBFS",
+    "BFS",
+    "breadth-first",
+    summary="v chunks per rank, all micro-batches of a chunk before the next (Lamy-Poirier, arXiv:2211.05953; PyTorch ScheduleLoopedBFS)",
+    takes_chunks=True,
+)
+def looped_bfs(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+    """Looped BFS: each rank runs all ``m`` forwards of chunk 0, then of chunk 1, ...,
+    then the backwards of its chunks in reverse order, micro-batches in reverse.
+
+    Port of PyTorch's ``ScheduleLoopedBFS._calculate_single_rank_operations``
+    (without its idle padding). Peak in-flight micro-batches: ``v m`` stage-activations.
+    """
+    _check_sizes(num_ranks, num_microbatches, chunks)
+    p, m, v = num_ranks, num_microbatches, chunks
+    ranks: list[list[Job | None]] = []
+    for s in range(p):
+        stages = range(s, p * v, p)
+        jobs: list[Job | None] = [Job(k, JobKind.F, i) for k in stages for i in range(m)]
+        jobs.extend(Job(k, JobKind.B, i) for k in reversed(stages) for i in reversed(range(m)))
+        ranks.append(jobs)
+    return _finish("LoopedBFS", m, loop_placement(p, v), ranks, optimizer, v=v)
+
+
+@register(
+    "ZB-H1",
+    "ZB1P",
+    "ZBH1",
+    summary="zero bubble, 1F1B memory: backward split into I and W, W delayed (Qi et al., arXiv:2401.10241, §2.1)",
+    splits_backward=True,
+)
+def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+    """ZB-H1: 1F1B with the backward split into ``I`` (inputs) and ``W`` (weights);
+    rank ``s`` defers its first ``s`` ``W`` passes to the tail, where they fill the
+    cool-down bubble.
+
+    Port of PyTorch's ``ScheduleInterleavedZeroBubble`` (ZB1P) for one chunk per
+    rank: ``min(m, p-1-s)`` warm-up forwards, steady ``F I`` pairs, a ``W`` after
+    each pair from the ``s``-th on, remaining ``W`` at the end. Peak in-flight
+    micro-batches ``min(m, p-s)`` (as 1F1B). Uniform stages: bubble
+    ``(p-1)(T_F+T_B-T_W)`` per rank (arXiv:2401.10241, Table 2).
+    """
+    _check_sizes(num_ranks, num_microbatches)
+    p, m = num_ranks, num_microbatches
+    ranks: list[list[Job | None]] = []
+    for s in range(p):
+        warmup = min(m, p - 1 - s)
+        ranks.append(_rank_ops_1f1b(s, p, 1, m, m, warmup, zero_bubble=True, deferred_w=s))
+    return _finish("ZB-H1", m, loop_placement(p), ranks, optimizer)
+
+
+@register(
+    "ZB-H2",
+    "ZB2P",
+    "ZBH2",
+    summary="zero bubble with 2p-1 in-flight micro-batches: extra warm-up forwards, F I W steady (Qi et al., arXiv:2401.10241, §2.2)",
+    splits_backward=True,
+)
+def zb_h2(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+    """ZB-H2: rank ``s`` runs ``w = min(m, 2(p-1-s)+1)`` warm-up forwards, then for
+    each micro-batch ``i`` an ``I``, a ``W`` (except that the first ``2s`` ``W`` are
+    deferred to the tail) and the next forward; the deferred ``W`` close the list.
+
+    This is the handcrafted schedule of Figure 3 (bottom) of arXiv:2401.10241,
+    §2.2: extra forwards in the warm-up fill the bubble before the first ``I`` and
+    the ``W`` moved to the tail turn the trapezoid into a parallelogram. Peak
+    in-flight micro-batches ``min(m, 2p-1)``. Uniform stages: every rank is idle
+    ``(p-1)(T_F+T_B-2T_W)`` (when ``>= 0``) inside its own span (first job start to
+    last job end); that is the paper's bubble, the iteration period once the
+    optimizer synchronization is removed (paper §4). With a barrier per step
+    the parallelogram's skew of ``(p-1) T_F`` adds to the step time.
+    """
+    _check_sizes(num_ranks, num_microbatches)
+    p, m = num_ranks, num_microbatches
+    F, I, W = JobKind.F, JobKind.I, JobKind.W  # noqa: N806
+    ranks: list[list[Job | None]] = []
+    for s in range(p):
+        warmup = min(m, 2 * (p - 1 - s) + 1)
+        jobs: list[Job | None] = [Job(s, F, i) for i in range(warmup)]
+        deferred = 2 * s
+        w_next = 0
+        for i in range(m):
+            jobs.append(Job(s, I, i))
+            if i >= deferred:
+                jobs.append(Job(s, W, w_next))
+                w_next += 1
+            if warmup + i < m:
+                jobs.append(Job(s, F, warmup + i))
+        jobs.extend(Job(s, W, i) for i in range(w_next, m))
+        ranks.append(jobs)
+    return _finish("ZB-H2", m, loop_placement(p), ranks, optimizer)
+
+
+@register(
+    "ZB-V",
+    "ZBV",
+    "ZBVZeroBubble",
+    summary="zero bubble in a V placement, two chunks per rank, 1F1B memory (Qi et al., arXiv:2401.10241, §6; PyTorch ScheduleZBVZeroBubble)",
+    splits_backward=True,
+)
+def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+    """ZB-V: rank ``r`` holds stages ``r`` and ``2p-1-r`` (V placement) and runs the
+    handcrafted order of PyTorch's ``ScheduleZBVZeroBubble._calculate_single_rank_operations``:
+    ``2(p-r)-1`` forwards of chunk 0; ``r`` pairs (F chunk 1, F chunk 0); ``p-r``
+    triples (F, I, W of chunk 1); a steady phase of (F0 I0 W0 F1 I1 W1); a
+    cool-down of ``I`` passes with delayed ``W``.
+
+    The order is built for ``max(m, 2p-1)`` micro-batches and jobs of micro-batches
+    ``>= m`` are dropped, as PyTorch does. Zero bubble for ``T_F = T_B = T_W``
+    given enough micro-batches (paper §6, README of sail-sg/zero-bubble-pipeline-parallelism).
+    """
+    _check_sizes(num_ranks, num_microbatches)
+    p, m = num_ranks, num_microbatches
+    n = max(2 * p - 1, m)
+    F, I, W = JobKind.F, JobKind.I, JobKind.W  # noqa: N806
+    ranks: list[list[Job | None]] = []
+    for r in range(p):
+        c0, c1 = r, 2 * p - 1 - r
+        jobs: list[Job] = []
+        f0 = f1 = b0 = b1 = 0
+        for _ in range(2 * (p - r) - 1):
+            jobs.append(Job(c0, F, f0))
+            f0 += 1
+        for _ in range(r):
+            jobs += [Job(c1, F, f1), Job(c0, F, f0)]
+            f1 += 1
+            f0 += 1
+        for _ in range(p - r):
+            jobs += [Job(c1, F, f1), Job(c1, I, b1), Job(c1, W, b1)]
+            f1 += 1
+            b1 += 1
+        while f1 < f0 or f0 < n:
+            if f0 < n:
+                jobs.append(Job(c0, F, f0))
+                f0 += 1
+            jobs += [Job(c0, I, b0), Job(c0, W, b0), Job(c1, F, f1), Job(c1, I, b1), Job(c1, W, b1)]
+            b0 += 1
+            f1 += 1
+            b1 += 1
+        w0, w1 = b0, b1
+        for _ in range(r):
+            jobs += [Job(c0, I, b0), Job(c1, I, b1)]
+            b0 += 1
+            b1 += 1
+        for _ in range(p - r):
+            jobs += [Job(c0, I, b0), Job(c0, W, w0)]
+            b0 += 1
+            w0 += 1
+        jobs += [Job(c1, W, i) for i in range(w1, b1)]
+        jobs += [Job(c0, W, i) for i in range(w0, b0)]
+        ranks.append([j for j in jobs if j.microbatch is not None and j.microbatch < m])
+    return _finish("ZB-V", m, v_placement(p), ranks, optimizer)
+
+
+@register(
+    "DualPipeV",
+    "DualPipe-V",
+    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches back to back (PyTorch ScheduleDualPipeV)",
+)
+def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+    """DualPipeV: V placement (rank ``r`` holds stages ``r`` and ``2p-1-r``), eight
+    phases per rank as in PyTorch's ``ScheduleDualPipeV._calculate_single_rank_operations``
+    (itself from deepseek-ai/DualPipe ``dualpipev.py``).
+
+    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``) becomes the
+    forward followed by the full backward on the rank's compute stream; the
+    second half of the cool-down splits backwards into ``I`` and ``W``.
+
+    Raises:
+        ConfigError: ``m < 2p`` (DualPipeV needs at least as many micro-batches as stages).
+    """
+    _check_sizes(num_ranks, num_microbatches)
+    p, m = num_ranks, num_microbatches
+    if m < 2 * p:
+        raise ConfigError(f"DualPipeV needs m >= 2p micro-batches (one per stage); got p={p}, m={m}")
+    F, I, W, B = JobKind.F, JobKind.I, JobKind.W, JobKind.B  # noqa: N806
+    ranks: list[list[Job | None]] = []
+    for r in range(p):
+        s0, s1 = r, 2 * p - 1 - r
+        jobs: list[Job | None] = []
+        fwd = {s0: 0, s1: 0}
+        bwd = {s0: 0, s1: 0}
+        weights: list[Job] = []
+
+        def add(stage: int, kind: JobKind, jobs: list[Job | None] = jobs, fwd: dict[int, int] = fwd,
+                bwd: dict[int, int] = bwd, weights: list[Job] = weights) -> None:
+            if kind is F:
+                jobs.append(Job(stage, F, fwd[stage]))
+                fwd[stage] += 1
+                return
+            jobs.append(Job(stage, kind, bwd[stage]))
+            if kind is I:
+                weights.append(Job(stage, W, bwd[stage]))
+            bwd[stage] += 1
+
+        def add_w(jobs: list[Job | None] = jobs, weights: list[Job] = weights) -> None:
+            if weights:
+                jobs.append(weights.pop(0))
+
+        for _ in range((p - r - 1) * 2):  # step 1: F0
+            add(s0, F)
+        for _ in range(r + 1):  # step 2: F0 F1
+            add(s0, F)
+            add(s1, F)
+        for _ in range(p - r - 1):  # step 3: I1 W F1
+            add(s1, I)
+            add_w()
+            add(s1, F)
+        for i in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
+            add(s0, F)
+            add(s1, B)
+            add(s1, F)
+            add(s0, B)
+        for _ in range(p - r - 1):  # step 5: B1, (F1 B0)
+            add(s1, B)
+            add(s1, F)
+            add(s0, B)
+        zb = False
+        half = r + 1
+        for i in range(half):  # step 6: B1 B0, second half split
+            if i == half // 2 and r % 2 == 1:
+                zb = True
+            add(s1, I if zb else B)
+            if i == half // 2 and r % 2 == 0:
+                zb = True
+            add(s0, I if zb else B)
+        for _ in range(p - r - 1):  # step 7: W, B0
+            add_w()
+            add(s0, I if zb else B)
+        for _ in range(r + 1):  # step 8: W
+            add_w()
+        ranks.append(jobs)
+    return _finish("DualPipeV", m, v_placement(p), ranks, optimizer)

@@ -1,0 +1,132 @@
+"""Pure passes over schedules: add send/receive jobs, split or merge backwards.
+
+Each pass takes a :class:`Schedule` and returns a new one; nothing is mutated.
+
+:func:`add_communication` lowers a compute-only schedule to one with explicit
+point-to-point jobs, as PyTorch's ``_add_send_recv`` does: for every edge
+between stages on different ranks, a ``SEND_F``/``SEND_B`` right after the
+producing job and a ``RECV_F``/``RECV_B`` right before the consuming job, in
+the rank's list. Send/receive jobs run on the rank's comm stream
+(:mod:`harness.plan`): a receive starts with its send (both comm streams are
+busy during the transfer) and the consumer waits for the receive's end. The
+durations come from the cost model (``p2p_latency_ns``, bandwidth and
+activation bytes in :mod:`harness.cost`).
+
+Why this placement cannot deadlock: take a topological order of the
+compute-only plan and put each send right after its producer and each receive
+right before its consumer. Every comm stream then lists its jobs in the order
+of that sequence, every receive comes after its send, and every consumer after
+its receive, so the sequence is a topological order of the lowered graph.
+"""
+
+from __future__ import annotations
+
+from harness.errors import ScheduleError
+from harness.schedule.model import Job, JobKind, Schedule
+
+__all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
+
+_F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
+
+
+def add_communication(schedule: Schedule) -> Schedule:
+    """Insert ``SEND_*``/``RECV_*`` jobs between stages placed on different ranks.
+
+    Stage ``k``'s forward output goes to ``k+1`` (``kSEND_Fi`` on ``k``'s rank,
+    ``(k+1)RECV_Fi`` on the other); the gradient of a backward (``B`` or ``I``)
+    of stage ``k`` goes to ``k-1`` (``kSEND_Bi``, ``(k-1)RECV_Bi``). Adjacent stages
+    on the same rank (the V placement's turn) exchange nothing. Idle slots are
+    kept. Linear in the number of jobs.
+
+    Returns:
+        A new schedule named like the input, with ``params["comm"] = True``.
+
+    Raises:
+        ScheduleError: the schedule already has send/receive jobs.
+    """
+    rank_of = schedule.stage_to_rank
+    last = schedule.num_stages - 1
+    F, B, I = _F, _B, _I  # noqa: N806
+    SF, RF, SB, RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B  # noqa: N806
+    out: list[list[Job | None]] = []
+    for rank, jobs in enumerate(schedule.ranks):
+        row: list[Job | None] = []
+        append = row.append
+        for job in jobs:
+            if job is None:
+                append(None)
+                continue
+            k, kind, mb = job
+            if kind is F:
+                if k > 0 and rank_of[k - 1] != rank:
+                    append(Job(k, RF, mb))
+                append(job)
+                if k < last and rank_of[k + 1] != rank:
+                    append(Job(k, SF, mb))
+            elif kind is B or kind is I:
+                if k < last and rank_of[k + 1] != rank:
+                    append(Job(k, RB, mb))
+                append(job)
+                if k > 0 and rank_of[k - 1] != rank:
+                    append(Job(k, SB, mb))
+            elif kind.is_comm:
+                raise ScheduleError(
+                    f"schedule {schedule.name!r} already has communication jobs ({job} on rank {rank}); "
+                    "add_communication takes a compute-only schedule",
+                    (str(job),),
+                )
+            else:
+                append(job)
+        out.append(row)
+    params = dict(schedule.params)
+    params["comm"] = True
+    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(tuple(r) for r in out), params)
+
+
+def strip_communication(schedule: Schedule) -> Schedule:
+    """The schedule without its send/receive jobs (their slots are dropped, not left idle)."""
+    ranks = tuple(tuple(j for j in jobs if j is None or not j.kind.is_comm) for jobs in schedule.ranks)
+    params = {k: v for k, v in schedule.params.items() if k != "comm"}
+    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, ranks, params)
+
+
+def split_backward(schedule: Schedule) -> Schedule:
+    """Replace every full backward ``B`` by ``I`` immediately followed by ``W``
+    (the zero-bubble split, arXiv:2401.10241 §2). Send/receive jobs are kept."""
+    ranks = []
+    for jobs in schedule.ranks:
+        row: list[Job | None] = []
+        for job in jobs:
+            if job is not None and job.kind is _B:
+                row.append(Job(job.stage, _I, job.microbatch))
+                row.append(Job(job.stage, _W, job.microbatch))
+            else:
+                row.append(job)
+        ranks.append(tuple(row))
+    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(ranks), dict(schedule.params))
+
+
+def merge_backward(schedule: Schedule) -> Schedule:
+    """Merge an ``I`` with the ``W`` of the same stage and micro-batch into one ``B``
+    when the ``W`` is the rank's next compute job (idle slots and send/receive jobs
+    in between are allowed and kept), as PyTorch's ``_merge_bw``. Other ``I``/``W``
+    stay split. Inverse of :func:`split_backward`."""
+    ranks = []
+    for jobs in schedule.ranks:
+        row: list[Job | None] = list(jobs)
+        drop: set[int] = set()
+        pending: int | None = None  # index of the last compute I
+        for idx, job in enumerate(row):
+            if job is None or job.kind.is_comm:
+                continue
+            if job.kind is _W and pending is not None:
+                i_job = row[pending]
+                assert i_job is not None
+                if i_job.stage == job.stage and i_job.microbatch == job.microbatch:
+                    row[pending] = Job(job.stage, _B, job.microbatch)
+                    drop.add(idx)
+                    pending = None
+                    continue
+            pending = idx if job.kind is _I else None
+        ranks.append(tuple(j for idx, j in enumerate(row) if idx not in drop))
+    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(ranks), dict(schedule.params))
