@@ -32,8 +32,11 @@ class PipelineCase:
         microbatches: ``m``, micro-batches per step; likewise.
         chunks: ``v``, chunks per rank, for interleaved schedules.
         cost: per-job durations; default ``F=1 ms, B=2 ms``.
-        workload: backend workload (``cpu``: ``sleep``/``matmul``; ``cuda``:
-            ``spin``/``gemm``); ``None`` for the backend's default.
+        workload: ``"timed"`` (each job lasts its cost-model duration: cpu
+            sleep, cuda spin; the default) or ``"compute"`` (real matrix
+            products sized from the job's FLOPs: cpu NumPy matmul, cuda GEMM).
+            Backend names (``sleep``, ``matmul``, ``spin``, ``gemm``) work too.
+            The ``sim`` backend ignores it.
         comm: insert send/receive jobs on per-rank comm streams.
         optimizer: append an optimizer step (``OPT``) per stage.
         options: extra keyword arguments for the schedule builder.

@@ -12,10 +12,29 @@ from dataclasses import dataclass
 from harness.device.base import Device, Work
 from harness.errors import BackendUnavailable, ConfigError
 
-__all__ = ["BACKENDS", "BackendChoice", "Device", "Work", "create_device", "resolve_backend"]
+__all__ = ["BACKENDS", "WORKLOAD_ALIASES", "BackendChoice", "Device", "Work", "backend_workload", "create_device", "resolve_backend"]
 
 BACKENDS = ("auto", "sim", "cpu", "cuda")
 DEFAULT_WORKLOAD = {"sim": "virtual", "cpu": "sleep", "cuda": "spin"}
+#: Portable workload names: ``timed`` runs each job for its cost-model duration
+#: (cpu: sleep, cuda: spin); ``compute`` does real matrix products sized from
+#: the job's FLOPs (cpu: NumPy matmul, cuda: GEMM kernel). Backend-specific
+#: names are accepted and translated to their counterpart on other backends.
+WORKLOAD_ALIASES = {
+    "cpu": {"timed": "sleep", "compute": "matmul", "spin": "sleep", "gemm": "matmul"},
+    "cuda": {"timed": "spin", "compute": "gemm", "sleep": "spin", "matmul": "gemm"},
+}
+
+
+def backend_workload(backend: str, workload: str | None) -> str:
+    """The backend's own name for ``workload`` (``None``: its default).
+
+    ``sim`` has one workload, ``virtual``: jobs take their cost-model duration.
+    """
+    if backend == "sim" or workload is None:
+        return DEFAULT_WORKLOAD.get(backend, "virtual")
+    key = workload.strip().lower()
+    return WORKLOAD_ALIASES.get(backend, {}).get(key, key)
 
 
 @dataclass(frozen=True)
@@ -57,8 +76,10 @@ def create_device(name: str, workload: str | None = None, **options: object) -> 
 
     Args:
         name: a resolved backend name (not ``auto``).
-        workload: backend-specific (``cpu``: ``sleep``/``matmul``; ``cuda``:
-            ``spin``/``gemm``); ``None`` for the backend's default.
+        workload: ``timed`` or ``compute`` (see :data:`WORKLOAD_ALIASES`), or a
+            backend's own name (``cpu``: ``sleep``/``matmul``; ``cuda``:
+            ``spin``/``gemm``); ``None`` for the backend's default. ``sim``
+            ignores it.
         options: passed to the backend's constructor.
 
     Raises:
@@ -72,9 +93,9 @@ def create_device(name: str, workload: str | None = None, **options: object) -> 
     if name == "cpu":
         from harness.device.cpu import CpuDevice
 
-        return CpuDevice(workload or "sleep", **options)  # type: ignore[arg-type]
+        return CpuDevice(backend_workload("cpu", workload), **options)  # type: ignore[arg-type]
     if name == "cuda":
         from harness.device.cuda import CudaDevice
 
-        return CudaDevice(workload or "spin", **options)  # type: ignore[arg-type]
+        return CudaDevice(backend_workload("cuda", workload), **options)  # type: ignore[arg-type]
     raise ConfigError(f"unknown backend {name!r}; valid backends: sim, cpu, cuda")

@@ -1,0 +1,31 @@
+"""Shared helpers for the harness's own tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cost import FixedCost
+from harness.device.sim import SimDevice
+from harness.executor import execute
+from harness.plan import build_plan
+from harness.records import RunRecords
+from harness.schedule.model import Schedule
+
+MS = 1_000_000
+
+
+def run_sim(schedule: Schedule, cost: FixedCost | None = None, steps: range = range(0, 1)) -> RunRecords:
+    """Run ``schedule`` on the sim device and return its records."""
+    return execute(build_plan(schedule), SimDevice(), cost or FixedCost.ms(F=1, B=2), steps)
+
+
+def timeline(records: RunRecords, step: int | None = None) -> dict[str, tuple[int, int]]:
+    """``{"2F0": (start_ns, end_ns)}`` for one step (default: the first recorded)."""
+    step = records.steps[0] if step is None else step
+    base = records.step_start_ns[records.steps.index(step)]
+    return {j.label: (j.start_ns - base, j.end_ns - base) for j in records.jobs if j.step == step}
+
+
+@pytest.fixture
+def ms() -> int:
+    return MS

@@ -1,0 +1,129 @@
+"""The cpu backend: host threads reproduce the sim timeline with real sleeps."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import MS, run_sim
+
+from harness.cost import FixedCost
+from harness.device.base import Work
+from harness.device.cpu import CpuDevice
+from harness.errors import ConfigError, ExecutionError
+from harness.executor import execute
+from harness.metrics import compute_metrics
+from harness.plan import build_plan
+from harness.schedule import build_schedule
+
+
+def _order_per_stream(records):
+    out: dict[str, list[str]] = {}
+    for j in sorted(records.jobs, key=lambda j: (j.step, j.start_ns)):
+        if j.step == records.steps[0]:
+            out.setdefault(j.stream, []).append(j.label)
+    return out
+
+
+@pytest.mark.parametrize("name", ["FThenB", "1F1B"])
+def test_sleep_workload_reproduces_sim(name):
+    schedule = build_schedule(name, 4, 6)
+    cost = FixedCost.ms(F=2, B=4)
+    sim = run_sim(schedule, cost)
+    dev = CpuDevice("sleep")
+    try:
+        cpu = execute(build_plan(schedule), dev, cost, range(1, 3))
+    finally:
+        dev.close()
+    assert _order_per_stream(cpu) == _order_per_stream(sim)
+    sim_time = compute_metrics(sim).step_time_median_ns
+    cpu_time = compute_metrics(cpu).step_time_median_ns
+    assert sim_time == (6 + 3) * 6 * MS
+    assert cpu_time == pytest.approx(sim_time, rel=0.05)
+    assert cpu_time >= sim_time  # a real run can only be slower than the ideal
+    # Jobs on one stream never overlap and every job lasts at least its duration.
+    for stream in cpu.streams:
+        jobs = sorted((j for j in cpu.jobs if j.stream == stream), key=lambda j: j.start_ns)
+        assert all(a.end_ns <= b.start_ns for a, b in zip(jobs, jobs[1:]))
+    assert all(j.duration_ns >= (2 if j.kind == "F" else 4) * MS for j in cpu.jobs)
+
+
+def test_dependencies_hold_on_the_common_time_base():
+    schedule = build_schedule("1F1B", 3, 4)
+    plan = build_plan(schedule)
+    dev = CpuDevice("sleep")
+    try:
+        rec = execute(plan, dev, FixedCost(forward_ns=300_000, backward_ns=600_000), range(0, 1))
+    finally:
+        dev.close()
+    at = {j.label: j for j in rec.jobs}
+    for i, job in enumerate(plan.jobs):
+        for d in plan.deps[i]:
+            assert at[str(plan.jobs[d])].end_ns <= at[str(job)].start_ns
+
+
+def test_wait_captures_latest_record_at_wait_time():
+    dev = CpuDevice("sleep")
+    try:
+        a, b = dev.stream("a"), dev.stream("b")
+        ev, t0, t1 = dev.event(), dev.event(), dev.event()
+        dev.record(t0, b)
+        dev.launch(a, Work(1 * MS))
+        dev.record(ev, a)
+        dev.wait(b, ev)
+        dev.launch(a, Work(50 * MS))
+        dev.record(ev, a)  # must not delay b
+        dev.record(t1, b)
+        dev.synchronize()
+        waited = dev.elapsed_ns(t0, t1)
+        assert 1 * MS <= waited < 20 * MS
+    finally:
+        dev.close()
+
+
+def test_matmul_workload_does_real_work():
+    dev = CpuDevice("matmul")
+    try:
+        s = dev.stream("s")
+        t0, t1 = dev.event(), dev.event()
+        dev.record(t0, s)
+        dev.launch(s, Work(duration_ns=1, flops=2 * 256**3 * 4))  # four 256^3 GEMMs
+        dev.record(t1, s)
+        dev.synchronize()
+        assert dev.elapsed_ns(t0, t1) > 1000  # far more than the 1 ns a sleep would take
+        assert dev.describe()["workload"] == "matmul"
+    finally:
+        dev.close()
+
+
+def test_unknown_workload_lists_valid_ones():
+    with pytest.raises(ConfigError, match="valid: sleep, matmul"):
+        CpuDevice("bogus")
+
+
+def test_stalled_stream_fails_instead_of_hanging():
+    dev = CpuDevice("sleep", stall_timeout_s=0.2)
+    try:
+        a = dev.stream("rank0/compute")
+        never = dev.event()
+        dev.launch(a, Work(1000, label="0F0"))
+        # Simulate a record that never happens: take a record object and never enqueue it.
+        from harness.device.cpu import _Record
+
+        never.latest = _Record()
+        dev.wait(a, never)
+        with pytest.raises(ExecutionError, match=r"stream rank0/compute waited 0.2 s for an event after job 0F0"):
+            dev.synchronize()
+    finally:
+        dev.close()
+
+
+def test_close_stops_worker_threads():
+    before = {t.ident for t in threading.enumerate()}
+    dev = CpuDevice("sleep")
+    dev.stream("x")
+    dev.stream("y")
+    dev.close()
+    dev.close()  # idempotent
+    alive = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("harness-cpu-")]
+    assert alive == []
