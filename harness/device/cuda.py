@@ -1,22 +1,100 @@
-"""``cuda``: the device interface on PyCUDA (placeholder until the CUDA backend lands).
+"""``cuda``: the device interface on PyCUDA - streams, events and kernels on NVIDIA GPUs.
 
-Only the availability probe lives here for now, so ``--backend=auto`` can say
-why it falls back to ``cpu`` and ``--backend=cuda`` can stop with a clear
-message.
+The mapping is one-to-one (see :mod:`harness.device.base`): a harness stream is
+a non-blocking ``pycuda.driver.Stream(1)``; an event is a ``pycuda.driver.Event``
+(``event_flags.DISABLE_TIMING`` for ordering-only events); :meth:`CudaDevice.wait`
+is ``Stream.wait_for_event`` (it waits for the event's latest record at the time
+of the call, as the protocol requires); :meth:`CudaDevice.elapsed_ns` is
+``Event.time_since`` (``cuEventElapsedTime``, milliseconds as a float) times
+1e6, rounded to ns.
+
+Contexts:
+    Each GPU's *primary* context (``Device(i).retain_primary_context()``), never
+    ``pycuda.autoinit``. PyCUDA keeps one context stack per thread and aborts the
+    process if a thread's stack is not empty when it is torn down, so every push
+    is matched by a pop: on the thread that created the device the context stays
+    pushed while that thread enqueues a step and is popped at the next
+    :meth:`~CudaDevice.synchronize` (the end of every step), on any error, and in
+    :meth:`~CudaDevice.close`; any other thread pushes and pops around each call.
+
+Several GPUs:
+    Stream names ``"rank{r}/..."`` (the executor's) map rank ``r`` to a GPU:
+    round-robin over the visible devices, or ``device_map``. Peer access is
+    enabled between the GPUs in use where the hardware allows. An event lives on
+    the GPU of the stream it is recorded on (it is created there lazily, because
+    CUDA only records an event on a stream of its own context); waits work
+    across GPUs. Elapsed times within one GPU are read directly. Between GPUs
+    each GPU's time base is aligned at every synchronize point with a ping-pong
+    of events (record on GPU 0, wait+record on GPU d, wait+record on GPU 0; GPU
+    d's mark is placed at half the round trip, taking the best of three), so
+    the error of a cross-GPU difference is at most half the asymmetry of the
+    two one-way latencies (a few µs at worst).
+
+Host anchor:
+    Once per device, after the first synchronize, an event is recorded and
+    waited for and ``time.time_ns()`` read at once: :meth:`CudaDevice.host_time_ns`
+    places any completed event on the host's wall clock (within the
+    synchronize wake-up latency, µs). The timeline itself never uses host clocks.
+
+Workloads (:attr:`CudaDevice.workload`):
+    ``spin`` (default): each compute launch is the ``spin`` kernel of
+        ``kernels.cu`` - one block busy-waiting ``Work.duration_ns`` on
+        ``%globaltimer``, minus the measured event-to-kernel overhead, so the
+        event-measured duration matches the cost model.
+    ``gemm``: each compute launch is a tiled float32 GEMM sized from
+        ``Work.flops`` (``n = cbrt(flops/2)``, at most 2048, repeated to reach
+        the FLOPs); its measured TFLOP/s is in :meth:`CudaDevice.describe`.
+    Copy work (``Work.is_copy``) copies ``Work.nbytes`` device-to-device with the
+    ``copy`` kernel on the job's (comm) stream; to another GPU when the work
+    names a ``peer_rank`` on a different GPU (direct peer writes when peer access
+    is on, host-staged otherwise).
+
+Measurement method (REFERENCE.md, "Measuring well on GPUs"): modules are
+compiled and loaded, buffers allocated and kernels launched once before any
+step; the executor's warm-up steps keep the first enqueues (lazy event
+creation, buffer growth) out of the recorded window; optional L2 flush
+(``l2_flush=True``) after every synchronize - i.e. before the next step, outside
+its timed region - from a buffer of the L2 size allocated once; host enqueue
+time per job is kept (:meth:`CudaDevice.last_enqueue_ns`); NVTX ranges named
+after the job wrap each launch when the ``nvtx`` package is importable.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import re
+import shutil
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from harness.errors import BackendUnavailable
+from harness.device.base import Work
+from harness.errors import BackendUnavailable, ConfigError, ExecutionError
 
-__all__ = ["INSTALL_HINT", "CudaDevice", "probe"]
+__all__ = ["INSTALL_HINT", "KERNELS_ENV", "KERNELS_SOURCE", "WORKLOADS", "CudaDevice", "probe"]
 
 INSTALL_HINT = (
     "Install the optional extra with `pip install -e .[cuda]` on a machine with an NVIDIA driver "
-    "and the CUDA toolkit (PyCUDA builds from source against cuda.h and libcuda)."
+    "and the CUDA toolkit (PyCUDA builds from source against cuda.h and libcuda); "
+    "offline, build a wheel with scripts/build_pycuda_wheel.sh and install it with scripts/gpu_check.sh."
 )
+WORKLOADS = ("spin", "gemm")
+KERNELS_SOURCE = Path(__file__).with_name("kernels.cu")
+#: Environment variable naming a prebuilt cubin/fatbin/PTX of ``kernels.cu``, for
+#: machines without ``nvcc`` (see docs/cuda.md).
+KERNELS_ENV = "HARNESS_CUDA_KERNELS"
+
+_NS_PER_MS = 1_000_000
+_STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
+_RANK_RE = re.compile(r"rank(\d+)/")
+_MAX_GEMM_N = 2048
+_TILE = 16
+_COPY_BLOCK = 256
+_CALIBRATION_RUNS = 21
 
 
 def probe() -> tuple[bool, str]:
@@ -27,6 +105,8 @@ def probe() -> tuple[bool, str]:
         return False, f"PyCUDA is not importable ({exc})"
     except OSError as exc:  # e.g. libcuda.so.1 missing: no driver
         return False, f"the NVIDIA driver library could not be loaded ({exc})"
+    except Exception as exc:  # a broken installation must not break `auto`
+        return False, f"PyCUDA failed to import ({exc!r})"
     try:
         drv.init()
         count = drv.Device.count()
@@ -34,13 +114,826 @@ def probe() -> tuple[bool, str]:
         return False, f"the CUDA driver did not initialise ({exc})"
     if count < 1:
         return False, "no CUDA device is visible"
-    return True, f"{count} CUDA device(s), first is {drv.Device(0).name()}"
+    try:
+        first = drv.Device(0).name()
+    except Exception as exc:
+        return False, f"CUDA device 0 cannot be queried ({exc})"
+    return True, f"{count} CUDA device(s), first is {first}"
+
+
+def _find_nvcc() -> str | None:
+    """``nvcc`` on PATH, else in ``$CUDA_HOME/bin`` or ``/usr/local/cuda/bin``."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+class _Gpu:
+    """Per-GPU state: primary context, module, internal streams, buffers."""
+
+    def __init__(self, index: int, ordinal: int, dev: Any, ctx: Any) -> None:
+        self.index = index
+        self.ordinal = ordinal
+        self.dev = dev
+        self.ctx = ctx
+        self.module: Any = None
+        self.spin: Any = None
+        self.gemm: Any = None
+        self.copy: Any = None
+        self.timer_step: Any = None
+        self.aux: Any = None  # internal stream: calibration, flush, anchors
+        self.info: dict[str, Any] = {}
+        self.spin_overhead_ns = 0
+        self.copy_grid = 1
+        self.copy_src: Any = None
+        self.copy_dst: Any = None
+        self.copy_bytes = 0
+        self.gemm_bufs: dict[int, tuple[Any, Any, Any]] = {}
+        self.flush_buf: Any = None
+        self.flush_bytes = 0
+        self.staging: Any = None  # pinned host buffer for host-staged copies
+        self.graveyard: list[Any] = []  # replaced buffers, freed at close
+        self.peers: set[int] = set()  # indices of GPUs whose memory it may access
+        # Cross-GPU alignment (latest synchronize point): mark event and its
+        # offset in ns from the base GPU's mark.
+        self.mark: Any = None
+        self.mark_offset_ns = 0
+
+
+class _Stream:
+    __slots__ = ("gpu", "handle", "last_label", "name", "pending")
+
+    def __init__(self, name: str, gpu: _Gpu, handle: Any) -> None:
+        self.name = name
+        self.gpu = gpu
+        self.handle = handle
+        self.last_label = ""
+        self.pending = False  # a launch waits for its end record (enqueue timing)
+
+
+class _Event:
+    """A harness event: one PyCUDA event per GPU it is recorded on, created lazily."""
+
+    __slots__ = ("latest", "per_gpu", "timing")
+
+    def __init__(self, timing: bool) -> None:
+        self.timing = timing
+        self.per_gpu: dict[int, Any] = {}
+        self.latest: tuple[_Gpu, Any] | None = None
+
+
+class _Tls(threading.local):
+    def __init__(self) -> None:
+        self.held: _Gpu | None = None  # our context held pushed on this thread
+
+
+_LIVE: weakref.WeakSet[CudaDevice] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_devices() -> None:  # pragma: no cover - interpreter shutdown
+    # A context left pushed on the main thread makes PyCUDA abort at exit.
+    for device in list(_LIVE):
+        try:
+            device.close()
+        except Exception:
+            pass
 
 
 class CudaDevice:
-    """PyCUDA-backed device. Not implemented yet: raises :class:`BackendUnavailable`."""
+    """Streams, events and kernels on one or more NVIDIA GPUs through PyCUDA.
+
+    Args:
+        workload: ``"spin"`` or ``"gemm"`` (see module doc).
+        devices: CUDA device ordinals to use (default: all visible).
+        device_map: rank -> CUDA ordinal, overriding round-robin for the ranks
+            it names (a mapping, or a sequence indexed by rank).
+        l2_flush: flush the L2 cache after every synchronize (before the next
+            step, outside its timed region) - cold-cache runs.
+        nvtx: wrap launches in NVTX ranges; ``None`` = when ``nvtx`` imports.
+        stall_timeout_s: :meth:`synchronize` gives up after this many seconds
+            and raises :class:`ExecutionError` naming the streams still busy.
+        kernels: a prebuilt cubin/fatbin/PTX of ``kernels.cu`` to load instead
+            of compiling with ``nvcc`` (default: ``$HARNESS_CUDA_KERNELS`` if set).
+        nvcc_options: extra ``nvcc`` options for ``SourceModule``.
+
+    Raises:
+        ConfigError: unknown workload or a bad device map.
+        BackendUnavailable: PyCUDA, the driver or a GPU is missing, or the
+            kernels cannot be compiled or loaded (the message says why and how
+            to fix it).
+    """
 
     name = "cuda"
 
-    def __init__(self, workload: str = "spin", **options: Any) -> None:
-        raise BackendUnavailable("the cuda backend is not implemented in this version of the harness")
+    def __init__(
+        self,
+        workload: str = "spin",
+        devices: Sequence[int] | None = None,
+        device_map: Mapping[int, int] | Sequence[int] | None = None,
+        l2_flush: bool = False,
+        nvtx: bool | None = None,
+        stall_timeout_s: float = 120.0,
+        kernels: str | os.PathLike[str] | None = None,
+        nvcc_options: Sequence[str] = ("-O3",),
+    ) -> None:
+        if workload not in WORKLOADS:
+            raise ConfigError(f"cuda backend: unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
+        ok, why = probe()
+        if not ok:
+            raise BackendUnavailable(f"the cuda backend cannot run here: {why}. {INSTALL_HINT}")
+        import pycuda.driver as drv
+
+        self._drv = drv
+        self.workload = workload
+        self.stall_timeout_s = float(stall_timeout_s)
+        self.l2_flush = bool(l2_flush)
+        self._kernels = kernels if kernels is not None else os.environ.get(KERNELS_ENV) or None
+        self._nvcc_options = list(nvcc_options)
+        count = drv.Device.count()
+        self._ordinals = list(range(count)) if devices is None else [int(d) for d in devices]
+        if not self._ordinals:
+            raise ConfigError("cuda backend: `devices` is empty")
+        bad = [d for d in self._ordinals if not 0 <= d < count]
+        if bad:
+            raise ConfigError(f"cuda backend: devices {bad} do not exist; {count} visible")
+        if device_map is None:
+            self._device_map: dict[int, int] = {}
+        elif isinstance(device_map, Mapping):
+            self._device_map = {int(r): int(d) for r, d in device_map.items()}
+        else:
+            self._device_map = {r: int(d) for r, d in enumerate(device_map)}
+        bad = sorted({d for d in self._device_map.values() if not 0 <= d < count})
+        if bad:
+            raise ConfigError(f"cuda backend: device_map names devices {bad}; {count} visible")
+        self._nvtx: Any = None
+        if nvtx is not False:
+            try:
+                import nvtx as nvtx_module  # type: ignore[import-not-found]
+
+                self._nvtx = nvtx_module
+            except ImportError:
+                if nvtx:
+                    raise ConfigError("cuda backend: nvtx=True but the `nvtx` package is not installed") from None
+        self._tls = _Tls()
+        self._owner = threading.get_ident()
+        self._gpus: dict[int, _Gpu] = {}  # ordinal -> state
+        self._streams: list[_Stream] = []
+        self._events: list[_Event] = []
+        self._rank_of_stream: dict[str, int] = {}
+        self._enqueue: list[tuple[str, int]] = []
+        self._last_enqueue: list[tuple[str, int]] = []
+        self._window_t0: int | None = None
+        self._anchor: tuple[Any, _Gpu, int, int] | None = None  # event, gpu, time_ns, perf_counter_ns
+        self._closed = False
+        _LIVE.add(self)
+
+    # -- contexts ---------------------------------------------------------------
+
+    def _activate(self, gpu: _Gpu) -> bool:
+        """Make ``gpu``'s context current on this thread.
+
+        Returns ``True`` when the caller must pop it again (a thread other than
+        the owner); on the owner thread the push is held until :meth:`_release`.
+        """
+        tls = self._tls
+        if tls.held is gpu:
+            return False
+        if threading.get_ident() != self._owner:
+            gpu.ctx.push()
+            return True
+        if tls.held is not None:
+            tls.held = None
+            self._drv.Context.pop()
+        gpu.ctx.push()
+        tls.held = gpu
+        return False
+
+    def _release(self) -> None:
+        """Pop the context this thread holds, if any (balanced with :meth:`_activate`)."""
+        tls = self._tls
+        if tls.held is not None:
+            tls.held = None
+            self._drv.Context.pop()
+
+    def _scoped(self, gpu: _Gpu) -> _Scope:
+        return _Scope(self, gpu)
+
+    # -- setup ------------------------------------------------------------------
+
+    def _gpu_for_rank(self, rank: int) -> _Gpu:
+        ordinal = self._device_map.get(rank, self._ordinals[rank % len(self._ordinals)])
+        gpu = self._gpus.get(ordinal)
+        if gpu is None:
+            gpu = self._init_gpu(ordinal)
+        return gpu
+
+    def _init_gpu(self, ordinal: int) -> _Gpu:
+        drv = self._drv
+        try:
+            dev = drv.Device(ordinal)
+            ctx = dev.retain_primary_context()
+        except drv.Error as exc:
+            raise BackendUnavailable(f"cuda: cannot retain the primary context of device {ordinal}: {exc}") from exc
+        gpu = _Gpu(len(self._gpus), ordinal, dev, ctx)
+        self._gpus[ordinal] = gpu
+        with self._scoped(gpu):
+            self._describe_gpu(gpu)
+            self._load_kernels(gpu)
+            gpu.aux = drv.Stream(_STREAM_NON_BLOCKING)
+            att = drv.device_attribute
+            sms = int(dev.get_attribute(att.MULTIPROCESSOR_COUNT))
+            gpu.copy_grid = max(1, 4 * sms)
+            if self.l2_flush:
+                gpu.flush_bytes = max(1, int(gpu.info.get("l2_bytes") or 0))
+                gpu.flush_buf = drv.mem_alloc(gpu.flush_bytes)
+            self._calibrate_spin(gpu)
+            if self.workload == "gemm":
+                gpu.info["gemm_tflops"] = self._calibrate_gemm(gpu)
+        self._enable_peers(gpu)
+        return gpu
+
+    def _describe_gpu(self, gpu: _Gpu) -> None:
+        att = self._drv.device_attribute
+        dev = gpu.dev
+
+        def attr(name: str) -> int | None:
+            a = getattr(att, name, None)
+            if a is None:
+                return None
+            try:
+                return int(dev.get_attribute(a))
+            except Exception:
+                return None
+
+        major, minor = dev.compute_capability()
+        clock_khz = attr("CLOCK_RATE")
+        mem_khz = attr("MEMORY_CLOCK_RATE")
+        gpu.info = {
+            "ordinal": gpu.ordinal,
+            "name": dev.name(),
+            "compute_capability": f"{major}.{minor}",
+            "arch": f"sm_{major}{minor}",
+            "sm_count": attr("MULTIPROCESSOR_COUNT"),
+            "clock_mhz": None if clock_khz is None else clock_khz / 1000.0,
+            "memory_clock_mhz": None if mem_khz is None else mem_khz / 1000.0,
+            "l2_bytes": attr("L2_CACHE_SIZE"),
+            "total_memory_bytes": int(dev.total_memory()),
+        }
+        try:
+            gpu.info["pci_bus_id"] = dev.pci_bus_id()
+        except Exception:
+            pass
+
+    def _load_kernels(self, gpu: _Gpu) -> None:
+        """Compile ``kernels.cu`` for ``gpu``'s architecture (or load a prebuilt binary)."""
+        drv = self._drv
+        try:
+            if self._kernels:
+                gpu.module = drv.module_from_file(str(self._kernels))
+                gpu.info["kernels"] = f"prebuilt {self._kernels}"
+            else:
+                if _find_nvcc() is None:
+                    raise BackendUnavailable(
+                        "cuda: nvcc was not found to compile harness/device/kernels.cu; install the CUDA toolkit, "
+                        f"or build it elsewhere (`nvcc -fatbin -gencode arch=compute_90,code=sm_90 kernels.cu`) and set "
+                        f"{KERNELS_ENV} to the file"
+                    )
+                from pycuda.compiler import SourceModule  # type: ignore[import-not-found]
+
+                nvcc = _find_nvcc()
+                gpu.module = SourceModule(
+                    KERNELS_SOURCE.read_text(),
+                    nvcc=nvcc,
+                    options=self._nvcc_options,
+                    no_extern_c=True,
+                    arch=gpu.info["arch"],
+                )
+                gpu.info["kernels"] = f"SourceModule {gpu.info['arch']}"
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(f"cuda: cannot build or load the kernels for {gpu.info.get('arch')}: {exc}") from exc
+        m = gpu.module
+        gpu.spin = m.get_function("spin").prepare("QP")
+        gpu.gemm = m.get_function("gemm").prepare("PPPii")
+        gpu.copy = m.get_function("copy").prepare("PPQ")
+        gpu.timer_step = m.get_function("timer_step").prepare("Pi")
+
+    def _timed(self, gpu: _Gpu, enqueue: Any, runs: int) -> list[int]:
+        """Event-measured durations (ns) of ``runs`` repetitions of ``enqueue(stream)`` on ``gpu.aux``."""
+        drv = self._drv
+        out = []
+        for _ in range(runs):
+            a, b = drv.Event(), drv.Event()
+            a.record(gpu.aux)
+            enqueue(gpu.aux)
+            b.record(gpu.aux)
+            b.synchronize()
+            out.append(round(b.time_since(a) * _NS_PER_MS))
+        return out
+
+    def _calibrate_spin(self, gpu: _Gpu) -> None:
+        """Warm the spin kernel up and measure its event-to-event overhead (ns)."""
+        samples = self._timed(gpu, lambda s: gpu.spin.prepared_async_call((1, 1), (1, 1, 1), s, 0, 0), _CALIBRATION_RUNS)
+        samples.sort()
+        gpu.spin_overhead_ns = max(0, samples[len(samples) // 2])
+        gpu.info["spin_overhead_ns"] = gpu.spin_overhead_ns
+
+    def _calibrate_gemm(self, gpu: _Gpu) -> float:
+        n, reps = 1024, 4
+        a, b, c = self._gemm_buffers(gpu, n, gpu.aux)
+        grid = ((n + _TILE - 1) // _TILE, (n + _TILE - 1) // _TILE)
+        ns = self._timed(gpu, lambda s: gpu.gemm.prepared_async_call(grid, (_TILE, _TILE, 1), s, a, b, c, n, reps), 5)
+        best = max(1, min(ns))
+        return round(2.0 * n**3 * reps / best / 1e3, 3)  # FLOP/ns / 1e3 = TFLOP/s
+
+    def _enable_peers(self, gpu: _Gpu) -> None:
+        """Enable peer access both ways between ``gpu`` and every GPU set up before it."""
+        for other in self._gpus.values():
+            if other is gpu:
+                continue
+            for src, dst in ((gpu, other), (other, gpu)):
+                try:
+                    if not src.dev.can_access_peer(dst.dev):
+                        continue
+                    with self._scoped(src):
+                        try:
+                            self._drv.Context.enable_peer_access(dst.ctx, 0)
+                        except self._drv.LogicError as exc:  # already enabled by an earlier device
+                            if "already" not in str(exc).lower():
+                                raise
+                    src.peers.add(dst.index)
+                except Exception:  # no peer access: transfers are host-staged
+                    src.peers.discard(dst.index)
+
+    # -- the Device protocol ----------------------------------------------------------
+
+    def stream(self, name: str) -> _Stream:
+        """A non-blocking stream on the GPU of the rank in ``name`` (``"rank{r}/..."``; else rank 0).
+
+        Raises:
+            BackendUnavailable: the GPU cannot be set up (context, kernels).
+        """
+        m = _RANK_RE.match(name)
+        rank = int(m.group(1)) if m else 0
+        gpu = self._gpu_for_rank(rank)
+        with self._scoped(gpu):
+            handle = self._drv.Stream(_STREAM_NON_BLOCKING)
+        s = _Stream(name, gpu, handle)
+        self._streams.append(s)
+        self._rank_of_stream[name] = rank
+        return s
+
+    def event(self, timing: bool = True) -> _Event:
+        """An event; its PyCUDA event is created on the GPU of the first stream it is recorded on."""
+        ev = _Event(timing)
+        self._events.append(ev)
+        return ev
+
+    def _physical(self, ev: _Event, gpu: _Gpu) -> Any:
+        phys = ev.per_gpu.get(gpu.index)
+        if phys is None:
+            drv = self._drv
+            phys = drv.Event(0 if ev.timing else drv.event_flags.DISABLE_TIMING)
+            ev.per_gpu[gpu.index] = phys
+        return phys
+
+    def record(self, event: _Event, stream: _Stream) -> None:
+        """Record ``event`` on ``stream`` (``Event.record``).
+
+        Raises:
+            ExecutionError: the driver refused (names stream and job).
+        """
+        gpu = stream.gpu
+        pop = self._activate(gpu)
+        try:
+            phys = self._physical(event, gpu)
+            phys.record(stream.handle)
+            event.latest = (gpu, phys)
+        except Exception as exc:
+            self._fail(exc, stream, "record an event")
+        finally:
+            if pop:
+                self._drv.Context.pop()
+        now = time.perf_counter_ns()
+        if stream.pending:  # the end record of a job: its host enqueue time is done
+            stream.pending = False
+            t0 = self._window_t0 if self._window_t0 is not None else now
+            self._enqueue.append((stream.last_label, now - t0))
+            self._window_t0 = now
+        elif self._window_t0 is None:
+            self._window_t0 = now
+
+    def wait(self, stream: _Stream, event: _Event) -> None:
+        """``stream.wait_for_event`` on the event's latest record (no-op if never recorded).
+
+        Raises:
+            ExecutionError: the driver refused.
+        """
+        latest = event.latest
+        if latest is None:
+            return
+        pop = self._activate(stream.gpu)
+        try:
+            stream.handle.wait_for_event(latest[1])
+        except Exception as exc:
+            self._fail(exc, stream, "wait for an event")
+        finally:
+            if pop:
+                self._drv.Context.pop()
+
+    def launch(self, stream: _Stream, work: Work) -> None:
+        """Enqueue ``work``: spin/GEMM for compute, a device-to-device copy for ``is_copy``.
+
+        Raises:
+            ExecutionError: the launch failed (names stream and job).
+        """
+        gpu = stream.gpu
+        pop = self._activate(gpu)
+        nvtx = self._nvtx
+        if nvtx is not None:
+            nvtx.push_range(message=work.label or "job", domain="pipeline-harness")
+        try:
+            if work.is_copy:
+                self._launch_copy(stream, work)
+            elif self.workload == "gemm" and work.flops > 0:
+                self._launch_gemm(stream, work.flops)
+            else:
+                ns = max(0, int(work.duration_ns) - gpu.spin_overhead_ns)
+                gpu.spin.prepared_async_call((1, 1), (1, 1, 1), stream.handle, ns, 0)
+        except Exception as exc:
+            self._fail(exc, stream, f"launch {work.label or 'a job'}")
+        finally:
+            if nvtx is not None:
+                nvtx.pop_range(domain="pipeline-harness")
+            if pop:
+                self._drv.Context.pop()
+        stream.last_label = work.label
+        stream.pending = True
+
+    def _launch_gemm(self, stream: _Stream, flops: float) -> None:
+        n = round((flops / 2.0) ** (1.0 / 3.0) / _TILE) * _TILE
+        n = max(_TILE, min(_MAX_GEMM_N, n))
+        reps = max(1, round(flops / (2.0 * n**3)))
+        a, b, c = self._gemm_buffers(stream.gpu, n, stream.handle)
+        grid = (n // _TILE, n // _TILE)
+        stream.gpu.gemm.prepared_async_call(grid, (_TILE, _TILE, 1), stream.handle, a, b, c, n, reps)
+
+    def _gemm_buffers(self, gpu: _Gpu, n: int, stream: Any) -> tuple[Any, Any, Any]:
+        bufs = gpu.gemm_bufs.get(n)
+        if bufs is None:  # first launch of this size: during warm-up
+            drv = self._drv
+            nbytes = 4 * n * n
+            bufs = (drv.mem_alloc(nbytes), drv.mem_alloc(nbytes), drv.mem_alloc(nbytes))
+            for buf in bufs:
+                drv.memset_d32_async(buf, 0, n * n, stream)
+            gpu.gemm_bufs[n] = bufs
+        return bufs
+
+    def _copy_buffers(self, gpu: _Gpu, nbytes: int) -> tuple[Any, Any]:
+        if gpu.copy_bytes < nbytes:  # grow geometrically; old buffers live until close
+            drv = self._drv
+            size = max(nbytes, 2 * gpu.copy_bytes, 1 << 20)
+            if gpu.copy_src is not None:
+                gpu.graveyard += [gpu.copy_src, gpu.copy_dst]
+            gpu.copy_src, gpu.copy_dst = drv.mem_alloc(size), drv.mem_alloc(size)
+            gpu.copy_bytes = size
+        return gpu.copy_src, gpu.copy_dst
+
+    def _launch_copy(self, stream: _Stream, work: Work) -> None:
+        nbytes = int(work.nbytes)
+        if nbytes <= 0:
+            return
+        gpu = stream.gpu
+        src, dst = self._copy_buffers(gpu, nbytes)
+        peer_rank = getattr(work, "peer_rank", None)  # not in Work yet: see docs/cuda.md
+        if peer_rank is not None:
+            peer = self._gpu_for_rank(int(peer_rank))
+            if peer is not gpu:
+                with self._scoped(peer):
+                    _, dst = self._copy_buffers(peer, nbytes)
+                if peer.index not in gpu.peers:
+                    self._host_staged_copy(stream, src, dst, nbytes)
+                    return
+        blocks = max(1, min(gpu.copy_grid, -(-nbytes // (16 * _COPY_BLOCK))))
+        gpu.copy.prepared_async_call((blocks, 1), (_COPY_BLOCK, 1, 1), stream.handle, src, dst, nbytes)
+
+    def _host_staged_copy(self, stream: _Stream, src: Any, dst: Any, nbytes: int) -> None:
+        # Without peer access: device -> pinned host -> peer device, both hops on
+        # the sender's stream (unified addressing resolves the peer pointer).
+        gpu = stream.gpu
+        drv = self._drv
+        if gpu.staging is None or gpu.staging.nbytes < nbytes:
+            import numpy as np
+
+            gpu.staging = drv.pagelocked_empty(max(nbytes, 1 << 20), np.uint8)
+        host = gpu.staging[:nbytes]
+        drv.memcpy_dtoh_async(host, src, stream.handle)
+        drv.memcpy_htod_async(dst, host, stream.handle)
+
+    def synchronize(self) -> None:
+        """Wait until every stream drained, then (optionally) flush L2 and align the GPUs' clocks.
+
+        Polls ``Stream.is_done`` so that a stall ends in an error, not a hang.
+
+        Raises:
+            ExecutionError: a job failed on the device (names stream and last
+                job), or streams were still busy after ``stall_timeout_s``.
+        """
+        try:
+            self._drain()
+            self._last_enqueue = self._enqueue
+            self._enqueue = []
+            self._window_t0 = None
+            if len(self._gpus) > 1:
+                self._align_gpus()
+            if self._anchor is None and self._gpus:
+                self._take_host_anchor()
+            if self.l2_flush:
+                self._flush_l2()
+        finally:
+            self._release()
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + self.stall_timeout_s
+        pending = list(self._streams)
+        polls = 0
+        while pending:
+            still = []
+            for s in pending:
+                pop = self._activate(s.gpu)
+                try:
+                    done = s.handle.is_done()
+                except Exception as exc:
+                    self._fail(exc, s, "run")
+                finally:
+                    if pop:
+                        self._drv.Context.pop()
+                if not done:
+                    still.append(s)
+            pending = still
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{s.name} (last job {s.last_label or 'none'})" for s in pending)
+                raise ExecutionError(f"cuda: streams still busy after {self.stall_timeout_s:g} s: {names}")
+            polls += 1
+            time.sleep(0 if polls < 1000 else 50e-6)  # spin briefly, then back off
+
+    def _align_gpus(self) -> None:
+        """Ping-pong events between the base GPU and each other GPU (see module doc)."""
+        drv = self._drv
+        gpus = sorted(self._gpus.values(), key=lambda g: g.index)
+        base = gpus[0]
+        with self._scoped(base):
+            mark = drv.Event()
+            mark.record(base.aux)
+            mark.synchronize()
+        base.mark, base.mark_offset_ns = mark, 0
+        for gpu in gpus[1:]:
+            best: tuple[int, Any, Any] | None = None
+            for _ in range(3):
+                with self._scoped(base):
+                    a = drv.Event()
+                    a.record(base.aux)
+                with self._scoped(gpu):
+                    z = drv.Event()
+                    gpu.aux.wait_for_event(a)
+                    z.record(gpu.aux)
+                with self._scoped(base):
+                    c = drv.Event()
+                    base.aux.wait_for_event(z)
+                    c.record(base.aux)
+                    c.synchronize()
+                    rtt = round(c.time_since(a) * _NS_PER_MS)
+                if best is None or rtt < best[0]:
+                    best = (rtt, a, z)
+            assert best is not None
+            rtt, a, z = best
+            with self._scoped(base):
+                offset = round(a.time_since(mark) * _NS_PER_MS) + rtt // 2
+            gpu.mark, gpu.mark_offset_ns = z, offset
+            gpu.info["align_rtt_ns"] = rtt
+
+    def _take_host_anchor(self) -> None:
+        gpu = min(self._gpus.values(), key=lambda g: g.index)
+        with self._scoped(gpu):
+            ev = self._drv.Event()
+            ev.record(gpu.aux)
+            ev.synchronize()
+            self._anchor = (ev, gpu, time.time_ns(), time.perf_counter_ns())
+
+    def _flush_l2(self) -> None:
+        for gpu in self._gpus.values():
+            if gpu.flush_buf is not None:
+                with self._scoped(gpu):
+                    self._drv.memset_d8_async(gpu.flush_buf, 0, gpu.flush_bytes, gpu.aux)
+        for gpu in self._gpus.values():
+            if gpu.flush_buf is not None:
+                with self._scoped(gpu):
+                    gpu.aux.synchronize()
+
+    def elapsed_ns(self, start: _Event, end: _Event) -> int:
+        """Time from ``start`` to ``end`` in ns (``Event.time_since`` in ms x 1e6).
+
+        Across GPUs, through each GPU's mark of the latest alignment.
+
+        Raises:
+            ExecutionError: an event was never recorded, has not completed, or
+                does not time (``timing=False``).
+        """
+        a, b = start.latest, end.latest
+        if a is None or b is None:
+            raise ExecutionError("cuda: elapsed time asked of an event that was never recorded")
+        if not (start.timing and end.timing):
+            raise ExecutionError("cuda: elapsed time asked of an ordering-only event (timing=False)")
+        try:
+            if a[0] is b[0]:
+                with self._scoped(a[0]):
+                    return round(b[1].time_since(a[1]) * _NS_PER_MS)
+            return self._global_ns(b) - self._global_ns(a)
+        except ExecutionError:
+            raise
+        except Exception as exc:
+            raise ExecutionError(f"cuda: elapsed time unavailable ({exc}); were both events completed?") from exc
+
+    def _global_ns(self, rec: tuple[_Gpu, Any]) -> int:
+        gpu, phys = rec
+        if gpu.mark is None:
+            self._align_gpus()
+        with self._scoped(gpu):
+            return round(phys.time_since(gpu.mark) * _NS_PER_MS) + gpu.mark_offset_ns
+
+    # -- extras beyond the protocol ------------------------------------------------------
+
+    def host_time_ns(self, event: _Event) -> int:
+        """Host wall-clock time (``time.time_ns`` scale, ns) of a completed event.
+
+        Uses the host anchor taken at the first synchronize; accurate to the
+        synchronize wake-up latency (µs). For placing a run on the host's clock
+        (e.g. PaddlePaddle-style logs), never for the timeline itself.
+
+        Raises:
+            ExecutionError: no synchronize yet, or the event is not complete.
+        """
+        if self._anchor is None:
+            raise ExecutionError("cuda: no host anchor yet (call synchronize first)")
+        ev, gpu, wall, _ = self._anchor
+        anchor = _Event(True)
+        anchor.latest = (gpu, ev)
+        return wall + self.elapsed_ns(anchor, event)
+
+    def last_enqueue_ns(self) -> list[tuple[str, int]]:
+        """Host enqueue time of each job of the last synchronized window: ``(label, ns)``.
+
+        A job's time runs from the end of the previous job's end record (for
+        the first job: the window's first record) to the end of its own end
+        record, so it covers the waits, both records, the launch and the
+        caller's own loop overhead.
+        """
+        return list(self._last_enqueue)
+
+    def describe(self) -> dict[str, Any]:
+        """Backend, workload, clocks, versions and, per GPU in use: name, SMs, clock, L2, overheads."""
+        drv = self._drv
+        info: dict[str, Any] = {
+            "backend": "cuda",
+            "workload": self.workload,
+            "clock": "cuEventElapsedTime per GPU (ms float -> ns); GPUs aligned by event ping-pong at each synchronize",
+            "l2_flush": self.l2_flush,
+            "nvtx": self._nvtx is not None,
+            "devices": [dict(g.info) for g in sorted(self._gpus.values(), key=lambda g: g.index)],
+            "device_map": {self._rank_of_stream[s.name]: s.gpu.ordinal for s in self._streams},
+            "peer_access": {g.ordinal: sorted(p for p in g.peers) for g in self._gpus.values()},
+        }
+        try:
+            import pycuda
+
+            info["pycuda"] = getattr(pycuda, "VERSION_TEXT", None)
+            info["cuda_version"] = ".".join(str(x) for x in drv.get_version())
+            info["driver_version"] = int(drv.get_driver_version())
+        except Exception:
+            pass
+        if self._gpus:
+            first = min(self._gpus.values(), key=lambda g: g.index).info
+            info["name"] = first.get("name")
+        return info
+
+    def timer_resolution_ns(self) -> dict[str, int]:
+        """Resolution of the device clocks of the first GPU in use, in ns.
+
+        ``globaltimer``: smallest step of ``%globaltimer`` over 1000 reads;
+        ``event``: smallest non-zero ``cuEventElapsedTime`` of back-to-back
+        records over 200 pairs (0 if none was non-zero).
+        """
+        drv = self._drv
+        gpu = min(self._gpus.values(), key=lambda g: g.index) if self._gpus else self._gpu_for_rank(0)
+        import numpy as np
+
+        with self._scoped(gpu):
+            out = drv.mem_alloc(8)
+            try:
+                gpu.timer_step.prepared_async_call((1, 1), (1, 1, 1), gpu.aux, out, 1000)
+                host = np.zeros(1, dtype=np.uint64)
+                gpu.aux.synchronize()
+                drv.memcpy_dtoh(host, out)
+            finally:
+                out.free()
+            steps = [x for x in self._timed(gpu, lambda s: None, 200) if x > 0]
+        return {"globaltimer": int(host[0]), "event": min(steps) if steps else 0}
+
+    def _fail(self, exc: BaseException, stream: _Stream, what: str) -> None:
+        self._release()
+        raise ExecutionError(
+            f"cuda: failed to {what} on stream {stream.name} (GPU {stream.gpu.ordinal}, "
+            f"last job {stream.last_label or 'none'}): {exc}"
+        ) from exc
+
+    def close(self) -> None:
+        """Free buffers, streams and events, pop anything pushed, release the primary contexts. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _LIVE.discard(self)
+        try:
+            self._release()
+        except Exception:
+            pass
+        drv = self._drv
+        for gpu in sorted(self._gpus.values(), key=lambda g: g.index):
+            try:
+                gpu.ctx.push()
+            except Exception:
+                continue
+            try:
+                try:
+                    gpu.aux.synchronize() if gpu.aux is not None else None
+                    for s in self._streams:
+                        if s.gpu is gpu:
+                            s.handle.synchronize()
+                except Exception:
+                    pass
+                # Destroy this GPU's CUDA objects while its context is current.
+                for ev in self._events:
+                    ev.per_gpu.pop(gpu.index, None)
+                    if ev.latest is not None and ev.latest[0] is gpu:
+                        ev.latest = None
+                for s in self._streams:
+                    if s.gpu is gpu:
+                        s.handle = None
+                bufs = [gpu.copy_src, gpu.copy_dst, gpu.flush_buf, *gpu.graveyard]
+                for trio in gpu.gemm_bufs.values():
+                    bufs.extend(trio)
+                for buf in bufs:
+                    if buf is not None:
+                        try:
+                            buf.free()
+                        except Exception:
+                            pass
+                gpu.copy_src = gpu.copy_dst = gpu.flush_buf = gpu.staging = None
+                gpu.graveyard.clear()
+                gpu.gemm_bufs.clear()
+                gpu.aux = gpu.mark = None
+                gpu.spin = gpu.gemm = gpu.copy = gpu.timer_step = gpu.module = None
+            finally:
+                drv.Context.pop()
+            try:
+                gpu.ctx.detach()  # releases the primary context
+            except Exception:
+                pass
+        self._anchor = None
+        self._events.clear()
+        self._streams.clear()
+
+    def __del__(self) -> None:
+        try:
+            if threading.get_ident() == getattr(self, "_owner", None):
+                self.close()
+        except Exception:
+            pass
+
+
+class _Scope:
+    """Push ``gpu``'s context for a block unless this thread already holds it; pop what was pushed."""
+
+    __slots__ = ("device", "gpu", "pushed")
+
+    def __init__(self, device: CudaDevice, gpu: _Gpu) -> None:
+        self.device = device
+        self.gpu = gpu
+        self.pushed = False
+
+    def __enter__(self) -> _Scope:
+        if self.device._tls.held is not self.gpu:
+            self.gpu.ctx.push()
+            self.pushed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pushed:
+            self.device._drv.Context.pop()
