@@ -1,0 +1,158 @@
+"""End to end through pytest (pytester): options, reports, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from harness.report.tracecheck import check_trace
+
+CASES = """
+import pytest
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+
+@pytest.mark.parametrize("schedule", ["FThenB", "1F1B"])
+def test_case(pipeline, schedule):
+    r = pipeline(PipelineCase(schedule, stages=2, microbatches=3, cost=FixedCost.ms(F=1, B=2)))
+    assert r.metrics.step_time_median_ns == 12_000_000 or r.records.backend != "sim"
+
+@pytest.mark.pipeline(schedule="1F1B", stages=3, microbatches=4)
+def test_marker(pipeline_result):
+    assert pipeline_result.num_ranks == 3
+"""
+
+
+def test_profile_jobs_writes_reports(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "--profile-steps=1:3", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "pipeline-harness: backend sim (sim backend requested), recording steps 1:3 to reports/",
+        "*pipeline cases*",
+        "test_case?FThenB?*FThenB*2*3*1 sim*12.000 ms*25.0% / 25.0%*",
+        "reports: reports/index.html*",
+    ])
+    reports = pytester.path / "reports"
+    doc = json.loads((reports / "results.json").read_text())
+    assert doc["schema_version"] == 1
+    assert [c["id"] for c in doc["cases"]] == [
+        "test_cases.py::test_case[FThenB]", "test_cases.py::test_case[1F1B]", "test_cases.py::test_marker"]
+    fthenb = doc["cases"][0]
+    assert fthenb["steps"] == [1, 2]
+    assert len(fthenb["jobs"]["kind"]) == 2 * 12
+    assert fthenb["metrics"]["bubble_ratio"] == pytest.approx(0.25)
+    assert fthenb["theory"]["bubble_ratio"] == pytest.approx(0.25)
+    traces = sorted(p.name for p in (reports / "traces").iterdir())
+    assert len(traces) == 3
+    for name in traces:
+        trace = json.loads((reports / "traces" / name).read_text())
+        assert check_trace(trace) == []
+        assert "displayTimeUnit" not in trace
+    html = (reports / "index.html").read_text()
+    assert "test_cases.py::test_case[1F1B]" in html and "Content-Security-Policy" in html
+
+
+def test_benchmark_json_carries_measured_step_times(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    out = pytester.path / "bench.json"
+    result = pytester.runpytest("--backend=sim", f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    b = benches["test_case[1F1B]"]
+    assert b["stats"]["rounds"] == 3
+    assert b["stats"]["median"] == pytest.approx(0.012)  # 12 ms simulated step, in seconds
+    assert b["extra_info"]["bubble_ratio"] == pytest.approx(0.25)
+    assert b["extra_info"]["stages"] == 2 and b["extra_info"]["backend"] == "sim"
+    assert not (pytester.path / "reports").exists()  # no --profile-jobs, no reports
+
+
+def test_auto_backend_says_why_in_the_header(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--profile-jobs", "-k", "FThenB", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pipeline-harness: backend cpu (auto: no usable GPU (*); running on the cpu backend)*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda*"),
+        (["--profile-steps=3"], "*profile steps must look like START:END*"),
+        (["--profile-steps=4:2"], "*need 0 <= START < END*"),
+        (["--backend=cuda"], "*the cuda backend cannot run here: *pip install -e .[[]cuda[]]*"),
+    ],
+)
+def test_bad_options_stop_with_a_clear_message(pytester, args, message):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest(*args, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not os.environ.get("HARNESS_TEST_AS_ROOT_CHMOD"), reason="root can write anywhere; uses a file instead")
+def test_unwritable_report_dir(pytester):  # pragma: no cover - exercised as non-root
+    pytester.makepyfile(test_cases=CASES)
+    ro = pytester.mkdir("ro")
+    ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", f"--report-dir={ro}")
+    result.stderr.fnmatch_lines(["*report directory*is not writable*"])
+
+
+def test_report_dir_that_is_a_file(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makefile(".txt", blocker="x")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "--report-dir=blocker.txt/reports", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*report directory 'blocker.txt/reports' is not writable*"])
+
+
+BAD_CASES = """
+import pytest
+from harness.case import PipelineCase
+
+def test_unknown_schedule(pipeline):
+    pipeline(PipelineCase("2F2B", stages=4, microbatches=8))
+
+def test_zero_stages(pipeline):
+    pipeline(PipelineCase("1F1B", stages=0, microbatches=8))
+
+def test_too_many_stages_for_layers(pipeline):
+    from harness.cost import TransformerCost
+    pipeline(PipelineCase("1F1B", stages=8, microbatches=8, cost=TransformerCost(256, 128, 1, 4, 100.0)))
+"""
+
+
+def test_bad_cases_fail_with_clear_messages(pytester):
+    pytester.makepyfile(test_bad=BAD_CASES)
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "-p", "no:benchmark")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*ConfigError: unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
+        "*ConfigError: the number of ranks p must be a positive integer, got 0*",
+        "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_failed_run_keeps_previous_reports(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider").assert_outcomes(passed=3)
+    index = pytester.path / "reports" / "index.html"
+    before = index.read_text()
+    pytester.makepyfile(test_cases="""
+import pytest
+from harness.case import PipelineCase
+def test_interrupt(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+    raise KeyboardInterrupt
+""")
+    result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["run interrupted: reports/index.html and results.json were left as they were*"])
+    assert index.read_text() == before
+    leftovers = [p.name for p in (pytester.path / "reports").iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
