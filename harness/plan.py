@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule
-from harness.schedule.validate import check_counts
+from harness.schedule.validate import check_counts, check_order
 
 __all__ = ["Plan", "build_plan"]
 
@@ -82,8 +82,9 @@ def _stream_name(index: int) -> str:
     return f"rank{index // 2}/{'comm' if index % 2 else 'compute'}"
 
 
-def build_plan(schedule: Schedule) -> Plan:
-    """Validate ``schedule`` and turn it into a :class:`Plan`.
+def _build_plan_checked(schedule: Schedule) -> Plan:
+    """Reference implementation of :func:`build_plan` over ``Job`` keys; slower,
+    used to produce the detailed error when the fast path finds a problem.
 
     Raises:
         ScheduleError: wrong counts (see :func:`check_counts`), a job whose
@@ -91,6 +92,7 @@ def build_plan(schedule: Schedule) -> Plan:
             ready; the message names the jobs and draws the grid with them marked.
     """
     check_counts(schedule)
+    check_order(schedule)
     jobs: list[Job] = []
     rank_of: list[int] = []
     step_of: list[int] = []
@@ -265,3 +267,235 @@ def _readiness_order(
         f"stalled at {', '.join(names)}\n" + schedule.format_grid(marks),
         tuple(names),
     )
+
+
+# --- fast path ------------------------------------------------------------------
+# Kind codes follow JobKind's declaration order; ids avoid Enum.__hash__ (a
+# Python-level call) on the hot path.
+_KINDS = tuple(JobKind)
+_CODE = {id(k): i for i, k in enumerate(_KINDS)}
+_CF, _CB, _CI, _CW = _CODE[id(_F)], _CODE[id(_B)], _CODE[id(_I)], _CODE[id(_W)]
+_CSF, _CRF, _CSB, _CRB, _COPT = _CODE[id(_SF)], _CODE[id(_RF)], _CODE[id(_SB)], _CODE[id(_RB)], _CODE[id(_OPT)]
+
+
+def build_plan(schedule: Schedule) -> Plan:
+    """Validate ``schedule`` and turn it into a :class:`Plan`.
+
+    Checks, in order: counts (every stage has one forward and one complete
+    backward per micro-batch, nothing twice, micro-batches in range), order on
+    each rank (``F`` before its ``I``/``B``, ``I`` before its ``W``), every
+    dependency scheduled (including the receive a cross-rank consumer needs in
+    a schedule with communication jobs), and no deadlock (readiness
+    simulation). Linear in the number of jobs: jobs are keyed by integers
+    ``(kind, stage, micro-batch)`` in one flat table.
+
+    Raises:
+        ScheduleError: the first problem found; the message names the jobs and
+            draws the step x rank grid with them marked.
+    """
+    ranks = schedule.ranks
+    m = schedule.num_microbatches
+    n_stages = schedule.num_stages
+    m1 = m + 1
+    width = n_stages * m1  # one block of keys per kind
+    code = _CODE
+    jobs: list[Job] = []
+    rank_of: list[int] = []
+    step_of: list[int] = []
+    for r, row in enumerate(ranks):
+        steps = [s for s, job in enumerate(row) if job is not None]
+        if len(steps) == len(row):
+            jobs.extend(row)  # type: ignore[arg-type]
+        else:
+            jobs.extend(row[s] for s in steps)  # type: ignore[misc]
+        step_of.extend(steps)
+        rank_of.extend([r] * len(steps))
+    n = len(jobs)
+    stage = [j[0] for j in jobs]
+    kc = [code[id(j[1])] for j in jobs]
+    mbs = [j[2] for j in jobs]
+    mb_max = max((b for b in mbs if b is not None), default=0)
+    if m < 1 or mb_max >= m or min((b for b in mbs if b is not None), default=0) < 0:
+        return _build_plan_checked(schedule)
+    mb = [m if b is None else b for b in mbs]
+    keys = [k * width + s * m1 + b for k, s, b in zip(kc, stage, mb)]
+    pos = [-1] * (len(_KINDS) * width)
+    for j, key in enumerate(keys):
+        pos[key] = j
+    if len(set(keys)) != n:
+        return _build_plan_checked(schedule)
+    # Counts: per stage, F for every micro-batch and B xor (I and W).
+    for s in range(n_stages):
+        lo = s * m1
+        hi = lo + m
+        f = pos[_CF * width + lo : _CF * width + hi]
+        b = pos[_CB * width + lo : _CB * width + hi]
+        i = pos[_CI * width + lo : _CI * width + hi]
+        w = pos[_CW * width + lo : _CW * width + hi]
+        if min(f) < 0:
+            return _build_plan_checked(schedule)
+        if max(i) < 0 and max(w) < 0:
+            if min(b) < 0:
+                return _build_plan_checked(schedule)
+        elif max(b) < 0:
+            if min(i) < 0 or min(w) < 0:
+                return _build_plan_checked(schedule)
+        else:
+            for x, y, z in zip(b, i, w):
+                if (x >= 0) == (y >= 0) or (y >= 0) != (z >= 0):
+                    return _build_plan_checked(schedule)
+    if sum(1 for k in kc if k == _COPT) != len({s for s, k in zip(stage, kc) if k == _COPT}):
+        return _build_plan_checked(schedule)
+    has_comm = any(k in (_CSF, _CRF, _CSB, _CRB) for k in set(kc))
+    stream = [2 * r for r in rank_of]
+    if has_comm:
+        stream = [s + 1 if _CSF <= k <= _CRB else s for s, k in zip(stream, kc)]
+    st_rank = schedule.stage_to_rank
+    last = n_stages - 1
+    off_f, off_b, off_i = _CF * width, _CB * width, _CI * width
+    off_sf, off_rf, off_sb, off_rb = _CSF * width, _CRF * width, _CSB * width, _CRB * width
+    deps: list[tuple[int, ...]] = [()] * n
+    cross: list[tuple[int, ...]] = [()] * n
+    start_deps: list[tuple[int, ...]] = [()] * n
+    opt_jobs: list[int] = []
+    bad = False
+    for j in range(n):
+        k = kc[j]
+        s = stage[j]
+        b = mb[j]
+        if k == _CF:
+            if s == 0:
+                continue
+            if has_comm and st_rank[s - 1] != st_rank[s]:
+                d = pos[off_rf + s * m1 + b]
+            else:
+                d = pos[off_f + (s - 1) * m1 + b]
+            if d < 0:
+                bad = True
+                break
+            deps[j] = (d,)
+            if stream[d] != stream[j]:
+                cross[j] = (d,)
+        elif k == _CB or k == _CI:
+            f = pos[off_f + s * m1 + b]
+            if s == last:
+                deps[j] = (f,)
+                if stream[f] != stream[j]:
+                    cross[j] = (f,)
+                continue
+            if has_comm and st_rank[s + 1] != st_rank[s]:
+                d = pos[off_rb + s * m1 + b]
+            else:
+                key = (s + 1) * m1 + b
+                d = pos[off_i + key]
+                if d < 0:
+                    d = pos[off_b + key]
+            if d < 0:
+                bad = True
+                break
+            deps[j] = (f, d)
+            sj = stream[j]
+            if stream[f] != sj:
+                cross[j] = (f, d) if stream[d] != sj else (f,)
+            elif stream[d] != sj:
+                cross[j] = (d,)
+        elif k == _CW:
+            d = pos[off_i + s * m1 + b]
+            deps[j] = (d,)
+        elif k == _CSF:
+            d = pos[off_f + s * m1 + b]
+            if d < 0:
+                bad = True
+                break
+            deps[j] = cross[j] = (d,)
+        elif k == _CSB:
+            d = pos[off_i + s * m1 + b]
+            if d < 0:
+                d = pos[off_b + s * m1 + b]
+            if d < 0:
+                bad = True
+                break
+            deps[j] = cross[j] = (d,)
+        elif k == _CRF or k == _CRB:
+            d = pos[(off_sf + (s - 1) * m1 if k == _CRF else off_sb + (s + 1) * m1) + b] if 0 <= (s - 1 if k == _CRF else s + 1) <= last else -1
+            if d < 0:
+                bad = True
+                break
+            start_deps[j] = (d,)
+        else:  # OPT
+            opt_jobs.append(j)
+    if bad:
+        return _build_plan_checked(schedule)
+    for j in opt_jobs:
+        s = stage[j]
+        ds = tuple(
+            x
+            for x in (pos[off_b + s * m1 + b] for b in range(m))
+            if x >= 0
+        ) + tuple(x for x in (pos[_CW * width + s * m1 + b] for b in range(m)) if x >= 0)
+        deps[j] = ds
+        cross[j] = tuple(x for x in ds if stream[x] != stream[j])
+    order = _fast_order(n, stream, deps, start_deps, 2 * schedule.num_ranks)
+    if order is None:
+        return _build_plan_checked(schedule)
+    chunk = schedule._chunk_of
+    return Plan(
+        schedule=schedule,
+        jobs=tuple(jobs),
+        rank=tuple(rank_of),
+        step=tuple(step_of),
+        stream=tuple(stream),
+        chunk=tuple(chunk[s] for s in stage),
+        stream_names=tuple(_stream_name(s) for s in range(2 * schedule.num_ranks)),
+        deps=tuple(cross),
+        start_deps=tuple(start_deps),
+        order=tuple(order),
+    )
+
+
+def _fast_order(
+    n: int, stream: list[int], deps: list[tuple[int, ...]], start_deps: list[tuple[int, ...]], n_streams: int
+) -> list[int] | None:
+    """Readiness simulation: each stream offers its head job; a head whose
+    dependencies are not all enqueued parks its stream on the first missing one
+    until that job is enqueued. Each job is looked at once per dependency that
+    wakes its stream, so this is linear. Returns the enqueue order, or ``None``
+    on a deadlock (the caller rebuilds the detailed error)."""
+    queues: list[list[int]] = [[] for _ in range(n_streams)]
+    for j, s in enumerate(stream):
+        queues[s].append(j)
+    head = [0] * n_streams
+    done = bytearray(n)
+    waiters: dict[int, list[int]] = {}
+    order: list[int] = []
+    append = order.append
+    ready = [s for s in range(n_streams) if queues[s]]
+    while ready:
+        s = ready.pop()
+        q = queues[s]
+        h = head[s]
+        end = len(q)
+        while h < end:
+            j = q[h]
+            blocked = -1
+            for d in deps[j]:
+                if not done[d]:
+                    blocked = d
+                    break
+            if blocked < 0:
+                for d in start_deps[j]:
+                    if not done[d]:
+                        blocked = d
+                        break
+            if blocked >= 0:
+                waiters.setdefault(blocked, []).append(s)
+                break
+            done[j] = 1
+            append(j)
+            h += 1
+            if waiters:
+                w = waiters.pop(j, None)
+                if w:
+                    ready.extend(w)
+        head[s] = h
+    return order if len(order) == n else None

@@ -2,19 +2,52 @@
 
 All functions take ``p`` (pipeline ranks), ``m`` (micro-batches per step) and,
 where relevant, ``v`` (chunks per rank) and per-job times; they assume uniform
-stages and free communication, the setting of the papers.
+stages and free communication, the setting of the papers. Times are in any
+one unit (ns in the harness); ``t_b`` is the backward-for-inputs (``I``),
+``t_w`` the backward-for-weights (``W``) and a full backward is ``t_b + t_w``.
+
+Two normalizations of "bubble" are in use; every function says which:
+
+* **idle share of total**: idle time over ``p x makespan``
+  (``(p-1)/(m+p-1)`` for 1F1B);
+* **bubble over ideal**: idle time over busy time (``(p-1)/m`` for 1F1B).
+
+The zero-bubble paper (arXiv:2401.10241) states bubbles as a *time* per rank;
+see :func:`zb_h1_bubble_time`.
 """
 
 from __future__ import annotations
 
 from harness.errors import ConfigError
 
-__all__ = ["bubble_fraction_fthenb", "bubble_fraction_1f1b", "makespan_fthenb", "peak_inflight", "theoretical_bubble"]
+__all__ = [
+    "bubble_fraction_1f1b",
+    "bubble_fraction_fthenb",
+    "bubble_fraction_interleaved",
+    "bubble_over_ideal_1f1b",
+    "bubble_over_ideal_interleaved",
+    "makespan_fthenb",
+    "makespan_interleaved",
+    "makespan_zb_h1",
+    "peak_inflight",
+    "theoretical_bubble",
+    "zb_h1_bubble_time",
+    "zb_h2_bubble_time",
+]
 
 
-def _check(p: int, m: int) -> None:
-    if p < 1 or m < 1:
-        raise ConfigError(f"p and m must be positive, got p={p}, m={m}")
+def _check(p: int, m: int, v: int = 1) -> None:
+    if p < 1 or m < 1 or v < 1:
+        raise ConfigError(f"p, m and v must be positive, got p={p}, m={m}, v={v}")
+
+
+def _canonical(schedule: str) -> str | None:
+    from harness.schedule.builders import builder_info
+
+    try:
+        return builder_info(schedule).name
+    except ConfigError:
+        return None
 
 
 def bubble_fraction_fthenb(p: int, m: int) -> float:
@@ -37,34 +70,156 @@ def bubble_fraction_1f1b(p: int, m: int) -> float:
     return bubble_fraction_fthenb(p, m)
 
 
+def bubble_over_ideal_1f1b(p: int, m: int) -> float:
+    """Bubble over ideal time for FThenB/1F1B: ``(p-1)/m``.
+
+    Normalization: idle time over busy time. Source: arXiv:2104.04473, §2.2.1
+    (``t_pb / t_id = (p-1)/m``).
+    """
+    _check(p, m)
+    return (p - 1) / m
+
+
 def makespan_fthenb(p: int, m: int, t_f: float, t_b: float) -> float:
     """Step time of FThenB and 1F1B with uniform stages: ``(m+p-1)(t_f+t_b)``.
 
-    Source: arXiv:2104.04473, §2.2.1 (bubble ``(p-1)(t_f+t_b)`` plus ideal
-    ``m(t_f+t_b)``).
+    ``t_b`` here is the full backward. Source: arXiv:2104.04473, §2.2.1 (bubble
+    ``(p-1)(t_f+t_b)`` plus ideal ``m(t_f+t_b)``).
     """
     _check(p, m)
     return (m + p - 1) * (t_f + t_b)
 
 
-def peak_inflight(schedule: str, p: int, m: int, rank: int) -> int | None:
-    """Published peak in-flight micro-batches on ``rank`` (activations held), or ``None``.
+def bubble_over_ideal_interleaved(p: int, m: int, v: int) -> float:
+    """Bubble over ideal time of interleaved 1F1B with ``v`` chunks per rank: ``(p-1)/(v m)``.
 
-    FThenB: ``m``; 1F1B: ``min(m, p-s)`` (arXiv:2104.04473 §2.2.1; PyTorch
-    ``Schedule1F1B`` warm-up).
+    Normalization: idle time over busy time. Source: Narayanan et al., SC'21,
+    arXiv:2104.04473, §2.2.2 (``t_pb^int / t_id = (1/v)(p-1)/m``). Holds for the
+    Megatron-LM/PyTorch schedule when ``p`` divides ``m``.
     """
-    key = schedule.lower()
-    if key in ("fthenb", "gpipe"):
+    _check(p, m, v)
+    return (p - 1) / (v * m)
+
+
+def bubble_fraction_interleaved(p: int, m: int, v: int) -> float:
+    """Idle share of total time of interleaved 1F1B: ``(p-1)/(v m + p - 1)``.
+
+    Derived from :func:`bubble_over_ideal_interleaved` (``b/(1+b)``); same source.
+    """
+    _check(p, m, v)
+    return (p - 1) / (v * m + p - 1)
+
+
+def makespan_interleaved(p: int, m: int, v: int, t_f: float, t_b: float) -> float:
+    """Step time of interleaved 1F1B: ``(v m + p - 1)(t_f + t_b)``, with ``t_f``, ``t_b``
+    the times of one *chunk* (a full backward for ``t_b``).
+
+    Source: arXiv:2104.04473, §2.2.2: ideal ``m(T_F+T_B)`` for whole-rank times
+    ``T = v t`` plus bubble ``(p-1)(T_F+T_B)/v``.
+    """
+    _check(p, m, v)
+    return (v * m + p - 1) * (t_f + t_b)
+
+
+def zb_h1_bubble_time(p: int, t_f: float, t_b: float, t_w: float) -> float:
+    """Bubble time per rank of ZB-H1: ``(p-1)(t_f + t_b - t_w)``.
+
+    Source: Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024,
+    arXiv:2401.10241, Table 2 (1F1B: ``(p-1)(T_F+T_B+T_W)``). The derivation
+    assumes ``t_w <= t_b`` (the paper's setting, ``T_B ~= T_W``); with a larger
+    ``t_w`` the harness's ZB-H1 leaves ``(p-1) t_f`` instead.
+    """
+    _check(p, 1)
+    return (p - 1) * (t_f + t_b - t_w)
+
+
+def makespan_zb_h1(p: int, m: int, t_f: float, t_b: float, t_w: float) -> float:
+    """Step time of ZB-H1: ``m(t_f+t_b+t_w) + (p-1)(t_f+t_b-t_w)`` (ideal plus
+    :func:`zb_h1_bubble_time`; rank 0 spans the whole step). Source: arXiv:2401.10241, Table 2."""
+    _check(p, m)
+    return m * (t_f + t_b + t_w) + zb_h1_bubble_time(p, t_f, t_b, t_w)
+
+
+def zb_h2_bubble_time(p: int, t_f: float, t_b: float, t_w: float) -> float:
+    """Bubble time per rank of ZB-H2: ``max(0, (p-1)(t_f + t_b - 2 t_w))``.
+
+    Measured inside each rank's own span (first job start to last job end): the
+    paper removes the optimizer synchronization (§4) so the parallelogram's
+    skew of ``(p-1) t_f`` is not idle time. Source: arXiv:2401.10241, Table 2.
+    """
+    _check(p, 1)
+    return max(0.0, (p - 1) * (t_f + t_b - 2 * t_w))
+
+
+def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int = 1) -> int | None:
+    """Published peak in-flight activations on ``rank``, or ``None`` when not known.
+
+    Counted in *stage activations*: one micro-batch's activation of one stage
+    (a chunk, for ``v > 1``), held from the forward's start to the end of its
+    backward (``B``, or ``W`` when split).
+
+    * FThenB/GPipe: ``m`` (arXiv:1811.06965);
+    * 1F1B: ``min(m, p-s)`` (arXiv:2104.04473 §2.2.1; PyTorch ``Schedule1F1B`` warm-up);
+    * ZB-H1: ``min(m, p)`` on every rank (arXiv:2401.10241 Table 2 gives the
+      peak ``p M_B``, 1F1B's rank-0 peak; rank ``s`` defers ``s`` ``W`` passes,
+      which keeps its ``p-s`` in-flight activations ``s`` longer);
+    * Eager-1F1B: ``min(m, 2(p-s)-1)`` (PaddlePaddle ``pipeline_eager_1f1b.py`` warm-up);
+    * interleaved 1F1B with ``p | m``: ``min(v m, (v-1)p + 2(p-s) - 1)`` chunk
+      activations, i.e. ``p(1 + (p-1)/(p v))`` whole-stage equivalents on rank 0
+      (arXiv:2104.04473 §2.2.2; Korthikanti et al., arXiv:2205.05198 §4.2.3);
+    * ZB-H2: ``min(m, 2p-1)`` (arXiv:2401.10241 Table 2, ``(2p-1) M_B``);
+    * ZB-V with ``m >= 2p-1``: ``2p`` chunk activations, ``p`` whole-stage
+      equivalents, as 1F1B (arXiv:2401.10241 §6).
+    """
+    _check(p, m, v)
+    key = _canonical(schedule)
+    s = rank
+    if key == "FThenB":
         return m
-    if key == "1f1b":
-        return min(m, p - rank)
+    if key == "1F1B":
+        return min(m, p - s)
+    if key == "ZB-H1":
+        return min(m, p)
+    if key == "Eager-1F1B":
+        return min(m, 2 * (p - s) - 1)
+    if key == "Interleaved1F1B" and m % p == 0:
+        return min(v * m, (v - 1) * p + 2 * (p - s) - 1)
+    if key == "ZB-H2":
+        return min(m, 2 * p - 1)
+    if key == "ZB-V" and m >= 2 * p - 1:
+        return 2 * p
     return None
 
 
-def theoretical_bubble(schedule: str, p: int, m: int, v: int = 1) -> float | None:
-    """Idle share of total time predicted for ``schedule``, or ``None`` when no closed
-    form is known here (the schedule library adds more)."""
-    key = schedule.lower()
-    if v == 1 and key in ("fthenb", "gpipe", "1f1b"):
+def theoretical_bubble(
+    schedule: str,
+    p: int,
+    m: int,
+    v: int = 1,
+    t_f: float | None = None,
+    t_b: float | None = None,
+    t_w: float | None = None,
+) -> float | None:
+    """Idle share of total time (idle over ``p x makespan``) predicted for ``schedule``,
+    or ``None`` when no closed form holds.
+
+    * FThenB, 1F1B, Eager-1F1B: ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1;
+      Eager-1F1B only moves forwards earlier, the critical path is 1F1B's);
+    * interleaved 1F1B with ``p | m``: ``(p-1)/(v m + p - 1)`` (§2.2.2);
+    * ZB-H1, given ``t_f``, ``t_b`` (input part) and ``t_w`` with ``t_w <= t_b``:
+      ``(p-1)(t_f+t_b-t_w) / makespan`` (arXiv:2401.10241 Table 2; rank 0 is busy
+      all but the bubble, the others as well);
+    * ZB-H2, ZB-V, looped BFS, DualPipeV: ``None`` - their published bubbles
+      are per-rank span figures (see :func:`zb_h2_bubble_time`), not shares of a
+      step with a barrier.
+    """
+    _check(p, m, v)
+    key = _canonical(schedule)
+    if v == 1 and key in ("FThenB", "1F1B", "Eager-1F1B"):
         return bubble_fraction_fthenb(p, m)
+    if key == "Interleaved1F1B" and m % p == 0:
+        return bubble_fraction_interleaved(p, m, v)
+    if key == "ZB-H1" and t_f is not None and t_b is not None and t_w is not None and t_w <= t_b:
+        span = makespan_zb_h1(p, m, t_f, t_b, t_w)
+        return zb_h1_bubble_time(p, t_f, t_b, t_w) / span if span else None
     return None

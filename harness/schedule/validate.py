@@ -2,9 +2,14 @@
 
 :func:`check_counts` looks at what each stage holds: every micro-batch has
 exactly one forward and one complete backward (a full ``B``, or an ``I`` and a
-``W``), micro-batch indices are in range, and nothing is listed twice. Order and
-deadlocks are checked by the plan (:func:`harness.plan.build_plan`), which
-simulates readiness over the dependency graph. Both raise
+``W``), micro-batch indices are in range, and nothing is listed twice.
+:func:`check_order` checks each rank's own order: a forward before its
+backward, an ``I`` before its ``W``. Each stage lives on exactly one rank by
+construction (:class:`~harness.schedule.model.Schedule` rejects a job on a rank
+that does not hold its stage; the CSV reader rejects a stage on two rows).
+Dependencies between ranks and deadlocks are checked by the plan
+(:func:`harness.plan.build_plan`), which simulates readiness over the
+dependency graph; :func:`validate` runs everything. Both raise
 :class:`~harness.errors.ScheduleError` with the step x rank grid, faulty cells
 marked. Linear in the number of jobs.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule
 
-__all__ = ["check_counts"]
+__all__ = ["check_counts", "check_order", "validate"]
 
 _MAX_REPORTED = 12
 
@@ -66,7 +71,8 @@ def check_counts(schedule: Schedule) -> None:
             w = Job(stage, JobKind.W, mb) in seen
             if b and (i or w):
                 rank, step = seen[Job(stage, JobKind.B, mb)]
-                problems.append((rank, step, f"{stage}B{mb} is a full backward, but {stage}{'I' if i else 'W'}{mb} is also listed"))
+                other = f"{stage}{'I' if i else 'W'}{mb}"
+                problems.append((rank, step, f"{stage}B{mb} is a full backward, but {other} is also listed"))
             elif i and not w:
                 missing.append(f"{stage}W{mb}")
             elif w and not i:
@@ -80,3 +86,45 @@ def check_counts(schedule: Schedule) -> None:
         if missing:
             what.append(f"{len(missing)} missing job(s) (each stage needs F and B, or F, I and W, for micro-batches 0..{m - 1})")
         _fail(schedule, problems, "; ".join(what), missing)
+
+
+def check_order(schedule: Schedule) -> None:
+    """Check each rank's order: ``F`` before its ``B``/``I``, ``I`` before its ``W``.
+
+    Only pairs listed on the same rank are compared (a stage's jobs all are);
+    missing partners are :func:`check_counts`'s business.
+
+    Raises:
+        ScheduleError: names each job listed before the job it needs (e.g.
+            ``"0W3 is listed before its 0I3"``) and marks both in the grid.
+    """
+    pos: dict[tuple[int, JobKind, int | None], tuple[int, int]] = {}
+    for rank, step, job in schedule.jobs():
+        pos[(job.stage, job.kind, job.microbatch)] = (rank, step)
+    problems: list[tuple[int, int, str]] = []
+    needs = ((JobKind.B, JobKind.F), (JobKind.I, JobKind.F), (JobKind.W, JobKind.I))
+    for (stage, kind, mb), (rank, step) in pos.items():
+        for later, earlier in needs:
+            if kind is not later:
+                continue
+            before = pos.get((stage, earlier, mb))
+            if before is not None and before[0] == rank and before[1] > step:
+                problems.append(
+                    (rank, step, f"{stage}{kind.value}{mb} is listed before its {stage}{earlier.value}{mb} (step {before[1]})")
+                )
+                problems.append((rank, before[1], f"{stage}{earlier.value}{mb} must come before {stage}{kind.value}{mb}"))
+    if problems:
+        first = problems[0][2]
+        _fail(schedule, problems, f"{len(problems) // 2} job(s) out of order on their rank: {first}", [])
+
+
+def validate(schedule: Schedule) -> None:
+    """Run every check: counts, per-rank order, dependencies and deadlocks.
+
+    Raises:
+        ScheduleError: the first problem found (see :func:`check_counts`,
+            :func:`check_order` and :func:`harness.plan.build_plan`).
+    """
+    from harness.plan import build_plan
+
+    build_plan(schedule)
