@@ -1,0 +1,60 @@
+"""Cost models: values computed by hand from the documented formulas."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cost import FixedCost, TransformerCost
+from harness.errors import ConfigError
+from harness.schedule.model import Job, JobKind
+
+F0, B0, I0, W0 = (Job(0, k, 0) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W))
+
+
+def test_fixed_cost_in_ms_and_default_split():
+    c = FixedCost.ms(F=1, B=2)
+    assert [c.duration_ns(j, 4) for j in (F0, B0, I0, W0)] == [1_000_000, 2_000_000, 1_000_000, 1_000_000]
+    c = FixedCost.ms(F=1, B=3, W=1)
+    assert [c.duration_ns(j, 4) for j in (I0, W0)] == [2_000_000, 1_000_000]
+    assert c.is_uniform(4)
+
+
+def test_fixed_cost_transfers():
+    c = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=5_000, p2p_bandwidth_gbps=50.0, activation_bytes=4_000_000)
+    send = Job(0, JobKind.SEND_F, 0)
+    assert c.duration_ns(send, 2) == 5_000 + 80_000  # 4 MB at 50 GB/s = 80 µs
+    assert c.nbytes(send, 2) == 4_000_000 and c.nbytes(F0, 2) == 0
+    assert not c.is_uniform(2)
+
+
+@pytest.mark.parametrize("bad", [dict(forward_ns=0, backward_ns=1), dict(forward_ns=1, backward_ns=-2), dict(forward_ns=float("nan"), backward_ns=1)])
+def test_fixed_cost_rejects_non_positive(bad):
+    with pytest.raises(ConfigError, match="cost model"):
+        FixedCost(**bad)
+
+
+def test_transformer_cost_gpt_1b_on_4_stages():
+    # 24 layers, h = 2048, s = 1024, b = 1 over 4 stages: 6 layers per stage.
+    # forward = 2 * (12 h^2 * 6) * 1024 tokens = 618,475,290,624 FLOPs (Kaplan et al. 2020, 2N per token).
+    c = TransformerCost(hidden_size=2048, seq_len=1024, micro_batch_size=1, num_layers=24, tflops=200.0)
+    assert c.flops(F0, 4) == 618_475_290_624
+    assert c.flops(B0, 4) == 2 * 618_475_290_624  # backward = 2x forward (arXiv:2104.04473 §5.1)
+    assert c.flops(I0, 4) == c.flops(W0, 4) == 618_475_290_624
+    assert c.duration_ns(F0, 4) == 3_092_376  # / 200e12 FLOP/s
+    assert c.duration_ns(B0, 4) == 6_184_753
+    assert c.activation_bytes == 1024 * 2048 * 2
+    assert c.is_uniform(4) and not c.is_uniform(5)
+
+
+def test_transformer_attention_term():
+    # Narayanan et al. eq. 3 / 4 passes: 24 b s L h^2 (1 + s / 6h)
+    c = TransformerCost(hidden_size=1024, seq_len=2048, micro_batch_size=2, num_layers=4, tflops=100.0, attention=True)
+    expected = 24 * 2 * 2048 * 4 * 1024**2 * (1 + 2048 / (6 * 1024))
+    assert c.flops(F0, 1) == pytest.approx(expected, rel=1e-12)
+
+
+def test_uneven_layers_go_to_the_first_stages():
+    c = TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0)
+    assert [c.layers_of(s, 4) for s in range(4)] == [3, 3, 2, 2]
+    with pytest.raises(ConfigError, match="10 layers cannot be split over 11 stages"):
+        c.layers_of(0, 11)
