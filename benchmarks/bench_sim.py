@@ -26,7 +26,7 @@ def test_sim_1f1b_p32_m256_with_comm(benchmark):
         return plan, execute(plan, SimDevice(), COST, range(0, 1))
 
     t0 = time.perf_counter()
-    plan, records = benchmark.pedantic(run, rounds=3, iterations=1)
+    plan, _records = benchmark.pedantic(run, rounds=3, iterations=1)
     n = plan.num_jobs
     seconds = benchmark.stats.stats.median if benchmark.stats else time.perf_counter() - t0
     benchmark.extra_info.update({"jobs": n, "jobs_per_s": round(n / seconds)})

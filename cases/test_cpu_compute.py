@@ -9,9 +9,10 @@ the point of this case. (On ``sim`` the jobs take their cost-model durations.)
 from __future__ import annotations
 
 import pytest
-from _models import SMALL_CPU
 
 from harness.case import PipelineCase
+
+from _models import SMALL_CPU
 
 
 @pytest.mark.parametrize("schedule", ["FThenB", "1F1B"])

@@ -8,9 +8,10 @@ at most p-s micro-batches on rank s instead of m (Narayanan et al., SC'21,
 from __future__ import annotations
 
 import pytest
-from _models import GPT_1B
 
 from harness.case import PipelineCase
+
+from _models import GPT_1B
 
 STAGES = 4
 

@@ -95,19 +95,17 @@ class FixedCost:
                 _positive(name, v)
         for name in ("optimizer_ns", "p2p_latency_ns", "activation_bytes"):
             _positive(name, getattr(self, name), allow_zero=True)
-        i = self.backward_input_ns
-        w = self.backward_weight_ns
+        i, w = self.backward_input_ns, self.backward_weight_ns
         if i is None and w is None:
             i = self.backward_ns // 2
-            w = self.backward_ns - i
-        elif i is None:
-            i = self.backward_ns - w  # type: ignore[operator]
-        elif w is None:
+        if i is None:
+            i = self.backward_ns - (w or 0)
+        if w is None:
             w = self.backward_ns - i
         object.__setattr__(self, "_split", (int(i), int(w)))
 
     @classmethod
-    def ms(cls, F: float, B: float, W: float | None = None, I: float | None = None, **kw: Any) -> FixedCost:  # noqa: E741, N803
+    def ms(cls, F: float, B: float, W: float | None = None, I: float | None = None, **kw: Any) -> FixedCost:  # noqa: N803
         """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``.
 
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.

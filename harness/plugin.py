@@ -224,4 +224,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"run interrupted: {hc.report_dir}/index.html and results.json were left as they were "
                       f"(traces of finished cases are in {hc.report_dir}/traces/)")
     elif hc.written:
-        tr.write_line(f"reports: {hc.written[1]} · {hc.written[0]} · {len(hc.session.results) if hc.session else 0} trace(s) in {hc.report_dir}/traces/")
+        n = len(hc.session.results) if hc.session else 0
+        tr.write_line(f"reports: {hc.written[1]} · {hc.written[0]} · {n} trace(s) in {hc.report_dir}/traces/")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
-from conftest import MS, run_sim
 
 from harness.cost import FixedCost
 from harness.device.base import Work
@@ -15,6 +15,8 @@ from harness.executor import execute
 from harness.metrics import compute_metrics
 from harness.plan import build_plan
 from harness.schedule import build_schedule
+
+from conftest import MS, run_sim
 
 
 def _order_per_stream(records):
@@ -44,7 +46,7 @@ def test_sleep_workload_reproduces_sim(name):
     # Jobs on one stream never overlap and every job lasts at least its duration.
     for stream in cpu.streams:
         jobs = sorted((j for j in cpu.jobs if j.stream == stream), key=lambda j: j.start_ns)
-        assert all(a.end_ns <= b.start_ns for a, b in zip(jobs, jobs[1:]))
+        assert all(a.end_ns <= b.start_ns for a, b in itertools.pairwise(jobs))
     assert all(j.duration_ns >= (2 if j.kind == "F" else 4) * MS for j in cpu.jobs)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MS, run_sim, timeline
 
 from harness.cost import FixedCost
 from harness.device.base import Work
@@ -11,6 +10,8 @@ from harness.device.sim import SimDevice
 from harness.errors import ExecutionError
 from harness.metrics import compute_metrics
 from harness.schedule import build_schedule
+
+from conftest import MS, run_sim, timeline
 
 
 @pytest.mark.parametrize("name", ["FThenB", "1F1B"])
