@@ -850,8 +850,7 @@ class CudaDevice:
     def _fail(self, exc: BaseException, stream: _Stream, what: str) -> None:
         self._release()
         raise ExecutionError(
-            f"cuda: failed to {what} on stream {stream.name} (GPU {stream.gpu.ordinal}, "
-            f"last job {stream.last_label or 'none'}): {exc}"
+            f"cuda: failed to {what} on stream {stream.name} (GPU {stream.gpu.ordinal}, last job {stream.last_label or 'none'}): {exc}"
         ) from exc
 
     def close(self) -> None:
