@@ -130,10 +130,7 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
     if m is None:
         m = 1 + max((j.microbatch for row in parsed for j in row if j is not None and j.microbatch is not None), default=0)
     sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), {"source": name})
-    try:
-        check_counts(sched)
-    except ScheduleError as exc:
-        raise ScheduleError(f"{name}: {exc}", exc.jobs) from None
+    check_counts(sched)  # the message names the schedule, i.e. the file
     return sched
 
 

@@ -1,0 +1,151 @@
+"""PyTorch pipeline CSV and PaddlePaddle job names (torch/distributed/pipelining/schedules.py
+``_dump_csv``/``_load_csv``; paddle/distributed/passes/pipeline_scheduler_pass)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import InputFormatError, ScheduleError
+from harness.schedule import build_schedule, schedule_names
+from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.notation import (
+    dumps_csv,
+    from_paddle_jobs,
+    load_schedule_file,
+    loads_csv,
+    paddle_type,
+    parse_paddle_type,
+    to_paddle_jobs,
+)
+from harness.schedule.passes import add_communication
+
+
+# Issue 3: CSV export -> import is the identity, compute-only and with SEND/RECV.
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(schedule_names())), p=st.integers(1, 6), m=st.integers(1, 12), comm=st.booleans())
+def test_csv_round_trip(name: str, p: int, m: int, comm: bool) -> None:
+    v = 2 if name in ("Interleaved1F1B", "LoopedBFS") else 1
+    if name == "DualPipeV":
+        m = max(m, 2 * p)
+    if name == "Interleaved1F1B":
+        assume(m % max(1, m // p) == 0)
+    s = build_schedule(name, p, m, v)
+    if comm:
+        s = add_communication(s)
+    back = loads_csv(dumps_csv(s), name=s.name)
+    assert back.ranks == s.ranks
+    assert back.stage_to_rank == s.stage_to_rank
+    assert back.num_microbatches == m
+    assert dumps_csv(back) == dumps_csv(s)
+
+
+def test_csv_idle_slots_are_kept() -> None:
+    text = "0F0,,0B0\n,1F0,1B0\n"
+    s = loads_csv(text)
+    assert s.ranks[0] == (Job(0, JobKind.F, 0), None, Job(0, JobKind.B, 0))
+    assert s.ranks[1][0] is None
+    assert dumps_csv(s) == text
+
+
+def test_csv_layout_matches_pytorch() -> None:
+    # _dump_csv: csv.writer rows of str(action); one row per rank.
+    s = build_schedule("1F1B", 2, 2)
+    assert dumps_csv(s) == "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"
+
+
+def test_b_with_w_is_read_as_input_backward() -> None:
+    # Files in the wild write B with W for the split form: B then means I.
+    s = loads_csv("0F0,0B0,0W0\n")
+    assert [j.kind for j in s.ranks[0] if j] == [JobKind.F, JobKind.I, JobKind.W]
+    # Without a W, B stays a full backward (PyTorch's meaning).
+    assert loads_csv("0F0,0B0\n").ranks[0][1] == Job(0, JobKind.B, 0)
+
+
+def test_fsdp_actions_are_idle() -> None:
+    s = loads_csv("0UNSHARD,0F0,0B0,0RESHARD,0REDUCE_GRAD\n")
+    assert s.ranks[0] == (None, Job(0, JobKind.F, 0), Job(0, JobKind.B, 0), None, None)
+
+
+def test_placement_inferred_v_shape() -> None:
+    s = loads_csv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n")
+    assert s.stage_to_rank == (0, 1, 1, 0)
+
+
+def test_microbatches_inferred_or_given(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("0F0,0F1,0B0,0B1\n")
+    s = load_schedule_file(f)
+    assert (s.name, s.num_microbatches) == ("s.csv", 2)
+    with pytest.raises(ScheduleError, match=r"(?s)s\.csv.*invalid.*missing jobs: 0F2, 0B2"):
+        load_schedule_file(f, num_microbatches=3)
+
+
+def test_malformed_cell_names_file_row_and_cell(tmp_path: Path) -> None:
+    f = tmp_path / "bad.csv"
+    f.write_text("0F0,0B0\n1F0,1X0\n")
+    with pytest.raises(ScheduleError, match=r"bad\.csv: row 2 \(rank 1\), cell 2 \(step 1\): cannot read job '1X0'"):
+        load_schedule_file(f)
+
+
+def test_stage_on_two_rows_is_an_error() -> None:
+    with pytest.raises(ScheduleError, match=r"row 2 \(rank 1\), cell 1.*stage 0 on rank 1.*exactly one rank"):
+        loads_csv("0F0,0B0\n0F1,0B1\n")
+
+
+def test_missing_stage_is_an_error() -> None:
+    with pytest.raises(ScheduleError, match=r"stage\(s\) 1 appear on no row"):
+        loads_csv("0F0,0B0\n2F0,2B0\n")
+
+
+def test_empty_or_unknown_file(tmp_path: Path) -> None:
+    (tmp_path / "e.csv").write_text("\n")
+    with pytest.raises(InputFormatError, match="empty schedule file"):
+        load_schedule_file(tmp_path / "e.csv")
+    with pytest.raises(InputFormatError, match="unknown schedule file type"):
+        load_schedule_file(tmp_path / "e.json")
+    with pytest.raises(InputFormatError, match="cannot read"):
+        load_schedule_file(tmp_path / "nope.csv")
+
+
+# PaddlePaddle job types: forward, backward, backward_b, backward_w, optimizer (+ chunk suffix).
+@pytest.mark.parametrize(
+    ("text", "kind", "chunk"),
+    [
+        ("forward", JobKind.F, None),
+        ("backward", JobKind.B, None),
+        ("backward_b", JobKind.I, None),
+        ("backward_w1", JobKind.W, 1),
+        ("forward0", JobKind.F, 0),
+        ("optimizer", JobKind.OPT, None),
+    ],
+)
+def test_paddle_types(text: str, kind: JobKind, chunk: int | None) -> None:
+    assert parse_paddle_type(text) == (kind, chunk)
+    assert paddle_type(kind, chunk) == text
+
+
+def test_paddle_bad_type() -> None:
+    with pytest.raises(ScheduleError, match="cannot read PaddlePaddle job type 'backwards'"):
+        parse_paddle_type("backwards")
+    with pytest.raises(ScheduleError, match="no SEND_F job"):
+        paddle_type(JobKind.SEND_F)
+
+
+@pytest.mark.parametrize(("name", "placement", "v"), [("ZB-V", "v", 1), ("Interleaved1F1B", "loop", 2), ("1F1B", "loop", 1)])
+def test_paddle_round_trip(name: str, placement: str, v: int) -> None:
+    s = build_schedule(name, 3, 6, v, optimizer=True)
+    rows = to_paddle_jobs(s)
+    if s.chunks_per_rank > 1:
+        assert rows[0][0][0].startswith("forward0")
+    back = from_paddle_jobs(name, rows, placement=placement)
+    assert back.ranks == s.ranks
+    assert isinstance(back, Schedule)
+
+
+def test_paddle_unknown_type_names_rank_and_position() -> None:
+    with pytest.raises(ScheduleError, match=r"rank 1, job 0"):
+        from_paddle_jobs("x", [[("forward", 0), ("backward", 0)], [("fwd", 0)]])
