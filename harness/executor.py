@@ -113,6 +113,12 @@ def execute(
     others = [streams[s] for s in stream_ids[1:]]
     base_ref: Any = None
     schedule = plan.schedule
+    # Per-job fields that do not change between steps, computed once.
+    static = [
+        (j, (plan.rank[j], plan.stream_names[plan.stream[j]], plan.jobs[j].stage, plan.jobs[j].kind.value,
+             plan.jobs[j].microbatch, schedule.chunk_of(plan.jobs[j].stage)))
+        for j in order
+    ]
     record, wait, launch = device.record, device.wait, device.launch
     for step in range(steps.stop):
         ref = device.event()
@@ -138,23 +144,11 @@ def execute(
         offset = device.elapsed_ns(base_ref, ref)
         step_end = offset
         elapsed = device.elapsed_ns
-        for j in order:
+        append = records.jobs.append
+        for j, info in static:
             a = offset + elapsed(ref, start_ev[j])
             b = offset + elapsed(ref, end_ev[j])
-            job = plan.jobs[j]
-            records.jobs.append(
-                JobRecord(
-                    rank=plan.rank[j],
-                    stream=plan.stream_names[plan.stream[j]],
-                    stage=job.stage,
-                    kind=job.kind.value,
-                    microbatch=job.microbatch,
-                    chunk=schedule.chunk_of(job.stage),
-                    step=step,
-                    start_ns=a,
-                    end_ns=b,
-                )
-            )
+            append(JobRecord(*info, step, a, b))
             if b > step_end:
                 step_end = b
         records.steps.append(step)
