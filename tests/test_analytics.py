@@ -1,0 +1,94 @@
+"""Analytics agree exactly with running the plan on the sim device (harness.device.sim)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cost import TransformerCost
+from harness.device.sim import SimDevice
+from harness.executor import execute
+from harness.metrics import compute_metrics
+from harness.plan import build_plan
+from harness.schedule import build_schedule, schedule_names
+from harness.schedule.analytics import analyze, simulate
+from harness.schedule.model import Job, JobKind
+from harness.schedule.passes import add_communication
+from tests._sched_helpers import chunks_for, cost
+
+COSTS = {
+    "uniform": cost(1000, 2000),
+    "split": cost(1500, 1000, 700),
+    "comm": cost(1000, 2000, p2p_latency_ns=250, activation_bytes=1 << 20, p2p_bandwidth_gbps=50),
+    "transformer": TransformerCost(
+        hidden_size=1024, seq_len=512, micro_batch_size=1, num_layers=17, tflops=100, p2p_latency_ns=5000, p2p_bandwidth_gbps=25
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(schedule_names()))
+@pytest.mark.parametrize("cost_name", sorted(COSTS))
+@pytest.mark.parametrize("comm", [False, True])
+def test_timeline_matches_sim_device(name: str, cost_name: str, comm: bool) -> None:
+    c = COSTS[cost_name]
+    s = build_schedule(name, 4, 8, chunks_for(name, 2), optimizer=True)
+    if comm:
+        s = add_communication(s)
+    plan = build_plan(s)
+    tl = simulate(plan, c)
+    records = execute(plan, SimDevice(), c, range(1, 3))
+    step = [r for r in records.jobs if r.step == 1]
+    base = records.step_start_ns[0]
+    got = {(r.stage, r.kind, r.microbatch): (r.start_ns - base, r.end_ns - base) for r in step}
+    want = {(j.stage, j.kind.value, j.microbatch): (tl.start[i], tl.end[i]) for i, j in enumerate(plan.jobs)}
+    assert got == want
+    a = analyze(plan, c)
+    mt = compute_metrics(records)
+    assert a.makespan_ns == mt.steps[0].step_time_ns
+    assert a.busy_ns == mt.steps[0].busy_ns
+    assert a.bubble_ratio == pytest.approx(mt.bubble_ratio)
+    assert a.bubble_over_ideal == pytest.approx(mt.bubble_over_ideal)
+    assert a.peak_inflight == mt.peak_inflight
+
+
+def test_bubble_normalizations_relate() -> None:
+    # idle/(p*T) = b/(1+b) where b = idle/busy (both labelled in ScheduleAnalytics).
+    a = analyze(build_schedule("1F1B", 4, 8), cost(1000, 2000))
+    b = a.bubble_over_ideal
+    assert a.bubble_ratio == pytest.approx(b / (1 + b))
+    assert sum(a.idle_ns) == 4 * a.makespan_ns - sum(a.busy_ns)
+
+
+def test_p2p_counts_without_and_with_comm_jobs() -> None:
+    c = COSTS["transformer"]
+    assert isinstance(c, TransformerCost)
+    s = build_schedule("1F1B", 4, 8)
+    a = analyze(s, c)
+    assert a.p2p_messages == 2 * 3 * 8  # forward and backward across 3 boundaries, 8 micro-batches
+    assert a.p2p_bytes == a.p2p_messages * 1024 * 512 * 2  # b*s*h*2 bytes (bf16)
+    b = analyze(add_communication(s), c)
+    assert (b.p2p_messages, b.p2p_bytes) == (a.p2p_messages, a.p2p_bytes)
+
+
+def test_peak_per_stage_v_placement() -> None:
+    # ZB-V rank r holds stages r and 2p-1-r: per-stage peaks add up to the rank's.
+    p, m = 3, 8
+    a = analyze(build_schedule("ZB-V", p, m), cost(1000, 1000, 1000))
+    assert a.peak_inflight_per_stage[0] <= a.peak_inflight[0] <= a.peak_inflight_per_stage[0] + a.peak_inflight_per_stage[5]
+
+
+def test_durations_asked_once_per_stage_and_kind() -> None:
+    calls: list[Job] = []
+    base = cost(1000, 2000)
+
+    class Counting:
+        def duration_ns(self, job: Job, num_stages: int) -> int:
+            calls.append(job)
+            return base.duration_ns(job, num_stages)
+
+        def nbytes(self, job: Job, num_stages: int) -> int:
+            return 0
+
+    a = analyze(build_schedule("1F1B", 2, 50), Counting())  # type: ignore[arg-type]
+    assert a.makespan_ns == (50 + 1) * 3000
+    assert len(calls) == 4  # (stage, kind) pairs: 2 stages x {F, B}
+    assert {j.kind for j in calls} == {JobKind.F, JobKind.B}

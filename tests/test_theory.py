@@ -1,0 +1,83 @@
+"""Closed forms in harness.theory, checked against the simulated schedules."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import theory
+from harness.errors import ConfigError
+from harness.schedule import build_schedule
+from harness.schedule.analytics import analyze
+from tests._sched_helpers import cost
+
+
+@pytest.mark.parametrize(("p", "m"), [(1, 1), (2, 3), (4, 8), (8, 32)])
+def test_1f1b_forms(p: int, m: int) -> None:
+    # Narayanan et al., arXiv:2104.04473 §2.2.1.
+    assert theory.bubble_fraction_1f1b(p, m) == pytest.approx((p - 1) / (m + p - 1))
+    assert theory.bubble_over_ideal_1f1b(p, m) == pytest.approx((p - 1) / m)
+    assert theory.makespan_fthenb(p, m, 1000, 2000) == (m + p - 1) * 3000
+    for name in ("FThenB", "1F1B", "eager-1f1b"):
+        assert theory.theoretical_bubble(name, p, m) == pytest.approx((p - 1) / (m + p - 1))
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(2, 4, 2), (4, 8, 2), (4, 16, 3), (8, 16, 4)])
+def test_interleaved_forms_match_simulation(p: int, m: int, v: int) -> None:
+    # arXiv:2104.04473 §2.2.2: bubble over ideal (p-1)/(v m).
+    a = analyze(build_schedule("interleaved", p, m, v), cost(1000, 2000))
+    assert theory.bubble_over_ideal_interleaved(p, m, v) == pytest.approx(a.bubble_over_ideal)
+    assert theory.bubble_fraction_interleaved(p, m, v) == pytest.approx(a.bubble_ratio)
+    assert theory.theoretical_bubble("VPP", p, m, v) == pytest.approx(a.bubble_ratio)
+    assert theory.makespan_interleaved(p, m, v, 1000, 2000) == a.makespan_ns
+
+
+def test_interleaved_without_p_dividing_m_has_no_closed_form() -> None:
+    assert theory.theoretical_bubble("Interleaved1F1B", 4, 6, 2) is None
+
+
+@pytest.mark.parametrize(("f", "b", "w"), [(1, 1, 1), (2, 2, 1), (3, 2, 2)])
+def test_zb_forms(f: int, b: int, w: int) -> None:
+    # Qi et al., arXiv:2401.10241 Table 2.
+    p, m = 4, 16
+    c = cost(1000 * f, 1000 * b, 1000 * w)
+    h1 = analyze(build_schedule("ZB-H1", p, m), c)
+    assert theory.zb_h1_bubble_time(p, 1000 * f, 1000 * b, 1000 * w) == h1.max_span_bubble_ns
+    assert theory.makespan_zb_h1(p, m, 1000 * f, 1000 * b, 1000 * w) == h1.makespan_ns
+    assert theory.theoretical_bubble("zb-h1", p, m, 1, 1000 * f, 1000 * b, 1000 * w) == pytest.approx(h1.bubble_ratio)
+    h2 = analyze(build_schedule("ZB-H2", p, m), c)
+    assert theory.zb_h2_bubble_time(p, 1000 * f, 1000 * b, 1000 * w) == h2.max_span_bubble_ns
+
+
+def test_zb_h1_needs_times_and_w_not_above_b() -> None:
+    assert theory.theoretical_bubble("ZB-H1", 4, 8) is None
+    assert theory.theoretical_bubble("ZB-H1", 4, 8, 1, 1.0, 1.0, 2.0) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "v", "expected"),
+    [
+        ("FThenB", 1, [8, 8, 8, 8]),
+        ("1F1B", 1, [4, 3, 2, 1]),
+        ("Eager-1F1B", 1, [7, 5, 3, 1]),
+        ("ZB-H1", 1, [4, 4, 4, 4]),
+        ("ZB-H2", 1, [7, 7, 7, 7]),
+        ("ZB-V", 1, [8, 8, 8, 8]),
+        ("Interleaved1F1B", 2, [11, 9, 7, 5]),
+    ],
+)
+def test_peak_inflight_forms_match_simulation(name: str, v: int, expected: list[int]) -> None:
+    p, m = 4, 8
+    got = [theory.peak_inflight(name, p, m, r, v) for r in range(p)]
+    assert got == expected
+    assert analyze(build_schedule(name, p, m, v), cost(1000, 1000, 1000)).peak_inflight == expected
+
+
+def test_unknown_or_open_forms_are_none() -> None:
+    assert theory.theoretical_bubble("LoopedBFS", 4, 8, 2) is None
+    assert theory.theoretical_bubble("no-such", 4, 8) is None
+    assert theory.peak_inflight("DualPipeV", 4, 8, 0) is None
+
+
+def test_bad_sizes() -> None:
+    with pytest.raises(ConfigError):
+        theory.bubble_fraction_fthenb(0, 4)
