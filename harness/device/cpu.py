@@ -28,7 +28,7 @@ from typing import Any
 from harness.device.base import Work
 from harness.errors import ConfigError, ExecutionError
 
-__all__ = ["CpuDevice", "WORKLOADS"]
+__all__ = ["WORKLOADS", "CpuDevice"]
 
 WORKLOADS = ("sleep", "matmul")
 _RECORD, _WAIT, _LAUNCH, _FENCE, _STOP = range(5)
@@ -65,7 +65,7 @@ def _sleep_overshoot_ns() -> int:
 
 
 class _Record:
-    __slots__ = ("time", "done")
+    __slots__ = ("done", "time")
 
     def __init__(self) -> None:
         self.time: int | None = None

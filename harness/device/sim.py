@@ -39,7 +39,7 @@ class _SimEvent:
 
 
 class _SimStream:
-    __slots__ = ("name", "ops", "clock", "last_label")
+    __slots__ = ("clock", "last_label", "name", "ops")
 
     def __init__(self, name: str) -> None:
         self.name = name
