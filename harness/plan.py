@@ -178,8 +178,7 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     if missing:
         marks = {(rank_of[j], step_of[j]): f"{jobs[j]} needs {need}, which is not in the schedule" for j, need in missing[:12]}
         raise ScheduleError(
-            f"schedule {schedule.name!r}: {len(missing)} job(s) depend on jobs that are not scheduled\n"
-            + schedule.format_grid(marks),
+            f"schedule {schedule.name!r}: {len(missing)} job(s) depend on jobs that are not scheduled\n" + schedule.format_grid(marks),
             tuple(str(jobs[j]) for j, _ in missing),
         )
     # Same-stream dependencies stay in the graph for validation; the plan keeps
@@ -428,11 +427,9 @@ def build_plan(schedule: Schedule) -> Plan:
         return _build_plan_checked(schedule)
     for j in opt_jobs:
         s = stage[j]
-        ds = tuple(
-            x
-            for x in (pos[off_b + s * m1 + b] for b in range(m))
-            if x >= 0
-        ) + tuple(x for x in (pos[_CW * width + s * m1 + b] for b in range(m)) if x >= 0)
+        ds = tuple(x for x in (pos[off_b + s * m1 + b] for b in range(m)) if x >= 0) + tuple(
+            x for x in (pos[_CW * width + s * m1 + b] for b in range(m)) if x >= 0
+        )
         deps[j] = ds
         cross[j] = tuple(x for x in ds if stream[x] != stream[j])
     order = _fast_order(n, stream, deps, start_deps, 2 * schedule.num_ranks)
@@ -453,9 +450,7 @@ def build_plan(schedule: Schedule) -> Plan:
     )
 
 
-def _fast_order(
-    n: int, stream: list[int], deps: list[tuple[int, ...]], start_deps: list[tuple[int, ...]], n_streams: int
-) -> list[int] | None:
+def _fast_order(n: int, stream: list[int], deps: list[tuple[int, ...]], start_deps: list[tuple[int, ...]], n_streams: int) -> list[int] | None:
     """Readiness simulation: each stream offers its head job; a head whose
     dependencies are not all enqueued parks its stream on the first missing one
     until that job is enqueued. Each job is looked at once per dependency that

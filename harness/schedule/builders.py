@@ -43,9 +43,7 @@ _REGISTRY: dict[str, BuilderInfo] = {}
 _ALIASES: dict[str, str] = {}
 
 
-def register(
-    name: str, *aliases: str, summary: str, takes_chunks: bool = False, splits_backward: bool = False
-) -> Callable[[Builder], Builder]:
+def register(name: str, *aliases: str, summary: str, takes_chunks: bool = False, splits_backward: bool = False) -> Callable[[Builder], Builder]:
     """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive)."""
 
     def deco(fn: Builder) -> Builder:
@@ -172,9 +170,7 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
 
 
 # --- helpers shared by the builders below ------------------------------------
-def _finish(
-    name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object
-) -> Schedule:
+def _finish(name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object) -> Schedule:
     _with_opt(len(ranks), ranks, optimizer, placement)
     return Schedule(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
 
@@ -513,8 +509,14 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         bwd = {s0: 0, s1: 0}
         weights: list[Job] = []
 
-        def add(stage: int, kind: JobKind, jobs: list[Job | None] = jobs, fwd: dict[int, int] = fwd,
-                bwd: dict[int, int] = bwd, weights: list[Job] = weights) -> None:
+        def add(
+            stage: int,
+            kind: JobKind,
+            jobs: list[Job | None] = jobs,
+            fwd: dict[int, int] = fwd,
+            bwd: dict[int, int] = bwd,
+            weights: list[Job] = weights,
+        ) -> None:
             if kind is F:
                 jobs.append(Job(stage, F, fwd[stage]))
                 fwd[stage] += 1
@@ -537,7 +539,7 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
             add(s1, I)
             add_w()
             add(s1, F)
-        for i in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
+        for _ in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
             add(s0, F)
             add(s1, B)
             add(s1, F)

@@ -27,8 +27,8 @@ from typing import NamedTuple
 from harness.errors import ScheduleError
 
 __all__ = [
-    "COMPUTE_KINDS",
     "COMM_KINDS",
+    "COMPUTE_KINDS",
     "Job",
     "JobKind",
     "Schedule",
@@ -45,7 +45,7 @@ class JobKind(str, enum.Enum):
     """Forward pass of one micro-batch through one stage."""
     B = "B"
     """Full backward (inputs and weights) of one micro-batch."""
-    I = "I"  # noqa: E741 - the field's own name for backward-for-inputs
+    I = "I"
     """Backward for inputs only (ZB's "B"; PyTorch's "I")."""
     W = "W"
     """Backward for weights only."""

@@ -121,8 +121,7 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
     absent = [k for k in range(n_stages) if k not in where]
     if absent:
         raise ScheduleError(
-            f"{name}: stage(s) {', '.join(map(str, absent))} appear on no row, but stage {n_stages - 1} does; "
-            "stages must be numbered 0..S-1"
+            f"{name}: stage(s) {', '.join(map(str, absent))} appear on no row, but stage {n_stages - 1} does; stages must be numbered 0..S-1"
         )
     placement = tuple(where[k][0] for k in range(n_stages))
     _read_b_as_i(parsed)

@@ -109,9 +109,7 @@ def check_order(schedule: Schedule) -> None:
                 continue
             before = pos.get((stage, earlier, mb))
             if before is not None and before[0] == rank and before[1] > step:
-                problems.append(
-                    (rank, step, f"{stage}{kind.value}{mb} is listed before its {stage}{earlier.value}{mb} (step {before[1]})")
-                )
+                problems.append((rank, step, f"{stage}{kind.value}{mb} is listed before its {stage}{earlier.value}{mb} (step {before[1]})"))
                 problems.append((rank, before[1], f"{stage}{earlier.value}{mb} must come before {stage}{kind.value}{mb}"))
     if problems:
         first = problems[0][2]

@@ -1,0 +1,80 @@
+"""Throughput of the schedule library: build + comm pass + validate/plan + timeline simulation.
+
+Run: ``python -m pytest benchmarks/bench_schedule.py --benchmark-only``.
+
+The headline figure (issue 3) is an interleaved 1F1B schedule with p = 64,
+m = 1024, v = 2 and communication jobs: 782,336 jobs. ``extra_info`` carries
+jobs/s for the whole chain and per phase. The scaling benchmarks time the
+validator (``build_plan``) and the comm pass alone at three sizes (m = 256,
+512, 1024) and record ns per job, which stays flat when the work is linear.
+Nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.cost import FixedCost
+from harness.plan import build_plan
+from harness.schedule import build_schedule
+from harness.schedule.analytics import simulate
+from harness.schedule.passes import add_communication
+
+COST = FixedCost(forward_ns=1000, backward_ns=2000, p2p_latency_ns=100, activation_bytes=1 << 20, p2p_bandwidth_gbps=50)
+P, V = 64, 2
+
+
+def _chain(m: int) -> tuple[int, dict[str, float]]:
+    t = [time.perf_counter()]
+    s = build_schedule("Interleaved1F1B", P, m, V)
+    t.append(time.perf_counter())
+    s = add_communication(s)
+    t.append(time.perf_counter())
+    plan = build_plan(s)
+    t.append(time.perf_counter())
+    simulate(plan, COST)
+    t.append(time.perf_counter())
+    names = ("build_s", "comm_s", "validate_plan_s", "simulate_s")
+    return plan.num_jobs, {k: t[i + 1] - t[i] for i, k in enumerate(names)}
+
+
+def test_interleaved_p64_m1024_v2_with_comm(benchmark):
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        n, phases = _chain(1024)
+        out["jobs"] = n
+        out["phases"] = phases
+
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
+    n = int(out["jobs"])  # type: ignore[arg-type]
+    phases: dict[str, float] = out["phases"]  # type: ignore[assignment]
+    total = benchmark.stats.stats.median
+    benchmark.extra_info.update(
+        {
+            "jobs": n,
+            "jobs_per_s_end_to_end": n / total,
+            "last_round_phases_s": phases,
+            "last_round_jobs_per_s_by_phase": {k: n / v for k, v in phases.items()},
+            "aim": ">= 1,000,000 jobs/s end to end",
+        }
+    )
+
+
+@pytest.mark.parametrize("m", [256, 512, 1024])
+def test_validator_scaling(benchmark, m):
+    s = add_communication(build_schedule("Interleaved1F1B", P, m, V))
+    n = s.num_jobs
+    benchmark.pedantic(build_plan, args=(s,), rounds=3, iterations=1)
+    benchmark.extra_info.update({"jobs": n, "ns_per_job": benchmark.stats.stats.median * 1e9 / n})
+
+
+@pytest.mark.parametrize("m", [256, 512, 1024])
+def test_comm_pass_scaling(benchmark, m):
+    s = build_schedule("Interleaved1F1B", P, m, V)
+    out = add_communication(s)
+    n = out.num_jobs
+    benchmark.pedantic(add_communication, args=(s,), rounds=3, iterations=1)
+    benchmark.extra_info.update({"jobs_out": n, "ns_per_job": benchmark.stats.stats.median * 1e9 / n})
