@@ -140,7 +140,8 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     start_deps: list[tuple[int, ...]] = [()] * n
     missing: list[tuple[int, str]] = []
     opt_deps: dict[int, list[int]] = {}
-    for j, (k, kind, mb) in enumerate(jobs):
+    for j, (k, kind, mb_opt) in enumerate(jobs):
+        mb = -1 if mb_opt is None else mb_opt  # only OPT has none, and it reads no micro-batch
         d: list[int | None] = []
         if kind is _F:
             if k > 0:
@@ -327,20 +328,20 @@ def build_plan(schedule: Schedule) -> Plan:
     for s in range(n_stages):
         lo = s * m1
         hi = lo + m
-        f = pos[_CF * width + lo : _CF * width + hi]
-        b = pos[_CB * width + lo : _CB * width + hi]
-        i = pos[_CI * width + lo : _CI * width + hi]
-        w = pos[_CW * width + lo : _CW * width + hi]
-        if min(f) < 0:
+        f_at = pos[_CF * width + lo : _CF * width + hi]
+        b_at = pos[_CB * width + lo : _CB * width + hi]
+        i_at = pos[_CI * width + lo : _CI * width + hi]
+        w_at = pos[_CW * width + lo : _CW * width + hi]
+        if min(f_at) < 0:
             return _build_plan_checked(schedule)
-        if max(i) < 0 and max(w) < 0:
-            if min(b) < 0:
+        if max(i_at) < 0 and max(w_at) < 0:
+            if min(b_at) < 0:
                 return _build_plan_checked(schedule)
-        elif max(b) < 0:
-            if min(i) < 0 or min(w) < 0:
+        elif max(b_at) < 0:
+            if min(i_at) < 0 or min(w_at) < 0:
                 return _build_plan_checked(schedule)
         else:
-            for x, y, z in zip(b, i, w):
+            for x, y, z in zip(b_at, i_at, w_at):
                 if (x >= 0) == (y >= 0) or (y >= 0) != (z >= 0):
                     return _build_plan_checked(schedule)
     if sum(1 for k in kc if k == _COPT) != len({s for s, k in zip(stage, kc) if k == _COPT}):

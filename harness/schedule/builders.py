@@ -127,7 +127,8 @@ def fthenb(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sc
     p, m = num_ranks, num_microbatches
     ranks: list[list[Job | None]] = []
     for s in range(p):
-        ranks.append([Job(s, JobKind.F, i) for i in range(m)] + [Job(s, JobKind.B, i) for i in range(m)])
+        row: list[Job | None] = [Job(s, JobKind.F, i) for i in range(m)]
+        ranks.append(row + [Job(s, JobKind.B, i) for i in range(m)])
     placement = loop_placement(p)
     _with_opt(p, ranks, optimizer, placement)
     return Schedule("FThenB", m, placement, tuple(tuple(r) for r in ranks))
