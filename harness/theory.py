@@ -151,7 +151,7 @@ def zb_h2_bubble_time(p: int, t_f: float, t_b: float, t_w: float) -> float:
     return max(0.0, (p - 1) * (t_f + t_b - 2 * t_w))
 
 
-def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int = 1) -> int | None:
+def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int | None = None) -> int | None:
     """Published peak in-flight activations on ``rank``, or ``None`` when not known.
 
     Counted in *stage activations*: one micro-batch's activation of one stage
@@ -167,11 +167,13 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int = 1) -> int |
     * interleaved 1F1B with ``p | m``: ``min(v m, (v-1)p + 2(p-s) - 1)`` chunk
       activations, i.e. ``p(1 + (p-1)/(p v))`` whole-stage equivalents on rank 0
       (arXiv:2104.04473 §2.2.2; Korthikanti et al., arXiv:2205.05198 §4.2.3);
+      ``v`` must be given explicitly (``None`` otherwise, so callers that do
+      not pass chunks never get a one-chunk figure for a two-chunk run);
     * ZB-H2: ``min(m, 2p-1)`` (arXiv:2401.10241 Table 2, ``(2p-1) M_B``);
     * ZB-V with ``m >= 2p-1``: ``2p`` chunk activations, ``p`` whole-stage
       equivalents, as 1F1B (arXiv:2401.10241 §6).
     """
-    _check(p, m, v)
+    _check(p, m, v or 1)
     key = _canonical(schedule)
     s = rank
     if key == "FThenB":
@@ -182,7 +184,7 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int = 1) -> int |
         return min(m, p)
     if key == "Eager-1F1B":
         return min(m, 2 * (p - s) - 1)
-    if key == "Interleaved1F1B" and m % p == 0:
+    if key == "Interleaved1F1B" and v is not None and m % p == 0:
         return min(v * m, (v - 1) * p + 2 * (p - s) - 1)
     if key == "ZB-H2":
         return min(m, 2 * p - 1)

@@ -76,6 +76,7 @@ def test_unknown_or_open_forms_are_none() -> None:
     assert theory.theoretical_bubble("LoopedBFS", 4, 8, 2) is None
     assert theory.theoretical_bubble("no-such", 4, 8) is None
     assert theory.peak_inflight("DualPipeV", 4, 8, 0) is None
+    assert theory.peak_inflight("Interleaved1F1B", 4, 8, 0) is None  # v not given
 
 
 def test_bad_sizes() -> None:
