@@ -41,6 +41,9 @@ class PipelineCase:
         optimizer: append an optimizer step (``OPT``) per stage.
         options: extra keyword arguments for the schedule builder.
         name: a label for reports; default derived from schedule, p, m, v.
+        device_options: keyword arguments for the backend's device, applied
+            only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
+            "l2_flush": True}}``.
 
     Raises:
         ConfigError: on :meth:`build`, for unknown schedule names, non-positive
@@ -57,6 +60,7 @@ class PipelineCase:
     optimizer: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
+    device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def schedule_name(self) -> str:

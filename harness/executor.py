@@ -20,6 +20,7 @@ from harness.device.base import Device, Work
 from harness.errors import ConfigError
 from harness.plan import Plan
 from harness.records import JobRecord, RunRecords
+from harness.schedule.model import JobKind
 
 __all__ = ["execute", "parse_steps"]
 
@@ -46,9 +47,15 @@ def parse_steps(text: str) -> range:
 
 
 def _works(plan: Plan, cost: CostModel) -> list[Work]:
-    n_stages = plan.schedule.num_stages
+    schedule = plan.schedule
+    n_stages = schedule.num_stages
     out = []
     for job in plan.jobs:
+        peer = None
+        if job.kind is JobKind.SEND_F and job.stage + 1 < n_stages:
+            peer = schedule.rank_of(job.stage + 1)
+        elif job.kind is JobKind.SEND_B and job.stage > 0:
+            peer = schedule.rank_of(job.stage - 1)
         out.append(
             Work(
                 duration_ns=int(cost.duration_ns(job, n_stages)),
@@ -56,6 +63,7 @@ def _works(plan: Plan, cost: CostModel) -> list[Work]:
                 nbytes=int(cost.nbytes(job, n_stages)),
                 is_copy=job.kind.is_comm,
                 label=str(job),
+                peer_rank=peer,
             )
         )
     return out
@@ -120,12 +128,15 @@ def execute(
         for j in order
     ]
     record, wait, launch = device.record, device.wait, device.launch
+    clock = time.perf_counter_ns
+    enqueue_of = [0] * n
     for step in range(steps.stop):
         ref = device.event()
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         record(ref, first)
         for s in others:
             wait(s, ref)
+        t = clock()
         for j in order:
             s = streams[plan.stream[j]]
             for d in plan.deps[j]:
@@ -135,12 +146,18 @@ def execute(
             record(start_ev[j], s)
             launch(s, works[j])
             record(end_ev[j], s)
-        enqueue = time.perf_counter_ns() - t0
+            now = clock()
+            enqueue_of[j] = now - t
+            t = now
+        enqueue = clock() - t0
         device.synchronize()
         if step not in steps:
             continue
         if base_ref is None:
             base_ref = ref
+            host_time = getattr(device, "host_time_ns", None)
+            if host_time is not None:  # ties the time base to the host clock (cuda)
+                records.device["host_anchor_ns"] = host_time(base_ref)
         offset = device.elapsed_ns(base_ref, ref)
         step_end = offset
         elapsed = device.elapsed_ns
@@ -148,7 +165,7 @@ def execute(
         for j, info in static:
             a = offset + elapsed(ref, start_ev[j])
             b = offset + elapsed(ref, end_ev[j])
-            append(JobRecord(*info, step, a, b))
+            append(JobRecord(*info, step, a, b, enqueue_of[j]))
             if b > step_end:
                 step_end = b
         records.steps.append(step)

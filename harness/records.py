@@ -27,6 +27,8 @@ class JobRecord:
         chunk: chunk (virtual stage) index on its rank.
         step: training step the job belongs to.
         start_ns, end_ns: start and end on the run's time base, in ns.
+        enqueue_ns: host time spent enqueueing the job (its waits, two event
+            records and the launch), in ns.
     """
 
     rank: int
@@ -38,6 +40,7 @@ class JobRecord:
     step: int
     start_ns: int
     end_ns: int
+    enqueue_ns: int = 0
 
     @property
     def duration_ns(self) -> int:

@@ -88,7 +88,8 @@ def run_case(
         backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"`` or a resolved choice.
         steps: recorded steps; earlier steps are warm-up (default 1 warm-up, 3 recorded).
         case_id: id for reports (default: the case's label).
-        device_options: extra keyword arguments for the device constructor.
+        device_options: extra keyword arguments for the device constructor;
+            they override the case's own ``device_options`` for this backend.
 
     Raises:
         ConfigError: bad case values or backend name.
@@ -99,7 +100,8 @@ def run_case(
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     schedule = case.build()
     plan = build_plan(schedule)
-    device = create_device(choice.name, case.workload, **(device_options or {}))
+    options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
+    device = create_device(choice.name, case.workload, **options)
     try:
         records = execute(plan, device, case.cost, steps)
     finally:

@@ -37,6 +37,8 @@ class Work:
         nbytes: bytes moved (for copy/communication work), or 0.
         is_copy: ``True`` for communication (send/receive) work.
         label: the job's text form (``"2F0"``), for errors, NVTX and debugging.
+        peer_rank: for a send, the rank that receives it (a backend may copy
+            across devices); ``None`` otherwise.
     """
 
     duration_ns: int
@@ -44,6 +46,7 @@ class Work:
     nbytes: int = 0
     is_copy: bool = False
     label: str = ""
+    peer_rank: int | None = None
 
 
 @runtime_checkable
