@@ -63,7 +63,11 @@ def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
 
 def atomic_write_text(path: Path, text: str) -> Path:
     """Atomically write ``text`` (UTF-8) to ``path``."""
-    return atomic_write(path, lambda fh: fh.write(text))
+
+    def write(fh: IO[str]) -> None:
+        fh.write(text)
+
+    return atomic_write(path, write)
 
 
 def atomic_write_json(path: Path, doc: Any, indent: int | None = None) -> Path:

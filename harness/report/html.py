@@ -1,26 +1,48 @@
 """The HTML review page: one self-contained file rendered with jinja2.
 
 Inline CSS and JavaScript, no network (a Content-Security-Policy meta tag
-forbids loads), works from ``file://``. Autoescape is on for every user
-string, and case data is embedded as JSON through jinja2's ``tojson`` filter,
-which escapes ``<``, ``>``, ``&`` and ``'`` so a ``</script>`` in a case name
-cannot end the script element.
+forbids every load), works from ``file://``. What it shows:
+
+* an overview table, one row per case (schedule, p, m, v, backend, step time
+  median and spread, bubble measured against theory, peak in-flight), sortable
+  by clicking a header;
+* charts of step time and bubble against m, one line per schedule (inline SVG);
+* per case, a canvas timeline (one lane per stream, colour per kind, step
+  boundaries, dependency arrows that can be toggled, zoom and pan with mouse
+  and keyboard, a tooltip per job) and per-rank busy/idle bars split by stage;
+* two cases side by side on one time scale.
+
+Safety: autoescape is on for every user string, and the data the scripts read
+is embedded through jinja2's ``tojson`` filter, which escapes ``<``, ``>``,
+``&`` and ``'``, so a ``</script>`` in a case name cannot end the script
+element; the scripts only ever set ``textContent``.
+
+Size: timeline data is columnar and compact (see :func:`timeline_data`): about
+25 bytes per job, so a 100,000-job case stays well under 10 MB.
 """
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_text
+from harness.report.layout import rank_labels, stream_slots
 
-__all__ = ["render_index", "timeline_data", "write_index"]
+__all__ = ["KINDS", "KIND_COLOURS", "render_index", "timeline_data", "write_index"]
 
 KINDS = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT")
 KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
 }
+#: Colours for kinds outside :data:`KINDS` (e.g. imported ``lr`` jobs), in order of appearance.
+EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090")
+SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+_COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
+_COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
 
 def _environment() -> Any:
@@ -33,34 +55,138 @@ def _environment() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # Compact JSON for the embedded data; tojson still escapes < > & '.
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
     env.filters["ms"] = lambda ns: "—" if ns is None else f"{ns / 1e6:,.3f}"
     env.filters["pct"] = lambda x: "—" if x is None else f"{100 * x:.1f}%"
     return env
 
 
-def timeline_data(case: dict[str, Any]) -> dict[str, Any]:
-    """Compact per-case data for the canvas timeline: times in µs relative to the
-    first recorded step, kinds as indices into :data:`KINDS`."""
+def kind_table(cases: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Legend entries: the standard kinds, then any other kind found in ``cases``."""
+    names = list(KINDS)
+    for case in cases:
+        for k in dict.fromkeys(case["jobs"]["kind"]):
+            if k not in names:
+                names.append(str(k))
+    extra = [n for n in names if n not in KIND_COLOURS]
+    colours = {**KIND_COLOURS, **{n: EXTRA_COLOURS[i % len(EXTRA_COLOURS)] for i, n in enumerate(extra)}}
+    return [{"name": n, "colour": colours[n]} for n in names]
+
+
+def _tick(values: list[int]) -> int:
+    """The coarsest unit in ns (1, 10, 100 or 1000) that divides every value."""
+    for unit in (1000, 100, 10):
+        if all(v % unit == 0 for v in values):
+            return unit
+    return 1
+
+
+def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """Compact data of one case for the canvas timeline.
+
+    Jobs are sorted by lane (stream) and start; ``nl[l]`` is the number of jobs
+    on lane ``l``; ``gap`` is each job's start minus the previous job's start on
+    its lane (the first: minus 0), ``dur`` its duration, both integers in units
+    of ``tick`` ns, relative to the first recorded step's start. ``mb`` is -1
+    for none. ``deps`` holds triples ``[src, dst, from_start]`` of sorted job
+    indices per recorded step; ``ov`` pairs of overlapping jobs (imported logs).
+
+    Args:
+        case: a results-document case.
+        kinds: the legend (default: :func:`kind_table` of this case).
+    """
+    kinds = kinds or kind_table([case])
+    kind_index = {k["name"]: i for i, k in enumerate(kinds)}
     jobs = case["jobs"]
-    base = min(case["step_start_ns"]) if case["step_start_ns"] else 0
-    kind_index = {k: i for i, k in enumerate(KINDS)}
+    n = len(jobs["kind"])
+    base = min(case["step_start_ns"]) if case["step_start_ns"] else min(jobs["start_ns"], default=0)
+    order = sorted(range(n), key=lambda i: (jobs["stream"][i], jobs["start_ns"][i], jobs["end_ns"][i]))
+    pos = [0] * n
+    for k, i in enumerate(order):
+        pos[i] = k
+    starts = [jobs["start_ns"][i] - base for i in order]
+    durs = [jobs["end_ns"][i] - jobs["start_ns"][i] for i in order]
+    step_bounds = [(a - base, b - base, s) for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])]
+    tick = _tick(starts + durs + [x for a, b, _ in step_bounds for x in (a, b)])
+    lanes = case["streams"]
+    nl = [0] * len(lanes)
+    gap: list[int] = []
+    prev_lane, prev = -1, 0
+    for k, i in enumerate(order):
+        lane = jobs["stream"][i]
+        nl[lane] += 1
+        if lane != prev_lane:
+            prev_lane, prev = lane, 0
+        gap.append((starts[k] - prev) // tick)
+        prev = starts[k]
+    label_of: dict[tuple[int, str], int] = {}
+    for i in range(n):
+        mb = jobs["microbatch"][i]
+        label_of[(jobs["step"][i], f"{jobs['stage'][i]}{jobs['kind'][i]}{'' if mb is None else mb}")] = pos[i]
+    deps: list[int] = []
+    for step in case["steps"]:
+        for src, dst, edge in case.get("deps", []):
+            a, b = label_of.get((step, src)), label_of.get((step, dst))
+            if a is not None and b is not None:
+                deps.extend((a, b, 1 if edge == "start" else 0))
+    slots = stream_slots(case)
+    names = rank_labels(case)
     return {
-        "lanes": case["streams"],
-        "steps": [[(a - base) / 1000, (b - base) / 1000, s] for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])],
-        "lane": jobs["stream"],
-        "start": [(t - base) / 1000 for t in jobs["start_ns"]],
-        "dur": [(b - a) / 1000 for a, b in zip(jobs["start_ns"], jobs["end_ns"])],
-        "kind": [kind_index.get(k, 0) for k in jobs["kind"]],
-        "stage": jobs["stage"],
-        "mb": jobs["microbatch"],
-        "chunk": jobs["chunk"],
-        "step": jobs["step"],
+        "id": case["id"],
+        "label": case.get("label", case["id"]),
+        "tick": tick,
+        "lanes": [f"{names[s.rank] if s.rank < len(names) else 'rank ' + str(s.rank)} · {s.name}" for s in slots],
+        "steps": [[a // tick, b // tick, s] for a, b, s in step_bounds],
+        "nl": nl,
+        "gap": gap,
+        "dur": [d // tick for d in durs],
+        "kind": [kind_index.get(jobs["kind"][i], 0) for i in order],
+        "stage": [jobs["stage"][i] for i in order],
+        "mb": [-1 if jobs["microbatch"][i] is None else jobs["microbatch"][i] for i in order],
+        "chunk": [jobs["chunk"][i] for i in order],
+        "step": [jobs["step"][i] for i in order],
+        "deps": deps,
+        "ov": [pos[x] for pair in case.get("overlaps", []) for x in pair],
     }
 
 
-def _row(case: dict[str, Any], trace_href: str | None) -> dict[str, Any]:
+def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
+    jobs = case["jobs"]
+    steps = case["steps"]
+    p = int(case["schedule"]["p"])
+    if not steps:
+        return []
+    busy: dict[tuple[int, int], int] = defaultdict(int)
+    for i in range(len(jobs["kind"])):
+        if jobs["kind"][i] not in _COMM:
+            busy[(jobs["rank"][i], jobs["stage"][i])] += jobs["end_ns"][i] - jobs["start_ns"][i]
+    per_step = case["metrics"].get("per_step") or []
+    step_time = sum(b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])) / len(steps)
+    labels = rank_labels(case)
+    out = []
+    for r in range(p):
+        segs = []
+        for (rank, stage), ns in sorted(busy.items()):
+            if rank == r:
+                mean = ns / len(steps)
+                segs.append({"stage": stage, "ns": mean, "pct": 100 * mean / step_time if step_time else 0.0})
+        if per_step and all(r < len(s["idle_ns"]) for s in per_step):
+            idle = sum(s["idle_ns"][r] for s in per_step) / len(per_step)
+        else:
+            idle = max(0.0, step_time - sum(s["ns"] for s in segs))
+        total_pct = sum(s["pct"] for s in segs)
+        out.append({"rank": r, "label": labels[r], "segs": segs, "idle_ns": idle,
+                    "idle_pct": max(0.0, min(100.0 - min(total_pct, 100.0), 100 * idle / step_time if step_time else 0.0)),
+                    "busy_ns": sum(s["ns"] for s in segs)})
+    return out
+
+
+def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> dict[str, Any]:
     m = case["metrics"]
     th = case.get("theory") or {}
+    bubble_theory = th.get("bubble_ratio")
     return {
         "id": case["id"],
         "label": case.get("label", case["id"]),
@@ -70,34 +196,133 @@ def _row(case: dict[str, Any], trace_href: str | None) -> dict[str, Any]:
         "v": case["schedule"]["v"],
         "backend": case["backend"],
         "workload": (case.get("device") or {}).get("workload", ""),
-        "step_ms": m["step_time_median_ns"],
-        "iqr_ms": m["step_time_iqr_ns"],
+        "step_ns": m["step_time_median_ns"],
+        "iqr_ns": m["step_time_iqr_ns"],
+        "min_ns": m.get("step_time_min_ns"),
+        "max_ns": m.get("step_time_max_ns"),
         "bubble": m["bubble_ratio"],
-        "bubble_theory": th.get("bubble_ratio"),
+        "bubble_theory": bubble_theory,
+        "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
         "peak": m["peak_inflight"],
         "peak_theory": th.get("peak_inflight"),
-        "per_step": m.get("per_step", []),
+        "jobs": len(case["jobs"]["kind"]),
+        "steps": len(case["steps"]),
+        "canvas_h": 30 + 20 * len(case["streams"]) + 6,
+        "warnings": list(case.get("warnings") or []),
         "trace": trace_href,
+        "hta": hta_href,
+        "bars": _stage_bars(case),
     }
 
 
-def render_index(doc: dict[str, Any], trace_hrefs: dict[str, str] | None = None, title: str = "Pipeline schedules") -> str:
-    """Render the review page of a results document to an HTML string."""
+def _nice(hi: float) -> tuple[float, list[float]]:
+    """A rounded axis top and 4-5 ticks for values in [0, hi]."""
+    if hi <= 0:
+        return 1.0, [0.0, 0.5, 1.0]
+    step = 10 ** math.floor(math.log10(hi / 4))
+    for f in (1, 2, 2.5, 5, 10):
+        if hi / (f * step) <= 5:
+            step *= f
+            break
+    top = step * math.ceil(hi / step)
+    return top, [step * k for k in range(round(top / step) + 1)]
+
+
+def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """SVG geometry for the step-time and bubble against m charts, one series per
+    (schedule, p, v, backend) with at least two values of m; ``None`` when none has."""
+    groups: dict[tuple[str, int, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in cases:
+        s = c["schedule"]
+        groups[(s["name"], s["p"], s["v"], c["backend"])].append(c)
+    series: list[dict[str, Any]] = []
+    for (name, p, v, backend), items in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        by_m: dict[int, dict[str, Any]] = {}
+        for c in items:
+            by_m.setdefault(int(c["schedule"]["m"]), c)
+        if len(by_m) < 2:
+            continue
+        pts = [{"m": m, "step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
+                "theory": (c.get("theory") or {}).get("bubble_ratio")} for m, c in sorted(by_m.items())]
+        label = f"{name} p={p}" + (f" v={v}" if v != 1 else "") + f" ({backend})"
+        series.append({"label": label, "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
+    if not series:
+        return None
+    ms = sorted({pt["m"] for s in series for pt in s["points"]})
+    width, height, left, right, top_pad, bottom_pad = 420, 230, 56, 12, 14, 34
+    lo, hi = math.log2(ms[0]), math.log2(ms[-1])
+
+    def x(m: int) -> float:
+        return left + (width - left - right) * ((math.log2(m) - lo) / (hi - lo) if hi > lo else 0.5)
+
+    def panel(key: str, top: float, ticks: list[float], fmt: str) -> dict[str, Any]:
+        def y(val: float) -> float:
+            return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
+
+        lines = []
+        for s in series:
+            pts = [(x(pt["m"]), y(pt[key])) for pt in s["points"]]
+            theory = [(x(pt["m"]), y(pt["theory"])) for pt in s["points"] if key == "bubble" and pt["theory"] is not None]
+            lines.append({"colour": s["colour"], "label": s["label"],
+                          "path": " ".join(f"{a:.1f},{b:.1f}" for a, b in pts),
+                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: m={pt['m']}, " + (fmt % (pt[key] * (100 if key == 'bubble' else 1)))}
+                                   for (a, b), pt in zip(pts, s["points"])],
+                          "theory": " ".join(f"{a:.1f},{b:.1f}" for a, b in theory)})
+        return {"lines": lines, "yticks": [{"y": y(t), "label": fmt % (t * (100 if key == "bubble" else 1))} for t in ticks]}
+
+    top_ms, ticks_ms = _nice(max(pt["step_ms"] for s in series for pt in s["points"]))
+    top_b, ticks_b = _nice(max(max(pt["bubble"], pt["theory"] or 0) for s in series for pt in s["points"]))
+    return {
+        "w": width, "h": height, "left": left, "right": width - right, "top": top_pad, "bottom": height - bottom_pad,
+        "xticks": [{"x": x(m), "label": str(m)} for m in ms],
+        "step": panel("step_ms", top_ms, ticks_ms, "%.3g ms"),
+        "bubble": panel("bubble", top_b, ticks_b, "%.3g%%"),
+        "series": [{"label": s["label"], "colour": s["colour"]} for s in series],
+    }
+
+
+def render_index(
+    doc: dict[str, Any],
+    trace_hrefs: dict[str, str] | None = None,
+    title: str = "Pipeline schedules",
+    hta_hrefs: dict[str, str] | None = None,
+) -> str:
+    """Render the review page of a results document to an HTML string.
+
+    Args:
+        doc: a results document (:func:`harness.report.results.results_document`).
+        trace_hrefs: per case id, a link to its Chrome-trace JSON (relative to the page).
+        title: the page title (escaped).
+        hta_hrefs: per case id, a link to its folder of per-rank HTA traces.
+
+    Raises:
+        KeyError, TypeError: a case lacks fields the page needs (validate with
+            :func:`harness.report.results.validate_document` first).
+    """
     trace_hrefs = trace_hrefs or {}
+    hta_hrefs = hta_hrefs or {}
     env = _environment()
     cases = doc["cases"]
-    rows = [_row(c, trace_hrefs.get(c["id"])) for c in cases]
-    timelines = [{"id": c["id"], "label": c.get("label", c["id"]), **timeline_data(c)} for c in cases]
+    kinds = kind_table(cases)
+    rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"])) for c in cases]
+    timelines = [timeline_data(c, kinds) for c in cases]
     return str(env.get_template("index.html.j2").render(
         title=title,
         doc=doc,
+        session=doc.get("session") or {},
         rows=rows,
-        timelines=timelines,
-        kinds=[{"name": k, "colour": KIND_COLOURS[k]} for k in KINDS],
+        chart=chart_data(cases),
+        payload={"kinds": kinds, "cases": timelines},
+        kinds=kinds,
         normalization=cases[0]["metrics"].get("normalization", "") if cases else "",
     ))
 
 
-def write_index(path: Path, doc: dict[str, Any], trace_hrefs: dict[str, str] | None = None) -> Path:
-    """Atomically write the review page of ``doc`` to ``path``."""
-    return atomic_write_text(path, render_index(doc, trace_hrefs))
+def write_index(path: Path, doc: dict[str, Any], trace_hrefs: dict[str, str] | None = None,
+                hta_hrefs: dict[str, str] | None = None) -> Path:
+    """Atomically write the review page of ``doc`` to ``path`` (see :func:`render_index`).
+
+    Raises:
+        OSError: the file cannot be written (the previous one is kept).
+    """
+    return atomic_write_text(path, render_index(doc, trace_hrefs, hta_hrefs=hta_hrefs))

@@ -63,12 +63,12 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         cols["start_ns"].append(j.start_ns)
         cols["end_ns"].append(j.end_ns)
     plan = build_plan(schedule)
-    deps = []
-    for j in range(plan.num_jobs):
-        for d in plan.deps[j]:
-            deps.append([str(plan.jobs[d]), str(plan.jobs[j]), "end"])
-        for d in plan.start_deps[j]:
-            deps.append([str(plan.jobs[d]), str(plan.jobs[j]), "start"])
+    deps: list[list[str]] = []
+    for k in range(plan.num_jobs):
+        for d in plan.deps[k]:
+            deps.append([str(plan.jobs[d]), str(plan.jobs[k]), "end"])
+        for d in plan.start_deps[k]:
+            deps.append([str(plan.jobs[d]), str(plan.jobs[k]), "start"])
     m = result.metrics
     return {
         "id": result.case_id,

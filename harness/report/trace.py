@@ -1,26 +1,34 @@
 """Chrome Trace Event Format JSON for one case, for Perfetto and chrome://tracing.
 
 Layout: one process per pipeline rank (device), one thread per stream
-(``compute`` tid 0, ``comm`` tid 1), named with ``process_name`` /
-``thread_name`` metadata and ordered with sort indices; a "Steps" process on
-top with one ``ProfilerStep#N`` slice per recorded step. Jobs are complete
-events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats, ns precision) and
-``args`` stage, micro-batch, chunk, kind, step. Cross-stream dependencies are
-flow events (``s``/``f`` with integer ids, ``"bp": "e"``) bound to the slices
-they connect. Only reserved ``cname`` colours are used; ``displayTimeUnit`` is
-never set (Perfetto would rescale ``ts``).
+(``compute`` tid 0, ``comm`` tid 1, in the case's stream order), named with
+``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
+"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step.
+Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
+ns precision) and ``args`` stage, micro-batch, chunk, kind, step.
+Cross-stream dependencies are flow events (``s``/``f`` with integer ids,
+``"bp": "e"``) bound to the slices they connect. Only reserved ``cname``
+colours are used; ``displayTimeUnit`` is never set (Perfetto would rescale
+``ts``). Should two jobs of one stream overlap (only imported, host-stamped
+logs do that), the later one goes on an extra thread ``<stream> (overlap)``,
+so every track nests strictly.
 
-Input is one case of the results document (:mod:`harness.report.results`).
+Input is one case of the results document (:mod:`harness.report.results`)::
+
+    doc = load_results(Path("reports/results.json"))
+    write_trace(Path("trace.json"), doc["cases"][0])
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_json
+from harness.report.layout import job_label, rank_labels, stream_slots, track_overflow
 
-__all__ = ["KIND_CNAME", "case_trace", "write_trace"]
+__all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "write_trace"]
 
 #: Reserved colour names of the classic trace viewer, per job kind.
 KIND_CNAME = {
@@ -35,14 +43,12 @@ KIND_CNAME = {
     "OPT": "yellow",
 }
 STEP_CNAME = "generic_work"
+#: tid offset of the extra thread that takes overlapping jobs of a stream.
+OVERFLOW_TID = 100
 
 
 def _us(ns: int) -> float:
     return ns / 1000.0
-
-
-def _tid(stream: str) -> int:
-    return 1 if stream.endswith("/comm") else 0
 
 
 def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
@@ -53,24 +59,24 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         flows: add flow events for cross-stream dependencies.
 
     Returns:
-        ``{"traceEvents": [...], "otherData": {...}}``.
+        ``{"traceEvents": [...], "otherData": {...}}``; times in µs.
     """
     p = int(case["schedule"]["p"])
-    streams: list[str] = case["streams"]
+    slots = stream_slots(case)
+    labels = rank_labels(case)
     events: list[dict[str, Any]] = []
     backend = case.get("backend", "")
-    steps_pid = p
+    steps_pid = max([p, *(s.rank + 1 for s in slots)])
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_name", "args": {"name": "Steps"}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": -1}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "thread_name", "args": {"name": "step"}})
-    for rank in range(p):
-        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_name", "args": {"name": f"rank {rank} ({backend})"}})
+    for rank in range(steps_pid):
+        name = labels[rank] if rank < len(labels) else f"rank {rank} ({backend})"
+        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_name", "args": {"name": name}})
         events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_sort_index", "args": {"sort_index": rank}})
-    for name in streams:
-        rank = int(name.split("/")[0].removeprefix("rank"))
-        tid = _tid(name)
-        events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": name.split("/")[1]}})
-        events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+    for s in slots:
+        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
+        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
     for step, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"]):
         events.append(
             {"ph": "X", "pid": steps_pid, "tid": 0, "name": f"ProfilerStep#{step}", "cat": "step",
@@ -78,26 +84,41 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         )
     jobs = case["jobs"]
     n = len(jobs["kind"])
+    starts, ends = jobs["start_ns"], jobs["end_ns"]
+    by_stream: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        by_stream[jobs["stream"][i]].append(i)
+    sub = [0] * n
+    for s_index, order in by_stream.items():
+        for i, t in zip(order, track_overflow(starts, ends, order)):
+            sub[i] = t
+        extra = {t for t in (sub[i] for i in order) if t}
+        slot = slots[s_index]
+        for t in sorted(extra):
+            tid = OVERFLOW_TID * t + slot.tid
+            label = f"{slot.name} (overlap{'' if t == 1 else t})"
+            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_name", "args": {"name": label}})
+            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     where: dict[tuple[int, str], tuple[int, int, float, float]] = {}
     for i in range(n):
         kind = jobs["kind"][i]
         mb = jobs["microbatch"][i]
         stage = jobs["stage"][i]
-        stream = streams[jobs["stream"][i]]
-        rank = jobs["rank"][i]
-        tid = _tid(stream)
-        ts, end = _us(jobs["start_ns"][i]), _us(jobs["end_ns"][i])
-        label = f"{stage}{kind}{'' if mb is None else mb}"
+        slot = slots[jobs["stream"][i]]
+        tid = slot.tid + OVERFLOW_TID * sub[i]
+        ts, end = _us(starts[i]), _us(ends[i])
+        label = job_label(stage, kind, mb)
         events.append(
-            {"ph": "X", "pid": rank, "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
+            {"ph": "X", "pid": slot.rank, "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
              "cname": KIND_CNAME.get(kind, "generic_work"),
              "args": {"stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "kind": kind, "step": jobs["step"][i]}}
         )
-        where[(jobs["step"][i], label)] = (rank, tid, ts, end)
+        where[(jobs["step"][i], label)] = (slot.rank, tid, ts, end)
     if flows:
         flow_id = 1
+        deps = case.get("deps", [])
         for step in case["steps"]:
-            for src, dst, _edge in case.get("deps", []):
+            for src, dst, _edge in deps:
                 a = where.get((step, src))
                 b = where.get((step, dst))
                 if a is None or b is None:
@@ -108,17 +129,21 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
                 events.append({"ph": "f", "id": flow_id, "pid": b[0], "tid": b[1], "ts": (b[2] + b[3]) / 2,
                                "name": "dependency", "cat": "dependency", "bp": "e"})
                 flow_id += 1
-    return {
-        "traceEvents": events,
-        "otherData": {
-            "case": case["id"],
-            "schedule": case["schedule"]["name"],
-            "backend": backend,
-            "time_unit_note": "ts and dur are in microseconds (Trace Event Format); source times were integer ns",
-        },
+    other = {
+        "case": case["id"],
+        "schedule": case["schedule"]["name"],
+        "backend": backend,
+        "time_unit_note": "ts and dur are in microseconds (Trace Event Format); source times were integer ns",
     }
+    if case.get("warnings"):
+        other["warnings"] = list(case["warnings"])
+    return {"traceEvents": events, "otherData": other}
 
 
 def write_trace(path: Path, case: dict[str, Any], flows: bool = True) -> Path:
-    """Atomically write the trace of ``case`` to ``path``."""
+    """Atomically write the trace of ``case`` to ``path``.
+
+    Raises:
+        OSError: the file cannot be written (the previous one is kept).
+    """
     return atomic_write_json(path, case_trace(case, flows=flows))

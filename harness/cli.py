@@ -1,0 +1,311 @@
+"""The command line: ``python -m harness ...`` or ``pipeline-harness ...``.
+
+Commands::
+
+    report RESULTS_JSON [--out DIR]            re-render index.html and traces from a results file
+    compare BASE NEW [--fail step_time:5%]...  per-case deltas; exit 1 past a threshold
+    import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports
+    export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
+    schedules                                  registered schedules and their parameters
+    show SCHEDULE -p 4 -m 8 [-v 2]             the step x rank grid and the schedule's figures
+
+Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
+line on stderr, no traceback), 130 interrupted. This module is the only one
+of the harness that prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.errors import ConfigError, HarnessError
+
+__all__ = ["Threshold", "compare_documents", "main", "parse_threshold"]
+
+_METRICS = {"step_time": "median step time", "bubble": "bubble ratio (idle share of total)"}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A ``compare`` gate: ``metric`` (``step_time`` or ``bubble``) may grow by at most
+    ``limit``: relative for ``step_time`` (0.05 = 5%), absolute for ``bubble``
+    (0.02 = 2 percentage points of the idle share)."""
+
+    metric: str
+    limit: float
+
+
+def parse_threshold(text: str) -> Threshold:
+    """Parse ``"step_time:5%"``, ``"bubble:2%"`` (or ``bubble:2pp``, ``step_time:0.05``).
+
+    Raises:
+        ConfigError: unknown metric or a value that is not a non-negative number.
+    """
+    m = re.fullmatch(r"\s*([a-z_]+)\s*:\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*", text)
+    if not m:
+        raise ConfigError(f"--fail {text!r}: expected METRIC:VALUE like step_time:5% or bubble:2%")
+    metric, value, unit = m.group(1), float(m.group(2)), m.group(3)
+    if metric not in _METRICS:
+        raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; use one of {', '.join(_METRICS)}")
+    return Threshold(metric, value / 100 if unit in ("%", "pp") else value)
+
+
+@dataclass(frozen=True)
+class CaseDelta:
+    """One case in both documents: base and new figures and whether a gate failed."""
+
+    case_id: str
+    base_step_ns: float
+    new_step_ns: float
+    base_bubble: float
+    new_bubble: float
+    failed: tuple[str, ...]
+
+    @property
+    def step_change(self) -> float:
+        """Relative change of the median step time (0.05 = 5% slower)."""
+        return self.new_step_ns / self.base_step_ns - 1 if self.base_step_ns else 0.0
+
+    @property
+    def bubble_change(self) -> float:
+        """Absolute change of the bubble ratio (0.02 = 2 percentage points more idle)."""
+        return self.new_bubble - self.base_bubble
+
+
+def compare_documents(
+    base: dict[str, Any], new: dict[str, Any], thresholds: Sequence[Threshold]
+) -> tuple[list[CaseDelta], list[str], list[str]]:
+    """Match cases by id and compute deltas.
+
+    Returns:
+        ``(deltas for cases in both, ids only in base, ids only in new)``.
+    """
+    base_cases = {c["id"]: c for c in base["cases"]}
+    new_cases = {c["id"]: c for c in new["cases"]}
+    deltas = []
+    for cid, b in base_cases.items():
+        n = new_cases.get(cid)
+        if n is None:
+            continue
+        bm, nm = b["metrics"], n["metrics"]
+        d = CaseDelta(cid, float(bm["step_time_median_ns"]), float(nm["step_time_median_ns"]),
+                      float(bm["bubble_ratio"]), float(nm["bubble_ratio"]), ())
+        failed = []
+        for t in thresholds:
+            change = d.step_change if t.metric == "step_time" else d.bubble_change
+            if change > t.limit + 1e-12:
+                failed.append(t.metric)
+        deltas.append(CaseDelta(d.case_id, d.base_step_ns, d.new_step_ns, d.base_bubble, d.new_bubble, tuple(failed)))
+    only_base = [c for c in base_cases if c not in new_cases]
+    only_new = [c for c in new_cases if c not in base_cases]
+    return deltas, only_base, only_new
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.render import write_report
+    from harness.report.results import load_results
+
+    src = Path(args.results)
+    doc = load_results(src)
+    out = Path(args.out) if args.out else src.parent
+    same = out.resolve() == src.parent.resolve()
+    files = write_report(out, doc, hta=not args.no_hta, write_results=not same, source=str(src),
+                         progress=None if args.quiet else _err)
+    print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report.results import load_results
+
+    thresholds = [parse_threshold(t) for t in args.fail or []]
+    base, new = load_results(Path(args.base)), load_results(Path(args.new))
+    deltas, only_base, only_new = compare_documents(base, new, thresholds)
+    out: TextIO = sys.stdout
+    w = max([len(d.case_id) for d in deltas] + [4])
+    w = min(w, 70)
+    print(f"{'case':<{w}}  {'step base':>11} {'step new':>11} {'change':>8}  {'bubble base':>11} {'new':>7} {'change':>9}", file=out)
+    for d in deltas:
+        name = d.case_id if len(d.case_id) <= w else "..." + d.case_id[-(w - 3):]
+        flag = "  FAIL " + ",".join(d.failed) if d.failed else ""
+        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {100 * d.step_change:>+7.2f}%  "
+              f"{100 * d.base_bubble:>10.2f}% {100 * d.new_bubble:>6.2f}% {100 * d.bubble_change:>+7.2f}pp{flag}", file=out)
+    for cid in only_base:
+        print(f"only in {args.base}: {cid}", file=out)
+    for cid in only_new:
+        print(f"only in {args.new}: {cid}", file=out)
+    failed = [d for d in deltas if d.failed]
+    gates = ", ".join(f"{t.metric} +{100 * t.limit:g}" + ("%" if t.metric == "step_time" else "pp") for t in thresholds) or "none"
+    if not deltas:
+        _err(f"warning: no case id is in both {args.base} and {args.new}")
+    print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})", file=out)
+    return 1 if failed else 0
+
+
+def _cmd_import_paddle(args: argparse.Namespace) -> int:
+    from harness.report.paddle import PaddleLogWarning, import_paddle_logs
+    from harness.report.render import write_report
+    from harness.report.results import results_document
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PaddleLogWarning)
+        case = import_paddle_logs(Path(args.log_dir), name=args.name, schedule_name=args.schedule)
+    for w in caught:
+        if issubclass(w.category, PaddleLogWarning):
+            _err(f"warning: {w.message}")
+    doc = results_document([case], {"source": f"PaddlePaddle logs in {args.log_dir}"})
+    out = Path(args.out)
+    files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir))
+    n = len(case["jobs"]["kind"])
+    print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
+          f"{len(case['overlaps'])} overlap(s) flagged)")
+    return 0
+
+
+def _cmd_export_paddle(args: argparse.Namespace) -> int:
+    from harness.report.paddle import write_paddle_logs
+    from harness.report.results import load_results
+
+    doc = load_results(Path(args.results))
+    cases = doc["cases"]
+    if args.case is not None:
+        cases = [c for c in cases if c["id"] == args.case]
+        if not cases:
+            raise ConfigError(f"no case {args.case!r} in {args.results}")
+    elif len(cases) != 1:
+        raise ConfigError(f"{args.results} holds {len(cases)} cases; pick one with --case ID")
+    paths = write_paddle_logs(Path(args.out), cases[0])
+    print(f"{len(paths)} worker log(s) in {args.out}")
+    return 0
+
+
+def _cmd_schedules(args: argparse.Namespace) -> int:
+    import inspect
+
+    from harness.schedule.builders import builder_info, schedule_names
+
+    for name in schedule_names():
+        info = builder_info(name)
+        params = [p for p in inspect.signature(info.build).parameters.values() if p.name not in ("num_ranks", "num_microbatches", "chunks")]
+        opts = ", ".join(f"{p.name}={p.default!r}" if p.default is not inspect.Parameter.empty else p.name for p in params)
+        size = "p, m, v" if info.takes_chunks else "p, m"
+        aliases = f" (also: {', '.join(info.aliases)})" if info.aliases else ""
+        extra = "; splits backward into I and W" if info.splits_backward else ""
+        print(f"{name}{aliases}\n    {info.summary}\n    sizes: {size}{'; options: ' + opts if opts else ''}{extra}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from harness import theory
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+
+    cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
+    case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
+    schedule = case.build()
+    print(schedule.format_grid())
+    print()
+    p, m, v = schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank
+    print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
+          f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (f", W={args.weight_ms:g} ms" if args.weight_ms is not None else ""))
+    try:
+        from harness.schedule import analytics
+    except ImportError:  # analytics not available: simulate on the sim device instead
+        analytics = None  # type: ignore[assignment]
+    if analytics is not None:
+        a = analytics.analyze(schedule, cost)
+        makespan, bubble, over, peaks, how = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight, "analytic timeline"
+    else:
+        from harness.runner import run_case
+
+        r = run_case(case, "sim", range(0, 1))
+        makespan, bubble = r.metrics.step_time_median_ns, r.metrics.bubble_ratio
+        over, peaks, how = r.metrics.bubble_over_ideal, r.metrics.peak_inflight, "sim backend"
+    print(f"step time {makespan / 1e6:.3f} ms ({how})")
+    th = theory.theoretical_bubble(schedule.name, p, m, v)
+    print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
+          + (f"; theory {100 * th:.2f}% of total" if th is not None else ""))
+    peak_th = [theory.peak_inflight(schedule.name, p, m, r, v) if v != 1 else theory.peak_inflight(schedule.name, p, m, r) for r in range(p)]
+    print("peak in-flight per rank: " + ", ".join(map(str, peaks))
+          + ("" if any(x is None for x in peak_th) else "; theory " + ", ".join(map(str, peak_th))))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    parser = argparse.ArgumentParser(prog="pipeline-harness", description="Pipeline-parallel schedule benchmarks: reports and tools.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("report", help="re-render index.html and traces from a results JSON")
+    p.add_argument("results", metavar="RESULTS_JSON")
+    p.add_argument("--out", metavar="DIR", help="report folder (default: the results file's folder)")
+    p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("compare", help="per-case deltas between two results files; exit 1 past a threshold")
+    p.add_argument("base", metavar="BASE")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
+                   help="fail when step_time grows by more than LIMIT (relative, e.g. step_time:5%%) or "
+                        "bubble by more than LIMIT percentage points (e.g. bubble:2%%); repeatable")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")
+    p.add_argument("log_dir", metavar="LOG_DIR")
+    p.add_argument("--out", metavar="DIR", default="reports/paddle", help="report folder (default: reports/paddle)")
+    p.add_argument("--name", help="case id (default: paddle:<folder name>)")
+    p.add_argument("--schedule", default="PaddlePaddle log", help="schedule name shown in the report")
+    p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_cmd_import_paddle)
+
+    p = sub.add_parser("export-paddle", help="write a case's jobs as PaddlePaddle profiler log lines (workerlog.N)")
+    p.add_argument("results", metavar="RESULTS_JSON")
+    p.add_argument("--out", metavar="DIR", required=True)
+    p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several)")
+    p.set_defaults(func=_cmd_export_paddle)
+
+    p = sub.add_parser("schedules", help="list registered schedules with their parameters")
+    p.set_defaults(func=_cmd_schedules)
+
+    p = sub.add_parser("show", help="print a schedule's step x rank grid and its figures")
+    p.add_argument("schedule", metavar="SCHEDULE")
+    p.add_argument("-p", type=int, required=True, help="pipeline ranks")
+    p.add_argument("-m", type=int, required=True, help="micro-batches per step")
+    p.add_argument("-v", type=int, default=1, help="chunks per rank (interleaved schedules)")
+    p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
+    p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
+    p.add_argument("--weight-ms", type=float, default=None, help="weight-gradient part W of the backward (ms), for split schedules")
+    p.set_defaults(func=_cmd_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (see module doc)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except HarnessError as exc:
+        _err(f"error: {exc}")
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. piped into head
+        return 0
+    except OSError as exc:
+        _err(f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}")
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130

@@ -1,0 +1,92 @@
+"""Where each stream and job of a results-document case goes on a trace or a timeline.
+
+Shared by the trace writers (:mod:`harness.report.trace`, :mod:`harness.report.hta`)
+and the HTML page, so the three agree on ranks, tracks and labels.
+
+Streams are named ``"rank{r}/{name}"`` by the executor (``compute``, ``comm``)
+and by the PaddlePaddle importer (``compute``, ``overlap``, ``overlap2``...).
+A stream without that prefix belongs to the rank of its first job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StreamSlot", "job_label", "rank_labels", "stream_slots", "track_overflow"]
+
+_RANK_PREFIX = re.compile(r"^rank(\d+)/(.+)$")
+
+
+@dataclass(frozen=True)
+class StreamSlot:
+    """One stream's place: its ``rank`` (trace pid), its ``tid`` (index among the
+    rank's streams, in the case's stream order) and its short ``name``."""
+
+    rank: int
+    tid: int
+    name: str
+
+
+def stream_slots(case: dict[str, Any]) -> list[StreamSlot]:
+    """Per stream of ``case`` (same order as ``case["streams"]``), its rank, tid and name."""
+    streams: list[str] = case["streams"]
+    jobs = case["jobs"]
+    first_rank: dict[int, int] = {}
+    for s, r in zip(jobs["stream"], jobs["rank"]):
+        first_rank.setdefault(s, r)
+    per_rank: dict[int, int] = {}
+    out: list[StreamSlot] = []
+    for i, name in enumerate(streams):
+        m = _RANK_PREFIX.match(name)
+        rank, short = (int(m.group(1)), m.group(2)) if m else (first_rank.get(i, 0), name)
+        tid = per_rank.get(rank, 0)
+        per_rank[rank] = tid + 1
+        out.append(StreamSlot(rank, tid, short))
+    return out
+
+
+def rank_labels(case: dict[str, Any]) -> list[str]:
+    """Display names of the ranks: ``case["rank_labels"]`` when present (imported
+    logs name devices), else ``"rank N (backend)"``."""
+    p = int(case["schedule"]["p"])
+    given = case.get("rank_labels")
+    if isinstance(given, list) and len(given) == p:
+        return [str(x) for x in given]
+    backend = case.get("backend", "")
+    return [f"rank {r} ({backend})" for r in range(p)]
+
+
+def job_label(stage: int, kind: str, microbatch: int | None) -> str:
+    """A job's compact text form, PyTorch's notation: ``"2F0"``; ``"0OPT"`` without micro-batch."""
+    return f"{stage}{kind}{'' if microbatch is None else microbatch}"
+
+
+def track_overflow(starts: list[int], ends: list[int], order: list[int]) -> list[int]:
+    """Greedy interval partitioning of the jobs of one track.
+
+    Args:
+        starts, ends: job times (any unit), indexed by job.
+        order: the jobs of the track.
+
+    Returns:
+        Per entry of ``order``, the sub-track it goes on: 0 for the track
+        itself, 1, 2, ... for extra tracks, so that no two jobs on one sub-track
+        overlap in time (touching ends are allowed). A well-formed run has
+        every job on 0; overlaps only come from imported host-stamped logs.
+    """
+    ranked = sorted(range(len(order)), key=lambda k: (starts[order[k]], ends[order[k]]))
+    track_end: list[int] = []
+    out = [0] * len(order)
+    for k in ranked:
+        j = order[k]
+        for t, end in enumerate(track_end):
+            if end <= starts[j]:
+                track_end[t] = ends[j]
+                out[k] = t
+                break
+        else:
+            out[k] = len(track_end)
+            track_end.append(ends[j])
+    return out

@@ -1,0 +1,468 @@
+"""PaddlePaddle job-profiler logs: import into the results-document layout, and export.
+
+PaddlePaddle's static-graph pipeline profiler (PR #58313,
+``profiler_helper_static.py``) prints one line per job after each step
+(here wrapped)::
+
+    I1020 09:15:07.265326 22317 standalone_executor.cc:217] Profiler Info: Job (3), type = forward,
+        micro_batch_id = 2, job_start_time = 1697793307213.760986, job_end_time = 1697793307254.006104
+
+times in milliseconds since the epoch with six decimals (so exact to the ns),
+one ``workerlog.<device>`` file per device, ``machine*`` sub-folders when
+several hosts ran, and optionally a line
+``Schedule Profiler start at step S and end at step E``.
+
+:func:`import_paddle_logs` turns such a folder into one case of the results
+document (:mod:`harness.report.results`), so every report renders from it:
+
+* ranks are the devices, in order (machine folders first, then device number);
+  streams are ``rank{r}/compute``, plus ``rank{r}/overlap`` (``overlap2``, ...)
+  for jobs that overlap an earlier job on the same device. Paddle stamps a
+  job's start on the host, so a job can appear to start before the previous
+  one ended; such jobs are kept, moved to the extra stream so that no trace
+  track breaks the nesting rule, listed in ``case["overlaps"]`` as
+  ``[earlier job index, later job index]`` pairs, and explained in
+  ``case["warnings"]``;
+* job types map to kinds: ``forward`` F, ``backward`` B, ``backward_b`` I,
+  ``backward_w`` W, ``optimizer`` OPT, with a chunk from a suffix
+  (``forward1``, ``forward(chunk1)``, ``forward_chunk1``); any other type
+  (``lr``, ``recv_forward``...) is kept with its own name as kind, on chunk 0;
+* a step is one printed block: a new step begins when a (type, micro-batch)
+  pair repeats on a device; steps are numbered from ``S`` of the profiler line
+  (default 0);
+* stages assume Paddle's looped placement: ``stage = chunk * p + rank``;
+* the job number ``N`` is not used (its meaning changed between versions).
+
+Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
+parse give a :class:`PaddleLogWarning` naming file and line (and the same
+text lands in ``case["warnings"]``); other lines are ignored.
+
+:func:`paddle_log_lines` and :func:`write_paddle_logs` print a case of ours as
+the same lines, for tools that parse them.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputFormatError
+from harness.metrics import peak_inflight_of
+from harness.records import JobRecord
+from harness.report.atomic import atomic_write_text
+from harness.report.layout import job_label, track_overflow
+from harness.report.results import JOB_COLUMNS
+
+__all__ = [
+    "PaddleJob",
+    "PaddleLogWarning",
+    "find_worker_logs",
+    "import_paddle_logs",
+    "paddle_log_lines",
+    "parse_job_type",
+    "parse_worker_log",
+    "write_paddle_logs",
+]
+
+_PROFILER_MARK = "Profiler Info:"
+_STEP_MARK = "Schedule Profiler"
+_JOB_RE = re.compile(
+    r"Profiler Info: Job \((?P<job>-?\d+)\), type = (?P<type>\S(?:.*?\S)?), micro_batch_id = (?P<mb>-?\d+), "
+    r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$"
+)
+_STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$")
+_TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$")
+_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT"}
+_TYPE_OF = {v: k for k, v in _KIND_OF.items()}
+_LOG_NAME = re.compile(r"^workerlog\.(\d+)$")
+_NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
+
+
+class PaddleLogWarning(UserWarning):
+    """A line of a PaddlePaddle log looked like profiler output but did not parse,
+    or a job was odd (end before start, overlap); the message names file and line."""
+
+
+@dataclass(frozen=True)
+class PaddleJob:
+    """One parsed ``Profiler Info`` line.
+
+    Attributes:
+        type: the job type as printed (``forward``, ``forward(chunk0)``...).
+        microbatch: ``micro_batch_id``.
+        start_ns, end_ns: ns since the epoch (exact: the log has 6 decimals of ms).
+        line: 1-based line number in its file.
+    """
+
+    type: str
+    microbatch: int
+    start_ns: int
+    end_ns: int
+    line: int
+
+
+def _ms_to_ns(text: str) -> int:
+    whole, _, frac = text.partition(".")
+    return int(whole) * 1_000_000 + int((frac + "000000")[:6])
+
+
+def parse_job_type(job_type: str) -> tuple[str, int]:
+    """Map a Paddle job type to ``(kind, chunk)``: ``"forward(chunk1)"`` -> ``("F", 1)``;
+    an unknown type is its own kind on chunk 0 (``"lr"`` -> ``("lr", 0)``)."""
+    m = _TYPE_RE.match(job_type)
+    if not m:
+        return job_type, 0
+    chunk = m.group("n") or m.group("p") or m.group("u") or "0"
+    return _KIND_OF[m.group("base")], int(chunk)
+
+
+def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | None, list[str]]:
+    """Read one ``workerlog.<device>`` file.
+
+    Returns:
+        ``(jobs in file order, (start step, end step) or None, warnings)``;
+        each warning names the file and line.
+
+    Raises:
+        InputFormatError: the file cannot be read.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InputFormatError(f"{path}: cannot read log: {exc.strerror or exc}") from None
+    jobs: list[PaddleJob] = []
+    marker: tuple[int, int] | None = None
+    problems: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if _PROFILER_MARK in line:
+            m = _JOB_RE.search(line)
+            if m is None:
+                problems.append(f"{path}:{lineno}: a 'Profiler Info' line that does not parse, skipped: {line.strip()[:160]!r}")
+                continue
+            start, end = _ms_to_ns(m.group("start")), _ms_to_ns(m.group("end"))
+            if start <= 0 or end < start:
+                problems.append(
+                    f"{path}:{lineno}: job {m.group('type')} micro-batch {m.group('mb')} has "
+                    f"start {m.group('start')} ms and end {m.group('end')} ms (end before start, or no timer), skipped"
+                )
+                continue
+            jobs.append(PaddleJob(m.group("type"), int(m.group("mb")), start, end, lineno))
+        elif _STEP_MARK in line:
+            m = _STEP_RE.search(line)
+            if m is None:
+                problems.append(f"{path}:{lineno}: a 'Schedule Profiler' line that does not parse, ignored: {line.strip()[:160]!r}")
+            elif marker is None:
+                marker = (int(m.group("start")), int(m.group("end")))
+    return jobs, marker, problems
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
+    """The worker logs of a run: ``[(machine, device, path)]`` in rank order.
+
+    ``log_dir`` may be one log file, a folder of ``workerlog.<device>`` files,
+    or a folder of ``machine*`` folders holding them (then ``machine`` is the
+    folder name, else ``""``).
+
+    Raises:
+        InputFormatError: the path does not exist, or holds no worker log.
+    """
+    log_dir = Path(log_dir)
+    if log_dir.is_file():
+        m = _LOG_NAME.match(log_dir.name)
+        return [("", int(m.group(1)) if m else 0, log_dir)]
+    if not log_dir.is_dir():
+        raise InputFormatError(f"{log_dir}: no such log folder")
+
+    def logs_in(folder: Path) -> list[tuple[int, Path]]:
+        found = []
+        for f in folder.iterdir():
+            m = _LOG_NAME.match(f.name)
+            if m and f.is_file():
+                found.append((int(m.group(1)), f))
+        return sorted(found)
+
+    machines = sorted((d for d in log_dir.iterdir() if d.is_dir() and d.name.startswith("machine")), key=lambda d: _natural(d.name))
+    out = [(d.name, dev, f) for d in machines for dev, f in logs_in(d)]
+    if not out:
+        out = [("", dev, f) for dev, f in logs_in(log_dir)]
+    if not out:
+        raise InputFormatError(
+            f"{log_dir}: no PaddlePaddle worker logs found (expected workerlog.<device> files here or in machine*/ sub-folders)"
+        )
+    return out
+
+
+def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+    steps: list[list[PaddleJob]] = []
+    seen: set[tuple[str, int]] = set()
+    for j in jobs:
+        key = (j.type, j.microbatch)
+        if not steps or key in seen:
+            steps.append([])
+            seen = set()
+        steps[-1].append(j)
+        seen.add(key)
+    return steps
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, cur_a, cur_b = 0, None, None
+    for a, b in sorted(intervals):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None and cur_a is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None and cur_a is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: str = "PaddlePaddle log") -> dict[str, Any]:
+    """Import a PaddlePaddle log folder (see module doc) as one results-document case.
+
+    Args:
+        log_dir: a folder of ``workerlog.<device>`` files (or ``machine*/``
+            folders of them), or one log file.
+        name: the case id (default ``"paddle:<folder name>"``).
+        schedule_name: the schedule name shown in reports.
+
+    Returns:
+        A case dict (wrap it with :func:`harness.report.results.results_document`);
+        times are integer ns relative to the earliest job start (its epoch time
+        is ``case["device"]["time_base_epoch_ns"]``).
+
+    Raises:
+        InputFormatError: no worker logs, or no profiler line in any of them
+            (names the folder).
+
+    Warns:
+        PaddleLogWarning: per unparsable profiler line, odd job, or overlap.
+    """
+    log_dir = Path(log_dir)
+    logs = find_worker_logs(log_dir)
+    problems: list[str] = []
+    per_rank: list[list[list[PaddleJob]]] = []
+    first_step: int | None = None
+    labels: list[str] = []
+    for machine, device, path in logs:
+        jobs, marker, probs = parse_worker_log(path)
+        problems.extend(probs)
+        if marker is not None and first_step is None:
+            first_step = marker[0]
+        if not jobs:
+            problems.append(f"{path}: no 'Profiler Info: Job' lines; this device shows no jobs")
+        per_rank.append(_split_steps(jobs))
+        labels.append(f"{machine} GPU {device}".strip())
+    if not any(per_rank):
+        for msg in problems:
+            warnings.warn(msg, PaddleLogWarning, stacklevel=2)
+        raise InputFormatError(
+            f"{log_dir}: no 'Profiler Info: Job (N), type = T, micro_batch_id = M, job_start_time = MS, job_end_time = MS' "
+            f"lines in {len(logs)} worker log(s); was the run started with the job schedule profiler on?"
+        )
+    p = len(per_rank)
+    first_step = first_step or 0
+    n_steps = max(len(s) for s in per_rank)
+    flat: list[tuple[int, int, str, int, int, int, int, str]] = []  # rank, step, kind, mb, chunk, start, end, where
+    for rank, steps_of_rank in enumerate(per_rank):
+        for k, jobs in enumerate(steps_of_rank):
+            for j in jobs:
+                kind, chunk = parse_job_type(j.type)
+                flat.append((rank, first_step + k, kind, j.microbatch, chunk, j.start_ns, j.end_ns, f"{logs[rank][2]}:{j.line}"))
+    base = min(f[5] for f in flat)
+    v = max(f[4] for f in flat) + 1
+    m = max((f[3] for f in flat), default=-1) + 1
+    starts = [f[5] - base for f in flat]
+    ends = [f[6] - base for f in flat]
+    # Place overlapping jobs of one device on extra streams.
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(flat):
+        by_rank[f[0]].append(i)
+    track = [0] * len(flat)
+    for order in by_rank.values():
+        for i, t in zip(order, track_overflow(starts, ends, order)):
+            track[i] = t
+    streams: list[str] = []
+    stream_index: dict[tuple[int, int], int] = {}
+    for rank in range(p):
+        for t in sorted({track[i] for i in by_rank.get(rank, [])} | {0}):
+            stream_index[(rank, t)] = len(streams)
+            streams.append(f"rank{rank}/" + ("compute" if t == 0 else "overlap" if t == 1 else f"overlap{t}"))
+    overlaps: list[list[int]] = []
+    for order in by_rank.values():
+        ranked = sorted(order, key=lambda i: (starts[i], ends[i]))
+        for pos, i in enumerate(ranked):
+            if track[i] == 0:
+                continue
+            earlier = next((k for k in reversed(ranked[:pos]) if starts[k] <= starts[i] < ends[k]), None)
+            if earlier is None:
+                continue
+            overlaps.append([earlier, i])
+            fe, fi = flat[earlier], flat[i]
+            problems.append(
+                f"{fi[7]}: {labels[fi[0]]}: job {job_label(fi[4] * p + fi[0], fi[2], fi[3])} starts "
+                f"{(ends[earlier] - starts[i]) / 1e6:.3f} ms before {job_label(fe[4] * p + fe[0], fe[2], fe[3])} "
+                f"({fe[7]}) ends: overlapping jobs on one device (host start stamps); kept on stream "
+                f"{streams[stream_index[(fi[0], track[i])]].split('/')[1]!r}"
+            )
+    cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
+    for i, f in enumerate(flat):
+        rank, step, kind, mb, chunk = f[0], f[1], f[2], f[3], f[4]
+        cols["rank"].append(rank)
+        cols["stream"].append(stream_index[(rank, track[i])])
+        cols["stage"].append(chunk * p + rank)
+        cols["kind"].append(kind)
+        cols["microbatch"].append(None if kind == "OPT" else mb)
+        cols["chunk"].append(chunk)
+        cols["step"].append(step)
+        cols["start_ns"].append(starts[i])
+        cols["end_ns"].append(ends[i])
+    steps = [first_step + k for k in range(n_steps)]
+    step_start = [min(s for s, st in zip(starts, cols["step"]) if st == k) for k in steps]
+    step_end = [max(e for e, st in zip(ends, cols["step"]) if st == k) for k in steps]
+    metrics = _metrics(cols, p, steps, step_start, step_end)
+    first = steps[0]
+    ranks_text = [
+        [job_label(cols["stage"][i], cols["kind"][i], cols["microbatch"][i])
+         for i in sorted((i for i in by_rank.get(r, []) if cols["step"][i] == first), key=lambda i: starts[i])]
+        for r in range(p)
+    ]
+    for msg in problems:
+        warnings.warn(msg, PaddleLogWarning, stacklevel=2)
+    case_id = name or f"paddle:{log_dir.name}"
+    return {
+        "id": case_id,
+        "label": case_id,
+        "schedule": {
+            "name": schedule_name, "p": p, "m": m, "v": v,
+            "stage_to_rank": [r for _ in range(v) for r in range(p)],
+            "ranks": ranks_text,
+            "params": {"source": "paddle"},
+        },
+        "backend": "paddle-log",
+        "backend_reason": f"imported from PaddlePaddle worker logs in {log_dir}",
+        "device": {"backend": "paddle-log", "clock": "host, ms since the epoch (job start stamped on the host)",
+                   "time_base_epoch_ns": base, "log_dir": str(log_dir), "logs": [str(f) for _, _, f in logs]},
+        "cost": {"model": "measured (imported)"},
+        "streams": streams,
+        "warmup_steps": 0,
+        "steps": steps,
+        "step_start_ns": step_start,
+        "step_end_ns": step_end,
+        "enqueue_ns": [],
+        "deps": [],
+        "jobs": cols,
+        "metrics": metrics,
+        "theory": {},
+        "rank_labels": labels,
+        "overlaps": overlaps,
+        "warnings": problems,
+    }
+
+
+def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: list[int], step_end: list[int]) -> dict[str, Any]:
+    per_step: list[dict[str, Any]] = []
+    for step, a, b in zip(steps, step_start, step_end):
+        idx = [i for i, s in enumerate(cols["step"]) if s == step]
+        step_time = b - a
+        busy = []
+        for r in range(p):
+            iv = [(cols["start_ns"][i], cols["end_ns"][i]) for i in idx if cols["rank"][i] == r and cols["kind"][i] not in _NON_COMPUTE]
+            busy.append(_union_ns(iv))  # a union: overlapping jobs are not counted twice
+        idle = [max(0, step_time - x) for x in busy]
+        records = [
+            JobRecord(cols["rank"][i], "", cols["stage"][i], cols["kind"][i], cols["microbatch"][i], cols["chunk"][i],
+                      step, cols["start_ns"][i], cols["end_ns"][i])
+            for i in idx
+        ]
+        per_step.append({
+            "step": step, "step_time_ns": step_time, "busy_ns": busy, "idle_ns": idle,
+            "bubble_ratio": sum(idle) / (p * step_time) if step_time > 0 else 0.0,
+            "bubble_over_ideal": sum(idle) / sum(busy) if sum(busy) > 0 else 0.0,
+            "peak_inflight": peak_inflight_of(records, p),
+        })
+    times: list[int] = sorted(int(s["step_time_ns"]) for s in per_step)
+    if len(times) >= 2:
+        q = statistics.quantiles(times, n=4, method="inclusive")
+        iqr = float(q[2] - q[0])
+    else:
+        iqr = 0.0
+    return {
+        "normalization": "idle share of total: sum of compute-stream idle / (p x step time)",
+        "step_time_median_ns": float(statistics.median(times)),
+        "step_time_min_ns": times[0],
+        "step_time_max_ns": times[-1],
+        "step_time_iqr_ns": iqr,
+        "bubble_ratio": float(statistics.median(s["bubble_ratio"] for s in per_step)),
+        "bubble_over_ideal": float(statistics.median(s["bubble_over_ideal"] for s in per_step)),
+        "peak_inflight": [max(s["peak_inflight"][r] for s in per_step) for r in range(p)],
+        "enqueue_ns_per_job": 0.0,
+        "per_step": per_step,
+    }
+
+
+#: Default epoch time of our time base 0 when a case has none (2023-11-14 22:13:20 UTC).
+DEFAULT_EPOCH_NS = 1_700_000_000 * 10**9
+
+
+def _ms(ns: int) -> str:
+    return f"{ns // 1_000_000}.{ns % 1_000_000:06d}"
+
+
+def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = None) -> list[str]:
+    """Our jobs of ``rank`` printed as PaddlePaddle's profiler lines, in start order per step.
+
+    Kinds map back to types (F ``forward``, B ``backward``, I ``backward_b``,
+    W ``backward_w``, OPT ``optimizer``; a chunk suffix ``forward1`` when
+    ``v > 1``); send/receive jobs are left out (Paddle does not time them as
+    jobs). ``Job (N)`` carries the micro-batch id, as Paddle prints it.
+
+    Args:
+        case: a results-document case.
+        rank: the rank (device) to print.
+        epoch_ns: epoch time of the case's time base 0 (default: the case's
+            ``device.time_base_epoch_ns`` or :data:`DEFAULT_EPOCH_NS`).
+    """
+    base = epoch_ns if epoch_ns is not None else int((case.get("device") or {}).get("time_base_epoch_ns", DEFAULT_EPOCH_NS))
+    v = int(case["schedule"].get("v", 1))
+    jobs = case["jobs"]
+    idx = [i for i in range(len(jobs["kind"])) if jobs["rank"][i] == rank and jobs["kind"][i] not in _NON_COMPUTE]
+    idx.sort(key=lambda i: (jobs["step"][i], jobs["start_ns"][i]))
+    lines = []
+    if case["steps"]:
+        lines.append(f"Schedule Profiler start at step {case['steps'][0]} and end at step {case['steps'][-1] + 1}")
+    for i in idx:
+        kind = jobs["kind"][i]
+        job_type = _TYPE_OF.get(kind, kind) + (str(jobs["chunk"][i]) if v > 1 and kind in _TYPE_OF else "")
+        mb = jobs["microbatch"][i] if jobs["microbatch"][i] is not None else 0
+        start, end = base + jobs["start_ns"][i], base + jobs["end_ns"][i]
+        stamp = datetime.fromtimestamp(end / 1e9, tz=timezone.utc)
+        lines.append(
+            f"I{stamp:%m%d %H:%M:%S.%f} {1000 + rank} standalone_executor.cc:217] Profiler Info: Job ({mb}), type = {job_type}, "
+            f"micro_batch_id = {mb}, job_start_time = {_ms(start)}, job_end_time = {_ms(end)}"
+        )
+    return lines
+
+
+def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
+    """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`).
+
+    Raises:
+        OSError: a file cannot be written (each file is written atomically).
+    """
+    out = []
+    for rank in range(int(case["schedule"]["p"])):
+        out.append(atomic_write_text(Path(folder) / f"workerlog.{rank}", "\n".join(paddle_log_lines(case, rank, epoch_ns)) + "\n"))
+    return out

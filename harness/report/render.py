@@ -1,0 +1,134 @@
+"""Render a whole report folder from a results document, all or nothing.
+
+Layout of ``out_dir``::
+
+    index.html              the review page
+    results.json            the results document (unless write_results=False)
+    traces/<case>.json      Chrome-trace JSON per case (Perfetto, chrome://tracing)
+    hta/<case>/rank<N>.json per-rank traces for Holistic Trace Analysis
+
+Every file is first rendered into a hidden staging folder inside ``out_dir``;
+only when all of them rendered are they moved into place (``os.replace``,
+atomic per file), so a malformed case or a full disk never leaves a half
+report, and an earlier report stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputFormatError
+from harness.report.atomic import atomic_write, atomic_write_json, ensure_writable_dir
+
+__all__ = ["ReportFiles", "case_filename", "write_report"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+def case_filename(case_id: str, taken: set[str] | None = None) -> str:
+    """A file-system-safe stem for a case id (``::`` -> ``__``, other unsafe runs -> ``_``),
+    made unique against ``taken`` with ``-2``, ``-3``... (``taken`` is updated)."""
+    stem = _UNSAFE.sub("_", case_id.replace("::", "__")).strip("_.")[:180] or "case"
+    taken = taken if taken is not None else set()
+    name, n = stem, 2
+    while name in taken:
+        name = f"{stem}-{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+@dataclass
+class ReportFiles:
+    """What :func:`write_report` wrote (paths inside ``out_dir``)."""
+
+    index: Path
+    results: Path | None
+    traces: dict[str, Path] = field(default_factory=dict)
+    hta: dict[str, Path] = field(default_factory=dict)
+
+
+def write_report(
+    out_dir: Path,
+    doc: dict[str, Any],
+    *,
+    traces: bool = True,
+    hta: bool = True,
+    write_results: bool = True,
+    title: str = "Pipeline schedules",
+    progress: Callable[[str], None] | None = None,
+    source: str = "results",
+) -> ReportFiles:
+    """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
+
+    Args:
+        out_dir: the report folder (created).
+        doc: a validated results document.
+        traces: write ``traces/<case>.json``.
+        hta: write ``hta/<case>/rank<N>.json``.
+        write_results: write ``results.json`` too.
+        title: the page title.
+        progress: called with a short message per rendered case (the CLI shows it).
+        source: names the input in error messages.
+
+    Raises:
+        ConfigError: ``out_dir`` is not writable.
+        InputFormatError: a case lacks fields the reports need (names the case);
+            nothing is written then.
+        OSError: writing failed; files already in place are unchanged.
+    """
+    from harness.report.hta import hta_rank_trace
+    from harness.report.html import render_index
+    from harness.report.trace import case_trace
+
+    out_dir = ensure_writable_dir(Path(out_dir))
+    stage = Path(tempfile.mkdtemp(prefix=".render-", dir=out_dir))
+    try:
+        trace_hrefs: dict[str, str] = {}
+        hta_hrefs: dict[str, str] = {}
+        taken: set[str] = set()
+        cases = doc["cases"]
+        for n, case in enumerate(cases, 1):
+            cid = str(case.get("id", f"#{n}"))
+            try:
+                stem = case_filename(cid, taken)
+                if traces:
+                    atomic_write_json(stage / "traces" / f"{stem}.json", case_trace(case))
+                    trace_hrefs[cid] = f"traces/{stem}.json"
+                if hta:
+                    for rank in range(int(case["schedule"]["p"])):
+                        d = hta_rank_trace(case, rank)
+                        atomic_write(stage / "hta" / stem / f"rank{rank}.json", lambda fh, d=d: json.dump(d, fh, allow_nan=False))  # type: ignore[misc]
+                    hta_hrefs[cid] = f"hta/{stem}/"
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None
+            if progress:
+                progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
+        try:
+            html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
+        (stage / "index.html").write_text(html, encoding="utf-8")
+        if write_results:
+            atomic_write_json(stage / "results.json", doc)
+        # Everything rendered: move into place, file by file (each move is atomic).
+        for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+            dst = out_dir / src.relative_to(stage)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return ReportFiles(
+        index=out_dir / "index.html",
+        results=out_dir / "results.json" if write_results else None,
+        traces={k: out_dir / v for k, v in trace_hrefs.items()},
+        hta={k: out_dir / v for k, v in hta_hrefs.items()},
+    )
