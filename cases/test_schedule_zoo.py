@@ -28,10 +28,10 @@ P, M = 4, 8
 @pytest.mark.parametrize(
     ("schedule", "v", "bubble"),
     [
-        ("1F1B", 1, 3 / 11),
-        ("Interleaved1F1B", 2, 3 / 19),
-        ("ZB-H1", 1, 3 / 27),
-        ("ZB-V", 1, None),
+        pytest.param("1F1B", 1, 3 / 11, id="1F1B"),
+        pytest.param("Interleaved1F1B", 2, 3 / 19, id="Interleaved1F1B-v2"),
+        pytest.param("ZB-H1", 1, 3 / 27, id="ZB-H1"),
+        pytest.param("ZB-V", 1, None, id="ZB-V"),
     ],
 )
 def test_schedule_zoo(pipeline, schedule, v, bubble):

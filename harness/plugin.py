@@ -206,19 +206,32 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     tr = terminalreporter
     tr.section("pipeline cases")
-    header = f"{'case':<44} {'schedule':<14} {'p':>3} {'m':>4} {'v':>2} {'backend':<12} {'step median':>12} {'bubble meas/theory':>19}"
-    tr.write_line(header)
+    rows = []
     for r in hc.results:
         m = r.metrics
         th = r.theory.get("bubble_ratio")
-        bubble = f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%")
-        backend = r.records.backend + (f"/{r.records.device.get('workload')}" if r.records.device.get("workload") else "")
-        name = r.case_id.split("::", 1)[-1]
-        name = name if len(name) <= 44 else name[:41] + "..."
-        tr.write_line(
-            f"{name:<44} {r.schedule.name:<14} {r.num_ranks:>3} {r.num_microbatches:>4} {r.chunks:>2} {backend:<12} "
-            f"{m.step_time_median_ns / 1e6:>9.3f} ms {bubble:>19}"
-        )
+        workload = r.records.device.get("workload")
+        rows.append((
+            r.case_id.split("::", 1)[-1],
+            r.schedule.name,
+            str(r.num_ranks),
+            str(r.num_microbatches),
+            str(r.chunks),
+            r.records.backend + (f"/{workload}" if workload else ""),
+            f"{m.step_time_median_ns / 1e6:.3f} ms",
+            f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
+        ))
+    header = ("case", "schedule", "p", "m", "v", "backend", "step median", "bubble meas/theory")
+    widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
+    right = {2, 3, 4, 6, 7}
+
+    def fmt(row: tuple[str, ...]) -> str:
+        cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    tr.write_line(fmt(header))
+    for row in rows:
+        tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds")
     if hc.interrupted:
         tr.write_line(f"run interrupted: {hc.report_dir}/index.html and results.json were left as they were "

@@ -16,7 +16,7 @@ from harness.executor import execute
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
-from harness.schedule.model import Schedule
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["CaseResult", "run_case"]
 
@@ -60,15 +60,24 @@ class CaseResult:
 
 
 def theory_for(case: PipelineCase, plan: Plan) -> dict[str, Any]:
-    """Closed-form figures for the case's schedule, when its costs are uniform."""
+    """Closed-form figures for the case's schedule, when its costs are uniform.
+
+    Returns ``bubble_ratio`` (idle share of total) and ``peak_inflight`` (per
+    rank) where :mod:`harness.theory` knows a closed form; empty otherwise.
+    """
     s = plan.schedule
-    if not case.cost.is_uniform(s.num_stages):
+    n = s.num_stages
+    if not case.cost.is_uniform(n) or any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
+    t_f = case.cost.duration_ns(Job(0, JobKind.F, 0), n)
+    t_b = case.cost.duration_ns(Job(0, JobKind.I, 0), n)
+    t_w = case.cost.duration_ns(Job(0, JobKind.W, 0), n)
+    v = s.chunks_per_rank
     out: dict[str, Any] = {}
-    bubble = theory.theoretical_bubble(s.name, s.num_ranks, s.num_microbatches, s.chunks_per_rank)
-    if bubble is not None and not any(j.kind.value == "OPT" for j in plan.jobs):
+    bubble = theory.theoretical_bubble(s.name, s.num_ranks, s.num_microbatches, v, t_f=t_f, t_b=t_b, t_w=t_w)
+    if bubble is not None:
         out["bubble_ratio"] = bubble
-    peaks = [theory.peak_inflight(s.name, s.num_ranks, s.num_microbatches, r) for r in range(s.num_ranks)]
+    peaks = [theory.peak_inflight(s.name, s.num_ranks, s.num_microbatches, r, v=v) for r in range(s.num_ranks)]
     if all(x is not None for x in peaks):
         out["peak_inflight"] = peaks
     return out

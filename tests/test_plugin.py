@@ -33,7 +33,7 @@ def test_profile_jobs_writes_reports(pytester):
     result.stdout.fnmatch_lines([
         "pipeline-harness: backend sim (sim backend requested), recording steps 1:3 to reports/",
         "*pipeline cases*",
-        "test_case?FThenB?*FThenB*2*3*1 sim*12.000 ms*25.0% / 25.0%*",
+        "test_case?FThenB?*FThenB*2*3*1*sim*12.000 ms*25.0% / 25.0%*",
         "reports: reports/index.html*",
     ])
     reports = pytester.path / "reports"
