@@ -120,6 +120,9 @@ def test_unknown_schedule(pipeline):
 def test_zero_stages(pipeline):
     pipeline(PipelineCase("1F1B", stages=0, microbatches=8))
 
+def test_too_few_microbatches(pipeline):
+    pipeline(PipelineCase("DualPipeV", stages=4, microbatches=6))
+
 def test_too_many_stages_for_layers(pipeline):
     from harness.cost import TransformerCost
     pipeline(PipelineCase("1F1B", stages=8, microbatches=8, cost=TransformerCost(256, 128, 1, 4, 100.0)))
@@ -129,10 +132,11 @@ def test_too_many_stages_for_layers(pipeline):
 def test_bad_cases_fail_with_clear_messages(pytester):
     pytester.makepyfile(test_bad=BAD_CASES)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "-p", "no:benchmark")
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines([
         "*ConfigError: unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
         "*ConfigError: the number of ranks p must be a positive integer, got 0*",
+        "*ConfigError: DualPipeV needs m >= 2p micro-batches (one per stage); got p=4, m=6*",
         "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
     ])
     assert "Traceback" not in result.stdout.str()

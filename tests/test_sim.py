@@ -85,3 +85,19 @@ def test_elapsed_of_unrecorded_event_is_an_error():
     dev = SimDevice()
     with pytest.raises(ExecutionError, match="not completed"):
         dev.elapsed_ns(dev.event(), dev.event())
+
+
+def test_records_carry_enqueue_time_and_sends_name_their_peer():
+    from harness.executor import _works
+    from harness.plan import build_plan
+    from harness.schedule.passes import add_communication
+
+    schedule = add_communication(build_schedule("1F1B", 3, 2))
+    plan = build_plan(schedule)
+    works = {w.label: w for w in _works(plan, FixedCost.ms(F=1, B=2))}
+    assert works["0SEND_F0"].peer_rank == 1 and works["2SEND_B1"].peer_rank == 1
+    assert works["1F0"].peer_rank is None and works["1RECV_F0"].peer_rank is None
+    rec = run_sim(schedule, FixedCost.ms(F=1, B=2))
+    assert len(rec.jobs) == plan.num_jobs
+    assert all(j.enqueue_ns > 0 for j in rec.jobs)
+    assert sum(j.enqueue_ns for j in rec.jobs) <= rec.enqueue_ns[0]
