@@ -34,11 +34,13 @@ from typing import Any
 from harness.report.atomic import atomic_write
 from harness.report.layout import job_label, rank_labels, stream_slots
 
-__all__ = ["COMM_KERNEL_PREFIX", "HOST_TID", "STREAM_BASE", "edge_idle_us", "hta_rank_trace", "write_hta_traces"]
+__all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "edge_idle_us", "hta_rank_trace", "write_hta_traces"]
 
 COMM_KERNEL_PREFIX = "ncclDevKernel_SendRecv "
 #: tid of the host thread that holds ProfilerStep slices and launches.
 HOST_TID = 1
+#: First correlation id (see :func:`hta_rank_trace`).
+CORRELATION_BASE = 1_000_000
 #: CUDA-like stream number of a rank's first stream (PyTorch traces start at 7).
 STREAM_BASE = 7
 _COMM_KINDS = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
@@ -77,7 +79,10 @@ def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": rank, "tid": HOST_TID,
                        "ts": _us(a), "dur": _us(b) - _us(a), "args": {"step": step}})
     jobs = case["jobs"]
-    correlation = 1
+    # Large ids, as PyTorch's are: HTA 0.5 downcasts the column to the smallest
+    # integer type, and with small ids (int8) it fails under pandas 3 when it
+    # stores row indices into it.
+    correlation = CORRELATION_BASE
     for i in range(len(jobs["kind"])):
         if jobs["rank"][i] != rank:
             continue

@@ -1,0 +1,134 @@
+"""PaddlePaddle job-profiler logs: import, overlap flagging, odd lines, export round trip."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from harness.case import PipelineCase
+from harness.errors import InputFormatError
+from harness.report.paddle import (
+    PaddleLogWarning,
+    import_paddle_logs,
+    paddle_log_lines,
+    parse_job_type,
+    write_paddle_logs,
+)
+from harness.report.results import case_to_dict, results_document, validate_document
+from harness.report.trace import case_trace
+from harness.report.tracecheck import check_trace
+from harness.runner import run_case
+
+# The two lines of issue 5, from a real PaddlePaddle run.
+LINE_3 = ("I1020 09:15:07.265326 22317 standalone_executor.cc:217] Profiler Info: Job (3), type = forward, micro_batch_id = 2, "
+          "job_start_time = 1697793307213.760986, job_end_time = 1697793307254.006104")
+LINE_4 = ("I1020 09:15:07.265338 22317 standalone_executor.cc:217] Profiler Info: Job (4), type = forward, micro_batch_id = 3, "
+          "job_start_time = 1697793307214.742920, job_end_time = 1697793307219.168945")
+
+
+def _write(folder: Path, name: str, lines: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_issue_lines_import_as_two_overlapping_jobs_on_gpu0(tmp_path):
+    _write(tmp_path, "workerlog.0", [LINE_3, LINE_4])
+    with pytest.warns(PaddleLogWarning, match=r"workerlog\.0:2: GPU 0: job 0F3 .*overlapping jobs"):
+        case = import_paddle_logs(tmp_path)
+    jobs = case["jobs"]
+    assert jobs["rank"] == [0, 0] and jobs["kind"] == ["F", "F"] and jobs["microbatch"] == [2, 3]
+    # Exact ns from the six decimals; times relative to the first start.
+    assert case["device"]["time_base_epoch_ns"] == 1697793307213760986
+    assert jobs["start_ns"] == [0, 981934] and jobs["end_ns"] == [40245118, 5407959]
+    assert case["streams"] == ["rank0/compute", "rank0/overlap"] and jobs["stream"] == [0, 1]
+    assert case["overlaps"] == [[0, 1]]
+    assert case["rank_labels"] == ["GPU 0"]
+    assert len(case["warnings"]) == 1
+    validate_document(results_document([case]))
+    assert check_trace(case_trace(case)) == []
+    # Busy time is the union of the two jobs (the overlap is not counted twice).
+    assert case["metrics"]["per_step"][0]["busy_ns"] == [40245118]
+
+
+def test_job_types_outside_word_characters_are_read():
+    assert parse_job_type("forward(chunk1)") == ("F", 1)
+    assert parse_job_type("backward_w3") == ("W", 3)
+    assert parse_job_type("backward_b") == ("I", 0)
+    assert parse_job_type("optimizer") == ("OPT", 0)
+    assert parse_job_type("lr") == ("lr", 0)
+    assert parse_job_type("recv_forward(chunk0)") == ("recv_forward(chunk0)", 0)
+
+
+def test_chunked_types_steps_and_machines(tmp_path):
+    def line(t, mb, a, b):
+        return f"Profiler Info: Job ({mb}), type = {t}, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {b:.6f}"
+
+    for machine in ("machine0", "machine1"):
+        for dev in (0, 1):
+            t0 = 1000.0 + dev
+            lines = ["Schedule Profiler start at step 5 and end at step 7"]
+            for step in range(2):
+                base = t0 + 100 * step
+                lines += [line("forward(chunk0)", 0, base, base + 1), line("forward(chunk1)", 0, base + 1, base + 2),
+                          line("backward(chunk1)", 0, base + 2, base + 4), line("backward(chunk0)", 0, base + 4, base + 6)]
+            _write(tmp_path / machine, f"workerlog.{dev}", lines)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)  # a clean log warns about nothing
+        case = import_paddle_logs(tmp_path)
+    assert case["schedule"]["p"] == 4 and case["schedule"]["v"] == 2
+    assert case["rank_labels"] == ["machine0 GPU 0", "machine0 GPU 1", "machine1 GPU 0", "machine1 GPU 1"]
+    assert case["steps"] == [5, 6]
+    assert case["jobs"]["kind"][:4] == ["F", "F", "B", "B"] and case["jobs"]["chunk"][:4] == [0, 1, 1, 0]
+    # Looped placement: stage = chunk * p + rank.
+    assert case["jobs"]["stage"][:4] == [0, 4, 4, 0]
+    assert case["step_end_ns"][0] - case["step_start_ns"][0] == 7_000_000  # 1 ms skew + 6 ms of work
+    assert case["overlaps"] == []
+
+
+def test_garbage_lines_warn_with_file_and_line(tmp_path):
+    path = _write(tmp_path, "workerlog.0", [
+        "random noise",
+        LINE_3,
+        "I1020 ...] Profiler Info: Job (5), type = forward, micro_batch_id = x, job_start_time = 1, job_end_time = 2",
+        "Profiler Info: Job (6), type = forward, micro_batch_id = 4, job_start_time = 1697793307260.0, job_end_time = 1697793307250.0",
+        "Schedule Profiler start at step banana",
+        "Profiler Info: Job (3), type = forward, micro_batch_id = 2, job_start_time = 1697793307213.76",  # truncated
+    ])
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    messages = [str(w.message) for w in record]
+    assert [m.split(": ", 1)[0] for m in messages] == [f"{path}:3", f"{path}:4", f"{path}:5", f"{path}:6"]
+    assert "end before start" in messages[1]
+    assert len(case["jobs"]["kind"]) == 1
+
+
+def test_empty_folder_and_folder_without_profiler_lines_are_clear_errors(tmp_path):
+    with pytest.raises(InputFormatError, match="no PaddlePaddle worker logs found"):
+        import_paddle_logs(tmp_path)
+    _write(tmp_path, "workerlog.0", ["just a log"])
+    with pytest.raises(InputFormatError, match="no 'Profiler Info: Job"), pytest.warns(PaddleLogWarning):
+        import_paddle_logs(tmp_path)
+    with pytest.raises(InputFormatError, match="no such log folder"):
+        import_paddle_logs(tmp_path / "missing")
+
+
+def test_our_run_exports_as_paddle_lines_and_imports_back(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4, optimizer=True), "sim", range(1, 3)))
+    lines = paddle_log_lines(case, 0)
+    assert lines[0] == "Schedule Profiler start at step 1 and end at step 3"
+    assert "Profiler Info: Job (0), type = forward, micro_batch_id = 0, job_start_time = 1700000000000.000000," in lines[1]
+    write_paddle_logs(tmp_path, case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        back = import_paddle_logs(tmp_path)
+    assert back["steps"] == [1, 2]
+    src, dst = case["jobs"], back["jobs"]
+    key = lambda c, i: (c["rank"][i], c["step"][i], c["kind"][i], c["microbatch"][i])  # noqa: E731
+    orig = sorted((key(src, i), src["end_ns"][i] - src["start_ns"][i]) for i in range(len(src["kind"])))
+    got = sorted((key(dst, i), dst["end_ns"][i] - dst["start_ns"][i]) for i in range(len(dst["kind"])))
+    assert got == orig
+    assert back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"])

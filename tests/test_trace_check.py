@@ -1,0 +1,48 @@
+"""Per-case Chrome traces pass the trace checker, including imported overlapping jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.case import PipelineCase
+from harness.report.results import case_to_dict
+from harness.report.trace import OVERFLOW_TID, case_trace
+from harness.report.tracecheck import check_trace
+from harness.runner import run_case
+
+
+@pytest.mark.parametrize(("schedule", "v"), [("FThenB", 1), ("1F1B", 1), ("ZB-H1", 1), ("Interleaved1F1B", 2), ("ZB-V", 1)])
+def test_every_schedule_trace_is_clean(schedule, v):
+    case = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=8, chunks=v, comm=True), "sim", range(1, 3)))
+    doc = case_trace(case)
+    assert check_trace(doc) == []
+    flows = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert len(flows) == len(case["deps"]) * 2  # two recorded steps
+    steps = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
+
+
+def test_overlapping_jobs_on_one_stream_move_to_an_extra_track():
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", range(0, 1)))
+    jobs = case["jobs"]
+    # Make rank 0's second job start inside its first one (as host-stamped logs do).
+    first, second = [i for i in range(len(jobs["kind"])) if jobs["rank"][i] == 0 and jobs["step"][i] == 0][:2]
+    jobs["start_ns"][second] = jobs["start_ns"][first] + 100
+    jobs["end_ns"][second] = jobs["end_ns"][first] + 500
+    doc = case_trace(case)
+    assert check_trace(doc) == []
+    moved = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == OVERFLOW_TID]
+    assert [e["name"] for e in moved] == ["0F1"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert names[(0, OVERFLOW_TID)] == "compute (overlap)"
+
+
+def test_checker_still_catches_broken_nesting():
+    doc = {"traceEvents": [
+        {"ph": "M", "pid": 0, "tid": 0, "name": "process_name", "args": {"name": "p"}},
+        {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "t"}},
+        {"ph": "X", "pid": 0, "tid": 0, "name": "a", "ts": 0.0, "dur": 10.0},
+        {"ph": "X", "pid": 0, "tid": 0, "name": "b", "ts": 5.0, "dur": 10.0},
+    ]}
+    problems = check_trace(doc)
+    assert len(problems) == 1 and "overlaps 'a'" in problems[0]
