@@ -172,8 +172,14 @@ def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
             if rank == r:
                 mean = ns / len(steps)
                 segs.append({"stage": stage, "ns": mean, "pct": 100 * mean / step_time if step_time else 0.0})
-        if per_step and all(r < len(s["idle_ns"]) for s in per_step):
+        if per_step and all(r < len(s["idle_ns"]) and r < len(s["busy_ns"]) for s in per_step):
             idle = sum(s["idle_ns"][r] for s in per_step) / len(per_step)
+            busy_r = sum(s["busy_ns"][r] for s in per_step) / len(per_step)
+            summed = sum(s["ns"] for s in segs)
+            if summed > busy_r > 0:  # overlapping imported jobs: busy is their union, scale the stages to it
+                for s in segs:
+                    s["ns"] *= busy_r / summed
+                    s["pct"] *= busy_r / summed
         else:
             idle = max(0.0, step_time - sum(s["ns"] for s in segs))
         total_pct = sum(s["pct"] for s in segs)
