@@ -9,14 +9,14 @@ import pytest
 
 from harness.case import PipelineCase
 from harness.cost import FixedCost
-from harness.report.hta import COMM_KERNEL_PREFIX, edge_idle_us, hta_rank_trace, write_hta_traces
+from harness.report.hta import COMM_KERNEL_PREFIX, hta_idle_offset_us, hta_rank_trace, write_hta_traces
 from harness.report.results import case_to_dict
 from harness.runner import run_case
 
 
-def _case(schedule="1F1B", p=4, m=8, comm=False, cost=None):
+def _case(schedule="1F1B", p=4, m=8, comm=False, cost=None, backend="sim"):
     cost = cost or FixedCost.ms(F=1, B=2)
-    return case_to_dict(run_case(PipelineCase(schedule, stages=p, microbatches=m, comm=comm, cost=cost), "sim", range(1, 4)))
+    return case_to_dict(run_case(PipelineCase(schedule, stages=p, microbatches=m, comm=comm, cost=cost), backend, range(1, 4)))
 
 
 def test_files_carry_what_hta_looks_for(tmp_path):
@@ -39,14 +39,26 @@ def test_files_carry_what_hta_looks_for(tmp_path):
         assert steps == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
 
 
-def test_edge_idle_accounts_for_the_pipeline_fill_and_drain():
-    case = _case()  # 1F1B p=4: rank s starts s ms late and ends (3-s)*... earlier
-    edges = edge_idle_us(case)
-    # Rank s starts s*F after step start; over three back-to-back steps, only the
-    # first step's start and the last step's end are outside HTA's window.
-    ours = [sum(s["idle_ns"][r] for s in case["metrics"]["per_step"]) / 1000 for r in range(4)]
-    assert edges[0] == 0.0 and edges[3] == 9000.0
-    assert all(e <= o for e, o in zip(edges, ours))
+def test_offset_is_the_pipeline_fill_and_drain_on_back_to_back_steps():
+    case = _case()  # 1F1B p=4, F=1 ms, B=2 ms: rank s starts s ms late and ends 2s ms early
+    # Three back-to-back sim steps: only the first step's fill and the last step's drain
+    # lie outside HTA's window: 3s ms on rank s.
+    assert hta_idle_offset_us(case) == [0.0, 3000.0, 6000.0, 9000.0]
+
+
+def test_offset_takes_out_the_host_time_between_steps():
+    case = _case()
+    # Open a 500 µs gap before each later step (as a real run has): HTA counts it, we do not.
+    for k in (1, 2):
+        shift = 500_000 * k
+        case["step_start_ns"][k] += shift
+        case["step_end_ns"][k] += shift
+        jobs = case["jobs"]
+        for i in range(len(jobs["kind"])):
+            if jobs["step"][i] == case["steps"][k]:
+                jobs["start_ns"][i] += shift
+                jobs["end_ns"][i] += shift
+    assert hta_idle_offset_us(case) == [-1000.0, 2000.0, 5000.0, 8000.0]
 
 
 def test_rank_out_of_range_is_refused():
@@ -55,19 +67,19 @@ def test_rank_out_of_range_is_refused():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("schedule", "comm"), [("1F1B", False), ("ZB-H1", True)])
-def test_hta_idle_time_agrees_with_our_bubble(tmp_path, schedule, comm):
+@pytest.mark.parametrize(("schedule", "comm", "backend"), [("1F1B", False, "sim"), ("ZB-H1", True, "sim"), ("1F1B", False, "cpu")])
+def test_hta_idle_time_agrees_with_our_bubble(tmp_path, schedule, comm, backend):
     pytest.importorskip("pandas", reason="HTA needs pandas")
     ta_mod = pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is not installed (pip install .[hta])")
     cost = FixedCost.ms(F=1, B=2, W=1) if schedule == "ZB-H1" else FixedCost.ms(F=1, B=2)
-    case = _case(schedule, comm=comm, cost=cost)
+    case = _case(schedule, comm=comm, cost=cost, backend=backend)  # cpu: real clocks, gaps between steps
     write_hta_traces(tmp_path, case)
     analysis = ta_mod.TraceAnalysis(trace_dir=str(tmp_path), include_last_profiler_step=True)
     df = analysis.get_temporal_breakdown(visualize=False)
     hta_idle = dict(zip(df["rank"], df["idle_time(us)"]))
     step_us = case["metrics"]["step_time_median_ns"] / 1000
     per_step = case["metrics"]["per_step"]
-    edges = edge_idle_us(case)
+    edges = hta_idle_offset_us(case)
     for rank in range(4):
         ours = sum(s["idle_ns"][rank] for s in per_step) / 1000  # compute-stream idle, all recorded steps
         if comm:

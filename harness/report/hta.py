@@ -22,7 +22,7 @@ Times are µs (``ts``/``dur`` floats, ns precision) on the case's time base.
 
 What HTA reports then differs from our bubble by definition only: its idle
 time of a rank runs from the rank's first kernel to its last one, ours from
-each step's start to its end; :func:`edge_idle_us` gives the difference.
+each step's start to its end; :func:`hta_idle_offset_us` gives the difference.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 from harness.report.atomic import atomic_write
 from harness.report.layout import job_label, rank_labels, stream_slots
 
-__all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "edge_idle_us", "hta_rank_trace", "write_hta_traces"]
+__all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "hta_idle_offset_us", "hta_rank_trace", "write_hta_traces"]
 
 COMM_KERNEL_PREFIX = "ncclDevKernel_SendRecv "
 #: tid of the host thread that holds ProfilerStep slices and launches.
@@ -130,13 +130,17 @@ def write_hta_traces(folder: Path, case: dict[str, Any]) -> list[Path]:
     return paths
 
 
-def edge_idle_us(case: dict[str, Any], steps: list[int] | None = None) -> list[float]:
-    """Per rank, the idle time HTA does not count, in µs: from the first analysed
-    step's start to the rank's first job, and from the rank's last job to the
-    last analysed step's end.
+def hta_idle_offset_us(case: dict[str, Any], steps: list[int] | None = None) -> list[float]:
+    """Per rank, our idle time minus HTA's, in µs, from the windows alone.
 
-    Our per-rank idle time summed over ``steps`` (``metrics.per_step[].idle_ns``)
-    equals HTA's idle time plus this, when the steps are back to back.
+    HTA's idle time of a rank counts from the rank's first kernel to its last
+    one (gaps between steps included); ours adds up, per recorded step, the
+    step's time (its start to its last job's end) minus the rank's busy time.
+    With equal busy time the two differ by ``sum(step times) - (last job end -
+    first job start)``: the pipeline fill before the rank's first job and the
+    drain after its last one count for us, the host time between steps counts
+    for HTA. So ``HTA idle + offset == our idle`` (``metrics.per_step[].idle_ns``
+    summed over ``steps``), up to HTA's rounding to whole µs.
 
     Args:
         case: a results-document case.
@@ -144,11 +148,10 @@ def edge_idle_us(case: dict[str, Any], steps: list[int] | None = None) -> list[f
     """
     steps = list(case["steps"]) if steps is None else steps
     pos = {s: i for i, s in enumerate(case["steps"])}
-    t0 = min(case["step_start_ns"][pos[s]] for s in steps)
-    t1 = max(case["step_end_ns"][pos[s]] for s in steps)
+    total = sum(case["step_end_ns"][pos[s]] - case["step_start_ns"][pos[s]] for s in steps)
     p = int(case["schedule"]["p"])
-    first = [None] * p  # type: list[int | None]
-    last = [None] * p  # type: list[int | None]
+    first: list[int | None] = [None] * p
+    last: list[int | None] = [None] * p
     jobs = case["jobs"]
     wanted = set(steps)
     for i in range(len(jobs["kind"])):
@@ -156,10 +159,11 @@ def edge_idle_us(case: dict[str, Any], steps: list[int] | None = None) -> list[f
             continue
         r = jobs["rank"][i]
         a, b = jobs["start_ns"][i], jobs["end_ns"][i]
-        first[r] = a if first[r] is None else min(first[r], a)  # type: ignore[type-var]
-        last[r] = b if last[r] is None else max(last[r], b)  # type: ignore[type-var]
+        f, e = first[r], last[r]
+        first[r] = a if f is None else min(f, a)
+        last[r] = b if e is None else max(e, b)
     out = []
     for r in range(p):
         f, e = first[r], last[r]
-        out.append(_us(t1 - t0) if f is None or e is None else _us((f - t0) + (t1 - e)))
+        out.append(_us(total) if f is None or e is None else _us(total - (e - f)))
     return out
