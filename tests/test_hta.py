@@ -13,6 +13,9 @@ from harness.report.hta import COMM_KERNEL_PREFIX, hta_idle_offset_us, hta_rank_
 from harness.report.results import case_to_dict
 from harness.runner import run_case
 
+# HTA 0.5 uses pandas' deprecated inplace sorting; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword:Warning")
+
 
 def _case(schedule="1F1B", p=4, m=8, comm=False, cost=None, backend="sim"):
     cost = cost or FixedCost.ms(F=1, B=2)
