@@ -12,6 +12,12 @@ recorded jobs in columns (all times integers in ns on the run's time base),
 per-step figures and the summary metrics beside their theoretical values.
 Reports (trace, HTML, comparisons) are rendered from this document only.
 
+Optional case fields, written by importers (:mod:`harness.report.paddle`)
+and ignored where absent: ``rank_labels`` (display name per rank, e.g.
+``"machine1 GPU 0"``), ``warnings`` (human-readable notes naming file and
+line), ``overlaps`` (``[earlier job, later job]`` index pairs of jobs that
+overlap on one device). Readers must not require them.
+
 Format history:
     1 - first version.
 """
