@@ -19,6 +19,7 @@ from harness.device import BACKENDS, BackendChoice, resolve_backend
 from harness.errors import HarnessError
 from harness.executor import parse_steps
 from harness.runner import CaseResult, run_case
+from harness.report.render import ReportFiles
 from harness.session import ProfileSession
 
 _KEY = pytest.StashKey["HarnessConfig"]()
@@ -37,7 +38,7 @@ class HarnessConfig:
     session: ProfileSession | None = None
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
-    written: tuple[Path, Path] | None = None
+    written: ReportFiles | None = None
 
     @property
     def choice(self) -> BackendChoice:
@@ -234,8 +235,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds")
     if hc.interrupted:
-        tr.write_line(f"run interrupted: {hc.report_dir}/index.html and results.json were left as they were "
-                      f"(traces of finished cases are in {hc.report_dir}/traces/)")
+        tr.write_line(f"run interrupted: reports in {hc.report_dir}/ were left as they were; nothing of this run was written")
     elif hc.written:
-        n = len(hc.session.results) if hc.session else 0
-        tr.write_line(f"reports: {hc.written[1]} · {hc.written[0]} · {n} trace(s) in {hc.report_dir}/traces/")
+        w = hc.written
+        tr.write_line(f"reports: {w.index} · {w.results} · {len(w.traces)} trace(s) in {hc.report_dir}/traces/ · "
+                      f"HTA traces in {hc.report_dir}/hta/")

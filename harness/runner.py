@@ -35,6 +35,7 @@ class CaseResult:
             ``makespan_ns``, ``peak_inflight``), else empty.
         cost: the cost model's description.
         backend_reason: why this backend ran (e.g. the auto fallback).
+        plan: the validated plan that ran (dependencies for reports).
     """
 
     case_id: str
@@ -45,6 +46,7 @@ class CaseResult:
     theory: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
     backend_reason: str = ""
+    plan: Plan | None = None
 
     @property
     def num_ranks(self) -> int:
@@ -125,4 +127,5 @@ def run_case(
         theory=theory_for(case, plan),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
+        plan=plan,
     )

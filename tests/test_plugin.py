@@ -28,6 +28,9 @@ def test_marker(pipeline_result):
 
 def test_profile_jobs_writes_reports(pytester):
     pytester.makepyfile(test_cases=CASES)
+    stale = pytester.path / "reports" / "traces" / "from_an_earlier_run.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--profile-steps=1:3", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
@@ -47,7 +50,10 @@ def test_profile_jobs_writes_reports(pytester):
     assert fthenb["metrics"]["bubble_ratio"] == pytest.approx(0.25)
     assert fthenb["theory"]["bubble_ratio"] == pytest.approx(0.25)
     traces = sorted(p.name for p in (reports / "traces").iterdir())
-    assert len(traces) == 3
+    assert len(traces) == 3  # the stale trace is gone, the index links these three
+    assert sorted(p.name for p in (reports / "hta").iterdir()) == [t.removesuffix(".json") for t in traces]
+    assert sorted(p.name for p in (reports / "hta" / traces[0].removesuffix(".json")).iterdir()) == ["rank0.json", "rank1.json"]
+    assert all(e > 0 for e in fthenb["jobs"]["enqueue_ns"])
     for name in traces:
         trace = json.loads((reports / "traces" / name).read_text())
         assert check_trace(trace) == []
@@ -156,7 +162,7 @@ def test_interrupt(pipeline):
 """)
     result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["run interrupted: reports/index.html and results.json were left as they were*"])
+    result.stdout.fnmatch_lines(["run interrupted: reports in reports/ were left as they were; nothing of this run was written"])
     assert index.read_text() == before
     leftovers = [p.name for p in (pytester.path / "reports").iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []

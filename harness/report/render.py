@@ -56,6 +56,19 @@ class ReportFiles:
     hta: dict[str, Path] = field(default_factory=dict)
 
 
+def _prune(out_dir: Path, keep: set[Path]) -> None:
+    """Remove files under ``traces/`` and ``hta/`` that are not in ``keep``, and empty folders."""
+    for sub in ("traces", "hta"):
+        root = out_dir / sub
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*"), reverse=True):
+            if path.is_file() and path not in keep and path.suffix == ".json":
+                path.unlink(missing_ok=True)
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+
+
 def write_report(
     out_dir: Path,
     doc: dict[str, Any],
@@ -66,6 +79,7 @@ def write_report(
     title: str = "Pipeline schedules",
     progress: Callable[[str], None] | None = None,
     source: str = "results",
+    prune: bool = True,
 ) -> ReportFiles:
     """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
 
@@ -78,6 +92,8 @@ def write_report(
         title: the page title.
         progress: called with a short message per rendered case (the CLI shows it).
         source: names the input in error messages.
+        prune: once the new report is in place, delete trace and HTA files in
+            ``traces/`` and ``hta/`` that it does not link (left by earlier runs).
 
     Raises:
         ConfigError: ``out_dir`` is not writable.
@@ -120,10 +136,14 @@ def write_report(
         if write_results:
             atomic_write_json(stage / "results.json", doc)
         # Everything rendered: move into place, file by file (each move is atomic).
+        written: set[Path] = set()
         for src in sorted(p for p in stage.rglob("*") if p.is_file()):
             dst = out_dir / src.relative_to(stage)
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
+            written.add(dst)
+        if prune:
+            _prune(out_dir, written)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return ReportFiles(

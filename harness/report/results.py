@@ -16,7 +16,9 @@ Optional case fields, written by importers (:mod:`harness.report.paddle`)
 and ignored where absent: ``rank_labels`` (display name per rank, e.g.
 ``"machine1 GPU 0"``), ``warnings`` (human-readable notes naming file and
 line), ``overlaps`` (``[earlier job, later job]`` index pairs of jobs that
-overlap on one device). Readers must not require them.
+overlap on one device). Readers must not require them. Likewise the job
+column ``enqueue_ns`` (host time spent enqueueing each job, ns), written for
+harness runs.
 
 Format history:
     1 - first version.
@@ -68,7 +70,8 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         cols["step"].append(j.step)
         cols["start_ns"].append(j.start_ns)
         cols["end_ns"].append(j.end_ns)
-    plan = build_plan(schedule)
+    cols["enqueue_ns"] = [j.enqueue_ns for j in rec.jobs]
+    plan = result.plan if result.plan is not None else build_plan(schedule)
     deps: list[list[str]] = []
     for k in range(plan.num_jobs):
         for d in plan.deps[k]:
