@@ -18,8 +18,8 @@ from harness.case import PipelineCase
 from harness.device import BACKENDS, BackendChoice, resolve_backend
 from harness.errors import HarnessError
 from harness.executor import parse_steps
-from harness.runner import CaseResult, run_case
 from harness.report.render import ReportFiles
+from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
 
 _KEY = pytest.StashKey["HarnessConfig"]()
