@@ -125,10 +125,12 @@ class PipelineRunner:
         elif fields:
             raise TypeError("pass either a PipelineCase or its fields as keywords, not both")
         hc = self._hc
-        if hc.workload:
-            from dataclasses import replace
+        from dataclasses import replace
 
+        if hc.workload:
             case = replace(case, workload=hc.workload)
+        if not case.name:  # reports label a case by its test, e.g. "test_gpt[1F1B-8]"
+            case = replace(case, name=self._request.node.name)
         self._runs += 1
         case_id = self._request.node.nodeid + ("" if self._runs == 1 else f"#{self._runs}")
         try:

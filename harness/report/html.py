@@ -234,15 +234,30 @@ def _nice(hi: float) -> tuple[float, list[float]]:
     return top, [step * k for k in range(round(top / step) + 1)]
 
 
+def _cost_label(cost: Any) -> str:
+    """A short description of a results-document cost model, e.g. ``"h=2048 L=24"``."""
+    if not isinstance(cost, dict):
+        return ""
+    if cost.get("model") == "transformer":
+        return f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+    if cost.get("model") == "fixed":
+        def ms(ns: Any) -> str:
+            return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"
+        return f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
+    return str(cost.get("model", ""))
+
+
 def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     """SVG geometry for the step-time and bubble against m charts, one series per
-    (schedule, p, v, backend) with at least two values of m; ``None`` when none has."""
-    groups: dict[tuple[str, int, int, str], list[dict[str, Any]]] = defaultdict(list)
+    (schedule, p, v, backend, workload, cost model) with at least two values of m;
+    ``None`` when none has. Cases that differ in anything but m never share a line."""
+    groups: dict[tuple[str, int, int, str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in cases:
         s = c["schedule"]
-        groups[(s["name"], s["p"], s["v"], c["backend"])].append(c)
+        workload = str((c.get("device") or {}).get("workload") or "")
+        groups[(s["name"], s["p"], s["v"], c["backend"] + (f", {workload}" if workload else ""), _cost_label(c.get("cost")))].append(c)
     series: list[dict[str, Any]] = []
-    for (name, p, v, backend), items in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+    for (name, p, v, backend, cost), items in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         by_m: dict[int, dict[str, Any]] = {}
         for c in items:
             by_m.setdefault(int(c["schedule"]["m"]), c)
@@ -250,7 +265,7 @@ def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
             continue
         pts = [{"m": m, "step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
                 "theory": (c.get("theory") or {}).get("bubble_ratio")} for m, c in sorted(by_m.items())]
-        label = f"{name} p={p}" + (f" v={v}" if v != 1 else "") + f" ({backend})"
+        label = f"{name} p={p}" + (f" v={v}" if v != 1 else "") + (f", {cost}" if cost else "") + f" ({backend})"
         series.append({"label": label, "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
     if not series:
         return None
