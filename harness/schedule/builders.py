@@ -365,7 +365,8 @@ def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
     Port of PyTorch's ``ScheduleInterleavedZeroBubble`` (ZB1P) for one chunk per
     rank: ``min(m, p-1-s)`` warm-up forwards, steady ``F I`` pairs, a ``W`` after
     each pair from the ``s``-th on, remaining ``W`` at the end. Peak in-flight
-    micro-batches ``min(m, p-s)`` (as 1F1B). Uniform stages: bubble
+    micro-batches ``min(m, p)`` on every rank (1F1B's rank-0 peak, the paper's
+    ``p M_B``: rank ``s`` holds its activations ``s`` W-passes longer). Uniform stages: bubble
     ``(p-1)(T_F+T_B-T_W)`` per rank (arXiv:2401.10241, Table 2).
     """
     _check_sizes(num_ranks, num_microbatches)
