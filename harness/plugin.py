@@ -16,7 +16,7 @@ import pytest
 
 from harness.case import PipelineCase
 from harness.device import BACKENDS, BackendChoice, resolve_backend
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.executor import parse_steps
 from harness.report.render import ReportFiles
 from harness.runner import CaseResult, run_case
@@ -74,6 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
             steps=steps,
             workload=config.getoption("--workload"),
         )
+        if hc.profile and getattr(config.option, "numprocesses", None):
+            raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() == "cuda":
             _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
         if hc.profile:
