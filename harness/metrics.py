@@ -4,7 +4,12 @@ Bubble ratio normalization: **idle share of total**, i.e. the compute streams'
 idle time summed over ranks divided by ``p x step time``. For FThenB/1F1B with
 uniform stages this equals ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1). The
 other common normalization, bubble over ideal compute time, is
-``idle / busy`` and is reported beside it.
+``idle / busy`` and is reported beside it. A third, the **span bubble**,
+counts each rank's idle time only between its own first job start and last
+job end (summed over ranks, over the summed spans): the zero-bubble paper's
+notion (Qi et al., arXiv:2401.10241, §4, with the optimizer synchronization
+removed), which tells ZB-H1, ZB-H2 and ZB-V apart where the share of total
+does not.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class StepMetrics:
         idle_ns: per rank, ``step_time_ns - busy_ns``.
         bubble_ratio: ``sum(idle) / (p * step_time)`` - idle share of total.
         bubble_over_ideal: ``sum(idle) / sum(busy)`` - bubble over ideal time.
+        span_bubble_ratio: per rank, idle time between its first job start and
+            last job end, summed over ranks, over the summed spans.
         peak_inflight: per rank, the most micro-batches whose forward had
             started and whose backward (``B``, or ``W`` when split) had not ended.
     """
@@ -42,6 +49,7 @@ class StepMetrics:
     bubble_ratio: float
     bubble_over_ideal: float
     peak_inflight: list[int]
+    span_bubble_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class RunMetrics:
             than two steps.
         bubble_ratio: median over steps of the idle share of total.
         bubble_over_ideal: median over steps of bubble over ideal time.
+        span_bubble_ratio: median over steps of the span bubble.
         peak_inflight: per rank, the maximum over steps.
         enqueue_ns_per_job: host enqueue time per job, median over steps (ns).
     """
@@ -68,6 +77,7 @@ class RunMetrics:
     bubble_over_ideal: float
     peak_inflight: list[int]
     enqueue_ns_per_job: float
+    span_bubble_ratio: float = 0.0
     normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time)")
 
 
@@ -117,9 +127,18 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         jobs = by_step.get(step, [])
         step_time = end - start
         busy = [0] * p
+        first = [None] * p
+        last = [0] * p
         for j in jobs:
             if j.kind in _COMPUTE:
-                busy[j.rank] += j.end_ns - j.start_ns
+                r = j.rank
+                busy[r] += j.end_ns - j.start_ns
+                f = first[r]
+                if f is None or j.start_ns < f:
+                    first[r] = j.start_ns
+                if j.end_ns > last[r]:
+                    last[r] = j.end_ns
+        spans = [0 if first[r] is None else last[r] - first[r] for r in range(p)]  # type: ignore[operator]
         idle = [max(0, step_time - b) for b in busy]
         total_idle, total_busy = sum(idle), sum(busy)
         out.append(
@@ -131,6 +150,7 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
                 bubble_ratio=total_idle / (p * step_time) if step_time > 0 else 0.0,
                 bubble_over_ideal=total_idle / total_busy if total_busy > 0 else 0.0,
                 peak_inflight=peak_inflight_of(jobs, p),
+                span_bubble_ratio=(sum(spans) - total_busy) / sum(spans) if sum(spans) > 0 else 0.0,
             )
         )
     times = [s.step_time_ns for s in out]
@@ -144,5 +164,6 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         bubble_ratio=float(statistics.median(s.bubble_ratio for s in out)),
         bubble_over_ideal=float(statistics.median(s.bubble_over_ideal for s in out)),
         peak_inflight=[max(s.peak_inflight[r] for s in out) for r in range(p)],
+        span_bubble_ratio=float(statistics.median(s.span_bubble_ratio for s in out)),
         enqueue_ns_per_job=float(statistics.median(records.enqueue_ns)) / n_jobs_per_step if n_jobs_per_step else 0.0,
     )

@@ -8,14 +8,17 @@ to pytest-benchmark and prints one header line and one summary table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+import sys
+from collections.abc import Generator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.case import PipelineCase
-from harness.device import BACKENDS, BackendChoice, resolve_backend
+from harness.device import BACKENDS, WORKLOAD_NAMES, BackendChoice, resolve_backend
 from harness.errors import ConfigError, HarnessError
 from harness.executor import parse_steps
 from harness.report.render import ReportFiles
@@ -23,6 +26,7 @@ from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
 
 _KEY = pytest.StashKey["HarnessConfig"]()
+_FEEDS_BENCHMARK = pytest.StashKey[bool]()
 
 
 @dataclass
@@ -39,6 +43,7 @@ class HarnessConfig:
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
     written: ReportFiles | None = None
+    by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
 
     @property
     def choice(self) -> BackendChoice:
@@ -53,11 +58,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record every job of every pipeline case and write reports (traces, results.json, index.html)")
     group.addoption("--backend", default="auto", metavar="NAME",
                     help=f"backend to run pipeline cases on: {', '.join(BACKENDS)} (default: auto = cuda if usable, else cpu)")
-    group.addoption("--report-dir", default="reports", metavar="DIR", help="where reports are written (default: reports/)")
+    group.addoption("--report-dir", default=None, metavar="DIR",
+                    help="where reports are written (default: reports/ in the project's root folder); each run replaces the report there")
     group.addoption("--profile-steps", default="1:4", metavar="START:END",
                     help="steps to record; earlier steps run as warm-up (default 1:4 = 1 warm-up, 3 recorded)")
     group.addoption("--workload", default=None, metavar="NAME",
-                    help="override every case's workload (cpu: sleep, matmul; cuda: spin, gemm)")
+                    help="override every case's workload: timed (jobs last their cost-model duration: cpu sleep, cuda spin) "
+                         "or compute (real GEMMs sized from the job's FLOPs: cpu NumPy, cuda kernel)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,12 +74,16 @@ def pytest_configure(config: pytest.Config) -> None:
         backend = config.getoption("--backend")
         if backend.strip().lower() not in BACKENDS:
             resolve_backend(backend)  # raises with the list of valid names
+        workload = config.getoption("--workload")
+        if workload is not None and workload.strip().lower() not in WORKLOAD_NAMES:
+            raise ConfigError(f"unknown workload {workload!r}; valid workloads: {', '.join(WORKLOAD_NAMES)}")
+        report_dir = config.getoption("--report-dir")
         hc = HarnessConfig(
             profile=config.getoption("--profile-jobs"),
             backend_name=backend,
-            report_dir=Path(config.getoption("--report-dir")),
+            report_dir=Path(report_dir) if report_dir else config.rootpath / "reports",
             steps=steps,
-            workload=config.getoption("--workload"),
+            workload=workload,
         )
         if hc.profile and getattr(config.option, "numprocesses", None):
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
@@ -86,6 +97,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_KEY] = hc
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the current folder when it is below it, for messages."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(path)
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     hc = config.stash.get(_KEY, None)
     if hc is None:
@@ -94,8 +113,12 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         c = hc.choice
     except HarnessError as exc:  # only reachable for odd names; configure already checked
         return f"pipeline-harness: {exc}"
-    extra = f", recording steps {hc.steps.start}:{hc.steps.stop} to {hc.report_dir}/" if hc.profile else ""
-    return f"pipeline-harness: backend {c.name} ({c.reason}){extra}"
+    line = f"pipeline-harness: {c.name} backend ({c.reason})"
+    if hc.profile:
+        st = hc.steps
+        warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
+        line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {_shown(hc.report_dir)}/"
+    return line
 
 
 class _ReplayClock:
@@ -127,19 +150,24 @@ class PipelineRunner:
         elif fields:
             raise TypeError("pass either a PipelineCase or its fields as keywords, not both")
         hc = self._hc
-        from dataclasses import replace
-
         if hc.workload:
             case = replace(case, workload=hc.workload)
         if not case.name:  # reports label a case by its test, e.g. "test_gpt[1F1B-8]"
-            case = replace(case, name=self._request.node.name)
+            case = replace(case, name=self._request.node.name + ("" if self._runs == 0 else f"#{self._runs + 1}"))
         self._runs += 1
-        case_id = self._request.node.nodeid + ("" if self._runs == 1 else f"#{self._runs}")
+        node = self._request.node
+        case_id = node.nodeid + ("" if self._runs == 1 else f"#{self._runs}")
+        error: HarnessError | None = None
         try:
             result = run_case(case, hc.choice, hc.steps, case_id=case_id)
         except HarnessError as exc:
-            pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+            error = exc
+        if error is not None:  # outside the except block: one message, no chained traceback
+            caller = sys._getframe(1)
+            where = f"{_shown(Path(caller.f_code.co_filename))}:{caller.f_lineno}"
+            pytest.fail(f"{type(error).__name__}: {error}\n(case run at {where})", pytrace=False)
         hc.results.append(result)
+        hc.by_node.setdefault(node.nodeid, []).append(result)
         if hc.session is not None:
             hc.session.add(result)
         if self._runs == 1:
@@ -148,14 +176,10 @@ class PipelineRunner:
 
     def _feed_benchmark(self, result: CaseResult) -> None:
         request = self._request
-        if not request.config.pluginmanager.hasplugin("benchmark") or "benchmark" in request.fixturenames:
+        if not request.node.stash.get(_FEEDS_BENCHMARK, False):
             return
         step_times = [s.step_time_ns / 1e9 for s in result.metrics.steps]
-        request.node.add_marker(pytest.mark.benchmark(timer=_CLOCK, group=result.schedule.name))
-        try:
-            bench = request.getfixturevalue("benchmark")
-        except pytest.skip.Exception:  # --benchmark-skip: the case ran, just do not report it
-            return
+        bench = request.getfixturevalue("benchmark")  # set up with the item, timer = _CLOCK
         it = iter(step_times)
 
         def one_step() -> None:
@@ -193,6 +217,45 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     return pipeline(PipelineCase(*marker.args, **marker.kwargs))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every pipeline case pytest-benchmark's fixture, timed by the run's own clock,
+    so ``--benchmark-only``/``--benchmark-json`` see the cases (runs before
+    pytest-benchmark's own hook, which skips items without the fixture)."""
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if names is None or not ({"pipeline", "pipeline_result"} & set(names)):
+            continue
+        function = getattr(item, "function", None)
+        if function is not None and "benchmark" in inspect.signature(function).parameters:
+            continue  # the test uses the benchmark fixture itself: leave it alone
+        item.add_marker(pytest.mark.benchmark(timer=_CLOCK))
+        if "benchmark" not in names:  # parametrized items may share one list
+            names.append("benchmark")
+        item.stash[_FEEDS_BENCHMARK] = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Note the pytest outcome of each test on the cases it ran (failed cases are marked in reports)."""
+    report = yield
+    hc = item.config.stash.get(_KEY, None)
+    results = hc.by_node.get(item.nodeid) if hc is not None else None
+    if results:
+        if report.failed:
+            outcome = "failed" if report.when == "call" else "error"
+        elif report.skipped:
+            outcome = "skipped"
+        else:
+            outcome = "passed" if report.when == "call" else None
+        for r in results:
+            if outcome is not None and r.outcome not in ("failed", "error"):
+                r.outcome = outcome
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hc = session.config.stash.get(_KEY, None)
     if hc is None or hc.session is None or not hc.session.results:
@@ -202,7 +265,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if hasattr(session.config, "workerinput"):  # xdist worker: the controller has no results to merge yet
         return
-    hc.written = hc.session.write()
+    try:
+        hc.written = hc.session.write()
+    except KeyboardInterrupt:  # only before the staged report started moving into place
+        hc.interrupted = True
+    except HarnessError as exc:
+        raise pytest.UsageError(f"could not write the report: {exc}") from None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -238,9 +306,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for row in rows:
         tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds")
+    failed = [r for r in hc.results if r.outcome in ("failed", "error")]
+    if failed:
+        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))
+    d = _shown(hc.report_dir)
     if hc.interrupted:
-        tr.write_line(f"run interrupted: reports in {hc.report_dir}/ were left as they were; nothing of this run was written")
+        tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
     elif hc.written:
         w = hc.written
-        tr.write_line(f"reports: {w.index} · {w.results} · {len(w.traces)} trace(s) in {hc.report_dir}/traces/ · "
-                      f"HTA traces in {hc.report_dir}/hta/")
+        tr.write_line(f"reports: {_shown(w.index)} · {_shown(w.results) if w.results else ''} · "
+                      f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")

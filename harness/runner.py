@@ -36,6 +36,8 @@ class CaseResult:
         cost: the cost model's description.
         backend_reason: why this backend ran (e.g. the auto fallback).
         plan: the validated plan that ran (dependencies for reports).
+        outcome: the pytest outcome of the test that ran the case
+            (``"passed"``, ``"failed"``, ``"error"``, ``"skipped"``), or ``None``.
     """
 
     case_id: str
@@ -47,6 +49,7 @@ class CaseResult:
     cost: dict[str, Any] = field(default_factory=dict)
     backend_reason: str = ""
     plan: Plan | None = None
+    outcome: str | None = None
 
     @property
     def num_ranks(self) -> int:

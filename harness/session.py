@@ -28,13 +28,14 @@ class ProfileSession:
         report_dir: where reports go (created; must be writable).
         backend: the backend choice the session runs with.
         steps: recorded steps (earlier ones are warm-up).
-        results: serialized cases, in completion order.
+        results: finished cases, in completion order; serialized when the
+            report is written, so outcomes noted after a case ran are included.
     """
 
     report_dir: Path
     backend: BackendChoice
     steps: range
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[CaseResult] = field(default_factory=list)
 
     def prepare(self) -> None:
         """Check the report folder is writable (before any case runs).
@@ -44,11 +45,9 @@ class ProfileSession:
         """
         ensure_writable_dir(self.report_dir)
 
-    def add(self, result: CaseResult) -> dict[str, Any]:
-        """Record a finished case; returns its serialized form."""
-        case = case_to_dict(result)
-        self.results.append(case)
-        return case
+    def add(self, result: CaseResult) -> None:
+        """Record a finished case."""
+        self.results.append(result)
 
     def write(self, extra_session: dict[str, Any] | None = None) -> ReportFiles:
         """Write traces, HTA traces, ``results.json`` and ``index.html``.
@@ -63,5 +62,5 @@ class ProfileSession:
             "profile_steps": f"{self.steps.start}:{self.steps.stop}",
             **(extra_session or {}),
         }
-        doc = results_document(self.results, session)
+        doc = results_document([case_to_dict(r) for r in self.results], session)
         return write_report(self.report_dir, doc)

@@ -34,7 +34,7 @@ def test_profile_jobs_writes_reports(pytester):
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--profile-steps=1:3", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
-        "pipeline-harness: backend sim (sim backend requested), recording steps 1:3 to reports/",
+        "pipeline-harness: sim backend (requested); recording steps 1-2 (after 1 warm-up step) to reports/",
         "*pipeline cases*",
         "test_case?FThenB?*FThenB*2*3*1*sim*12.000 ms*25.0% / 25.0%*",
         "reports: reports/index.html*",
@@ -80,7 +80,7 @@ def test_auto_backend_says_why_in_the_header(pytester):
     pytester.makepyfile(test_cases=CASES)
     result = pytester.runpytest("--profile-jobs", "-k", "FThenB", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["pipeline-harness: backend cpu (auto: no usable GPU (*); running on the cpu backend)*"])
+    result.stdout.fnmatch_lines(["pipeline-harness: cpu backend (auto: no usable GPU: *PyCUDA*); recording steps 1-3*"])
 
 
 @pytest.mark.parametrize(
@@ -89,6 +89,7 @@ def test_auto_backend_says_why_in_the_header(pytester):
         (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda*"),
         (["--profile-steps=3"], "*profile steps must look like START:END*"),
         (["--profile-steps=4:2"], "*need 0 <= START < END*"),
+        (["--workload=gpu"], "*unknown workload 'gpu'; valid workloads: timed, compute, sleep, matmul, spin, gemm*"),
         (["--backend=cuda"], "*the cuda backend cannot run here: *pip install -e .[[]cuda[]]*"),
     ],
 )
@@ -166,3 +167,43 @@ def test_interrupt(pipeline):
     assert index.read_text() == before
     leftovers = [p.name for p in (pytester.path / "reports").iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_failed_case_is_marked_and_errors_print_once(pytester):
+    pytester.makepyfile(test_cases="""
+from harness.case import PipelineCase
+
+def test_runs_then_fails(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+    assert False, "checked something after the run"
+
+def test_bad(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, chunks=3))
+""")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert out.count("ConfigError: schedule '1F1B' has one chunk per rank") == 1  # once, not chained twice
+    assert "During handling of the above exception" not in out
+    result.stdout.fnmatch_lines(["*(case run at test_cases.py:8)*", "1 case(s) ran but their test failed; reports mark them: test_runs_then_fails"])
+    doc = json.loads((pytester.path / "reports" / "results.json").read_text())
+    assert [(c["id"], c["outcome"]) for c in doc["cases"]] == [("test_cases.py::test_runs_then_fails", "failed")]
+
+
+def test_benchmark_only_runs_the_cases(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--benchmark-only", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+def test_default_report_dir_is_in_the_root_folder(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkdir("sub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(sub)
+        result = pytester.runpytest_subprocess(str(pytester.path / "test_cases.py"), "--profile-jobs", "--backend=sim",
+                                               f"--rootdir={pytester.path}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    assert (pytester.path / "reports" / "index.html").exists()
+    assert not (sub / "reports").exists()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from harness.device.base import Device, Work
 from harness.errors import BackendUnavailable, ConfigError
 
-__all__ = ["BACKENDS", "WORKLOAD_ALIASES", "BackendChoice", "Device", "Work", "backend_workload", "create_device", "resolve_backend"]
+__all__ = ["BACKENDS", "WORKLOAD_ALIASES", "WORKLOAD_NAMES", "BackendChoice", "Device", "Work", "backend_workload", "create_device", "resolve_backend"]
 
 BACKENDS = ("auto", "sim", "cpu", "cuda")
 DEFAULT_WORKLOAD = {"sim": "virtual", "cpu": "sleep", "cuda": "spin"}
@@ -24,6 +24,9 @@ WORKLOAD_ALIASES = {
     "cpu": {"timed": "sleep", "compute": "matmul", "spin": "sleep", "gemm": "matmul"},
     "cuda": {"timed": "spin", "compute": "gemm", "sleep": "spin", "matmul": "gemm"},
 }
+
+#: Every workload name ``--workload`` and ``PipelineCase.workload`` accept.
+WORKLOAD_NAMES = ("timed", "compute", "sleep", "matmul", "spin", "gemm")
 
 
 def backend_workload(backend: str, workload: str | None) -> str:
@@ -58,7 +61,7 @@ def resolve_backend(requested: str) -> BackendChoice:
     if name not in BACKENDS:
         raise ConfigError(f"unknown backend {requested!r}; valid backends: {', '.join(BACKENDS)}")
     if name in ("sim", "cpu"):
-        return BackendChoice(requested, name, f"{name} backend requested")
+        return BackendChoice(requested, name, "requested")
     from harness.device import cuda
 
     ok, why = cuda.probe()
@@ -68,7 +71,7 @@ def resolve_backend(requested: str) -> BackendChoice:
         return BackendChoice(requested, "cuda", why)
     if ok:
         return BackendChoice(requested, "cuda", f"auto: {why}")
-    return BackendChoice(requested, "cpu", f"auto: no usable GPU ({why}); running on the cpu backend")
+    return BackendChoice(requested, "cpu", f"auto: no usable GPU: {why}")
 
 
 def create_device(name: str, workload: str | None = None, **options: object) -> Device:

@@ -15,12 +15,15 @@ report, and an earlier report stays as it was.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +59,32 @@ class ReportFiles:
     hta: dict[str, Path] = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM for the duration of the block (main thread only) and
+    re-raise a held SIGINT as :class:`KeyboardInterrupt` afterwards. The block
+    must be short: it is the few renames that publish a finished report."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+        except (ValueError, OSError):  # not allowed here: run undeferred
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if signal.SIGTERM in held:
+            os.kill(os.getpid(), signal.SIGTERM)
+        elif held:
+            raise KeyboardInterrupt
+
+
 def _prune(out_dir: Path, keep: set[Path]) -> None:
     """Remove files under ``traces/`` and ``hta/`` that are not in ``keep``, and empty folders."""
     for sub in ("traces", "hta"):
@@ -67,6 +96,26 @@ def _prune(out_dir: Path, keep: set[Path]) -> None:
                 path.unlink(missing_ok=True)
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself or an ancestor) that does not exist yet, or ``None``."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _remove_empty_tree(root: Path) -> None:
+    """Remove ``root`` and the folders under it if none of them holds a file (a failed
+    render leaves no empty report folder behind); anything else is left alone."""
+    if not root.is_dir() or any(p.is_file() or p.is_symlink() for p in root.rglob("*")):
+        return
+    for p in sorted(root.rglob("*"), reverse=True):
+        p.rmdir()
+    root.rmdir()
 
 
 def write_report(
@@ -97,16 +146,22 @@ def write_report(
 
     Raises:
         ConfigError: ``out_dir`` is not writable.
-        InputFormatError: a case lacks fields the reports need (names the case);
-            nothing is written then.
+        InputFormatError: a case lacks fields the reports need, or has one of a
+            wrong type (names the case and the field); nothing is written then,
+            and a report folder created for this call is removed again.
         OSError: writing failed; files already in place are unchanged.
     """
+    from harness.report.fields import check_cases
     from harness.report.hta import hta_rank_trace
     from harness.report.html import render_index
     from harness.report.trace import case_trace
 
-    out_dir = ensure_writable_dir(Path(out_dir))
+    check_cases(doc, source)  # wrong-typed fields: refuse before creating anything
+    out_dir = Path(out_dir)
+    created = _first_missing(out_dir)
+    out_dir = ensure_writable_dir(out_dir)
     stage = Path(tempfile.mkdtemp(prefix=".render-", dir=out_dir))
+    done = False
     try:
         trace_hrefs: dict[str, str] = {}
         hta_hrefs: dict[str, str] = {}
@@ -135,15 +190,17 @@ def write_report(
         (stage / "index.html").write_text(html, encoding="utf-8")
         if write_results:
             atomic_write_json(stage / "results.json", doc)
-        # Everything rendered: move into place, file by file (each move is atomic).
+        # Everything rendered: move into place, file by file (each move is atomic),
+        # with Ctrl-C held back so the folder never mixes two runs.
         written: set[Path] = set()
-        for src in sorted(p for p in stage.rglob("*") if p.is_file()):
-            dst = out_dir / src.relative_to(stage)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)
-            written.add(dst)
-        if prune:
-            _prune(out_dir, written)
+        with _interrupts_deferred():
+            for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+                dst = out_dir / src.relative_to(stage)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
+                written.add(dst)
+            if prune:
+                _prune(out_dir, written)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return ReportFiles(

@@ -18,7 +18,9 @@ and ignored where absent: ``rank_labels`` (display name per rank, e.g.
 line), ``overlaps`` (``[earlier job, later job]`` index pairs of jobs that
 overlap on one device). Readers must not require them. Likewise the job
 column ``enqueue_ns`` (host time spent enqueueing each job, ns), written for
-harness runs.
+harness runs; the case field ``outcome`` (the pytest outcome of the test that
+ran the case: ``passed``, ``failed``, ``error``, ``skipped``); and the metric
+``span_bubble_ratio`` (see :mod:`harness.metrics`).
 
 Format history:
     1 - first version.
@@ -111,11 +113,13 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
             "step_time_iqr_ns": m.step_time_iqr_ns,
             "bubble_ratio": m.bubble_ratio,
             "bubble_over_ideal": m.bubble_over_ideal,
+            "span_bubble_ratio": m.span_bubble_ratio,
             "peak_inflight": m.peak_inflight,
             "enqueue_ns_per_job": m.enqueue_ns_per_job,
             "per_step": [asdict(s) for s in m.steps],
         },
         "theory": result.theory,
+        **({"outcome": result.outcome} if result.outcome else {}),
     }
 
 
