@@ -20,19 +20,28 @@ from harness.errors import ConfigError
 __all__ = ["atomic_write", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
 
 
-def ensure_writable_dir(path: Path) -> Path:
-    """Create ``path`` if needed and check a file can be written in it.
+def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
+    """Create ``path`` if needed and check a file can be written in it; ``what`` names
+    the folder in messages.
 
     Raises:
-        ConfigError: the folder cannot be created or written (names it and why).
+        ConfigError: the folder cannot be created or written, or the path (or a
+            folder above it) is a file (names it and why).
     """
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                if p == path:
+                    raise ConfigError(f"{what} {str(path)!r} is a file, not a folder")
+                raise ConfigError(f"{what} {str(path)!r} cannot be created: {str(p)!r} is a file, not a folder")
+            break
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=path)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise ConfigError(f"report directory {str(path)!r} is not writable: {exc.strerror or exc}") from None
+        raise ConfigError(f"{what} {str(path)!r} is not writable: {exc.strerror or exc}") from None
     return path
 
 

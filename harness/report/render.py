@@ -201,8 +201,11 @@ def write_report(
                 written.add(dst)
             if prune:
                 _prune(out_dir, written)
+        done = True
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if not done and created is not None:
+            _remove_empty_tree(created)
     return ReportFiles(
         index=out_dir / "index.html",
         results=out_dir / "results.json" if write_results else None,

@@ -1,0 +1,174 @@
+"""Type checks of a results-document case's fields, before any report is rendered.
+
+:func:`harness.report.results.validate_document` checks the document's shape
+(schema, required fields, equal column lengths); this module checks the
+*types* the renderers rely on, so that a hand-edited or foreign file with a
+wrong-typed field is refused with a message naming the case and the field
+(``jobs.start_ns[5] is '12' (str), expected an integer``) instead of a
+``TypeError`` from deep inside a renderer.
+
+Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``,
+``overlaps``, ``rank_labels``, ``theory``...) are checked only where present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["case_field_problem", "check_cases"]
+
+_INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+def _is_str(x: Any) -> bool:
+    return type(x) is str
+
+
+def _is_opt_int(x: Any) -> bool:
+    return x is None or type(x) is int
+
+
+_EXPECT: dict[Callable[[Any], bool], str] = {
+    _is_int: "an integer",
+    _is_number: "a number",
+    _is_str: "a string",
+    _is_opt_int: "an integer or null",
+}
+
+
+def _show(x: Any) -> str:
+    text = repr(x)
+    return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
+
+
+def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
+    if not isinstance(value, list):
+        return f"{name} is {_show(value)}, expected a list"
+    if all(map(ok, value)):  # fast path: no per-item Python loop
+        return None
+    k = next(i for i, x in enumerate(value) if not ok(x))
+    return f"{name}[{k}] is {_show(value[k])}, expected {_EXPECT[ok]}"
+
+
+def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
+    return None if ok(value) else f"{name} is {_show(value)}, expected {_EXPECT[ok]}"
+
+
+def case_field_problem(case: dict[str, Any]) -> str | None:
+    """The first wrong-typed or out-of-range field of ``case``, described as
+    ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
+    checks: list[str | None] = []
+    sched = case.get("schedule")
+    if not isinstance(sched, dict):
+        return f"schedule is {_show(sched)}, expected an object"
+    for key in ("p", "m", "v"):
+        checks.append(_value_problem(f"schedule.{key}", sched.get(key), _is_int))
+    checks.append(_value_problem("schedule.name", sched.get("name"), _is_str))
+    checks.append(_value_problem("backend", case.get("backend"), _is_str))
+    checks.append(_list_problem("streams", case.get("streams"), _is_str))
+    for key in ("steps", "step_start_ns", "step_end_ns"):
+        checks.append(_list_problem(key, case.get(key), _is_int))
+    for problem in checks:
+        if problem:
+            return problem
+    if not len(case["steps"]) == len(case["step_start_ns"]) == len(case["step_end_ns"]):
+        return (f"steps, step_start_ns and step_end_ns have different lengths "
+                f"({len(case['steps'])}, {len(case['step_start_ns'])}, {len(case['step_end_ns'])})")
+    p = sched["p"]
+    if p < 1:
+        return f"schedule.p is {p}, expected at least 1"
+    jobs = case["jobs"]
+    for col in _INT_COLUMNS:
+        problem = _list_problem(f"jobs.{col}", jobs.get(col), _is_int)
+        if problem:
+            return problem
+    for col, ok in (("microbatch", _is_opt_int), ("kind", _is_str)):
+        problem = _list_problem(f"jobs.{col}", jobs.get(col), ok)
+        if problem:
+            return problem
+    if "enqueue_ns" in jobs:
+        problem = _list_problem("jobs.enqueue_ns", jobs["enqueue_ns"], _is_number)
+        if problem:
+            return problem
+    n_streams = len(case["streams"])
+    for col, hi in (("stream", n_streams), ("rank", p)):
+        bad = next((k for k, x in enumerate(jobs[col]) if not 0 <= x < hi), None)
+        if bad is not None:
+            return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected 0 to {hi - 1}"
+    bad = next((k for k, (a, b) in enumerate(zip(jobs["start_ns"], jobs["end_ns"])) if b < a), None)
+    if bad is not None:
+        return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
+    metrics = case.get("metrics")
+    if not isinstance(metrics, dict):
+        return f"metrics is {_show(metrics)}, expected an object"
+    for key in ("step_time_median_ns", "step_time_iqr_ns", "bubble_ratio"):
+        problem = _value_problem(f"metrics.{key}", metrics.get(key), _is_number)
+        if problem:
+            return problem
+    for key in ("step_time_min_ns", "step_time_max_ns", "bubble_over_ideal", "span_bubble_ratio"):
+        if metrics.get(key) is not None:
+            problem = _value_problem(f"metrics.{key}", metrics[key], _is_number)
+            if problem:
+                return problem
+    problem = _list_problem("metrics.peak_inflight", metrics.get("peak_inflight"), _is_int)
+    if problem:
+        return problem
+    theory = case.get("theory")
+    if theory is not None:
+        if not isinstance(theory, dict):
+            return f"theory is {_show(theory)}, expected an object"
+        if theory.get("bubble_ratio") is not None:
+            problem = _value_problem("theory.bubble_ratio", theory["bubble_ratio"], _is_number)
+            if problem:
+                return problem
+        if theory.get("peak_inflight") is not None:
+            problem = _list_problem("theory.peak_inflight", theory["peak_inflight"], _is_int)
+            if problem:
+                return problem
+    if case.get("outcome") is not None:
+        problem = _value_problem("outcome", case["outcome"], _is_str)
+        if problem:
+            return problem
+    if case.get("warnings") is not None:
+        problem = _list_problem("warnings", case["warnings"], _is_str)
+        if problem:
+            return problem
+    overlaps = case.get("overlaps")
+    if overlaps is not None:
+        if not isinstance(overlaps, list):
+            return f"overlaps is {_show(overlaps)}, expected a list"
+        n = len(jobs["kind"])
+        for k, pair in enumerate(overlaps):
+            if not (isinstance(pair, list) and len(pair) == 2 and all(_is_int(x) and 0 <= x < n for x in pair)):
+                return f"overlaps[{k}] is {_show(pair)}, expected a pair of job indices"
+    deps = case.get("deps")
+    if deps is not None:
+        if not isinstance(deps, list):
+            return f"deps is {_show(deps)}, expected a list"
+        for k, dep in enumerate(deps):
+            if not (isinstance(dep, list) and len(dep) == 3 and all(_is_str(x) for x in dep)):
+                return f"deps[{k}] is {_show(dep)}, expected [source job, target job, \"end\" or \"start\"]"
+    return None
+
+
+def check_cases(doc: dict[str, Any], source: str = "results") -> None:
+    """Check every case of ``doc`` (see :func:`case_field_problem`).
+
+    Raises:
+        InputFormatError: names ``source``, the case (by id and position) and the field.
+    """
+    from harness.errors import InputFormatError
+
+    for i, case in enumerate(doc["cases"]):
+        problem = case_field_problem(case)
+        if problem:
+            raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
