@@ -60,7 +60,28 @@ def test_job_types_outside_word_characters_are_read():
     assert parse_job_type("backward_b") == ("I", 0)
     assert parse_job_type("optimizer") == ("OPT", 0)
     assert parse_job_type("lr") == ("lr", 0)
-    assert parse_job_type("recv_forward(chunk0)") == ("recv_forward(chunk0)", 0)
+    assert parse_job_type("recv_forward(chunk0)") == ("recv_forward", 0)
+    assert parse_job_type("frobnicate_chunk2") == ("frobnicate", 2)
+
+
+def test_unknown_job_type_is_kept_with_a_warning_naming_file_and_line(tmp_path):
+    def line(t, mb, a, b):
+        return f"Profiler Info: Job ({mb}), type = {t}, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {b:.6f}"
+
+    path = _write(tmp_path, "workerlog.0", [
+        line("lr", 0, 999, 999.5), line("forward", 0, 1000, 1001), line("frobnicate", 0, 1001, 1002),
+        line("frobnicate", 1, 1002, 1002.5), line("backward", 0, 1003, 1005),
+    ])
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:3: unknown job type 'frobnicate' (not forward, backward, backward_b, backward_w, optimizer or lr); "
+        "kept as kind 'frobnicate', counted as busy time (2 lines in this file)"
+    ]
+    assert case["jobs"]["kind"] == ["lr", "F", "frobnicate", "frobnicate", "B"]
+    assert case["warnings"] == [str(w.message) for w in record]
+    # Kept as busy time: 0.5 + 1 + 1 + 0.5 + 2 ms of the 6 ms step.
+    assert case["metrics"]["per_step"][0]["busy_ns"] == [5_000_000]
 
 
 def test_chunked_types_steps_and_machines(tmp_path):

@@ -25,8 +25,11 @@ document (:mod:`harness.report.results`), so every report renders from it:
   ``case["warnings"]``;
 * job types map to kinds: ``forward`` F, ``backward`` B, ``backward_b`` I,
   ``backward_w`` W, ``optimizer`` OPT, with a chunk from a suffix
-  (``forward1``, ``forward(chunk1)``, ``forward_chunk1``); any other type
-  (``lr``, ``recv_forward``...) is kept with its own name as kind, on chunk 0;
+  (``forward1``, ``forward(chunk1)``, ``forward_chunk1``); any other type is
+  kept with its own name as kind (a ``(chunkN)``/``_chunkN`` suffix still
+  gives the chunk) and counted as busy time; types Paddle's passes do not
+  print (anything but those, ``lr`` and VPP's ``recv4_*``/``send4_*``) also
+  give one warning per type and file, naming the first line;
 * a step is one printed block: a new step begins when a (type, micro-batch)
   pair repeats on a device; steps are numbered from ``S`` of the profiler line
   (default 0);
@@ -55,7 +58,7 @@ from typing import Any
 from harness.errors import InputFormatError
 from harness.metrics import peak_inflight_of
 from harness.records import JobRecord
-from harness.report.atomic import atomic_write_text
+from harness.report.atomic import atomic_write_text, ensure_writable_dir
 from harness.report.layout import job_label, track_overflow
 from harness.report.results import JOB_COLUMNS
 
@@ -64,6 +67,7 @@ __all__ = [
     "PaddleLogWarning",
     "find_worker_logs",
     "import_paddle_logs",
+    "is_known_job_type",
     "paddle_log_lines",
     "parse_job_type",
     "parse_worker_log",
@@ -78,6 +82,11 @@ _JOB_RE = re.compile(
 )
 _STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$")
 _TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$")
+_CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$")
+#: Job types Paddle's pipeline passes print that are not pipeline compute jobs but
+#: are known: the learning-rate job of FThenB/1F1B, and VPP's ``recv4_<job>``
+#: receives (``pipeline_vpp.py`` with ``enable_send_recv_overlap``).
+_KNOWN_OTHER = re.compile(r"^(?:lr|recv4_.+|send4_.+)$")
 _KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT"}
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
 _LOG_NAME = re.compile(r"^workerlog\.(\d+)$")
@@ -113,13 +122,27 @@ def _ms_to_ns(text: str) -> int:
 
 
 def parse_job_type(job_type: str) -> tuple[str, int]:
-    """Map a Paddle job type to ``(kind, chunk)``: ``"forward(chunk1)"`` -> ``("F", 1)``;
-    an unknown type is its own kind on chunk 0 (``"lr"`` -> ``("lr", 0)``)."""
+    """Map a Paddle job type to ``(kind, chunk)``: ``"forward(chunk1)"`` -> ``("F", 1)``.
+
+    A type outside the compute jobs keeps its own name as kind, with a
+    ``(chunkN)`` or ``_chunkN`` suffix read as the chunk (``"lr"`` ->
+    ``("lr", 0)``, ``"frobnicate(chunk1)"`` -> ``("frobnicate", 1)``).
+    """
     m = _TYPE_RE.match(job_type)
     if not m:
+        c = _CHUNK_SUFFIX.match(job_type)
+        if c:
+            return c.group("base"), int(c.group("p") or c.group("u"))
         return job_type, 0
     chunk = m.group("n") or m.group("p") or m.group("u") or "0"
     return _KIND_OF[m.group("base")], int(chunk)
+
+
+def is_known_job_type(job_type: str) -> bool:
+    """Whether Paddle's pipeline passes print ``job_type``: the compute jobs
+    (``forward``, ``backward``, ``backward_b``, ``backward_w``, ``optimizer``, with a
+    chunk suffix), ``lr``, and VPP's ``recv4_``/``send4_`` jobs."""
+    return bool(_TYPE_RE.match(job_type)) or bool(_KNOWN_OTHER.match(parse_job_type(job_type)[0]))
 
 
 def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | None, list[str]]:
@@ -139,6 +162,7 @@ def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | Non
     jobs: list[PaddleJob] = []
     marker: tuple[int, int] | None = None
     problems: list[str] = []
+    unknown: dict[str, list[int]] = {}  # unknown job type -> [first line, count]
     for lineno, line in enumerate(text.splitlines(), 1):
         if _PROFILER_MARK in line:
             m = _JOB_RE.search(line)
@@ -153,12 +177,22 @@ def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | Non
                 )
                 continue
             jobs.append(PaddleJob(m.group("type"), int(m.group("mb")), start, end, lineno))
+            if not is_known_job_type(m.group("type")):
+                seen = unknown.setdefault(m.group("type"), [lineno, 0])
+                seen[1] += 1
         elif _STEP_MARK in line:
             m = _STEP_RE.search(line)
             if m is None:
                 problems.append(f"{path}:{lineno}: a 'Schedule Profiler' line that does not parse, ignored: {line.strip()[:160]!r}")
             elif marker is None:
                 marker = (int(m.group("start")), int(m.group("end")))
+    for job_type, (lineno, count) in unknown.items():
+        kind, chunk = parse_job_type(job_type)
+        problems.append(
+            f"{path}:{lineno}: unknown job type {job_type!r} (not forward, backward, backward_b, backward_w, optimizer "
+            f"or lr); kept as kind {kind!r}" + (f" on chunk {chunk}" if chunk else "")
+            + ", counted as busy time" + (f" ({count} lines in this file)" if count > 1 else "")
+        )
     return jobs, marker, problems
 
 
@@ -460,8 +494,10 @@ def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None =
     """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`).
 
     Raises:
+        ConfigError: ``folder`` is a file or cannot be created.
         OSError: a file cannot be written (each file is written atomically).
     """
+    ensure_writable_dir(Path(folder), "log folder")
     out = []
     for rank in range(int(case["schedule"]["p"])):
         out.append(atomic_write_text(Path(folder) / f"workerlog.{rank}", "\n".join(paddle_log_lines(case, rank, epoch_ns)) + "\n"))
