@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, InputFormatError
 
-__all__ = ["Threshold", "compare_documents", "main", "parse_threshold"]
+__all__ = ["Threshold", "cases_by_id", "compare_documents", "main", "package_version", "parse_threshold", "setup_mismatches"]
 
 _METRICS = {"step_time": "median step time", "bubble": "bubble ratio (idle share of total)"}
 
@@ -79,16 +79,51 @@ class CaseDelta:
         return self.new_bubble - self.base_bubble
 
 
+def cases_by_id(doc: dict[str, Any], source: str = "results") -> dict[str, dict[str, Any]]:
+    """The cases of a results document keyed by id.
+
+    Raises:
+        InputFormatError: two cases share an id (names the id, both positions
+            and ``source``): a comparison would silently pick one of them.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for i, case in enumerate(doc["cases"]):
+        cid = str(case["id"])
+        if cid in out:
+            raise InputFormatError(
+                f"{source}: case id {cid!r} appears more than once (cases #{first[cid]} and #{i}); "
+                "cases are matched by id, so each id must be unique"
+            )
+        out[cid] = case
+        first[cid] = i
+    return out
+
+
+def _workload(case: dict[str, Any]) -> str:
+    device = case.get("device")
+    return str(device.get("workload") or "") if isinstance(device, dict) else ""
+
+
 def compare_documents(
-    base: dict[str, Any], new: dict[str, Any], thresholds: Sequence[Threshold]
+    base: dict[str, Any], new: dict[str, Any], thresholds: Sequence[Threshold],
+    base_name: str = "base", new_name: str = "new",
 ) -> tuple[list[CaseDelta], list[str], list[str]]:
     """Match cases by id and compute deltas.
 
+    Args:
+        base, new: results documents.
+        thresholds: the gates.
+        base_name, new_name: name the documents in errors.
+
     Returns:
         ``(deltas for cases in both, ids only in base, ids only in new)``.
+
+    Raises:
+        InputFormatError: a document holds two cases with the same id.
     """
-    base_cases = {c["id"]: c for c in base["cases"]}
-    new_cases = {c["id"]: c for c in new["cases"]}
+    base_cases = cases_by_id(base, base_name)
+    new_cases = cases_by_id(new, new_name)
     deltas = []
     for cid, b in base_cases.items():
         n = new_cases.get(cid)
@@ -106,6 +141,36 @@ def compare_documents(
     only_base = [c for c in base_cases if c not in new_cases]
     only_new = [c for c in new_cases if c not in base_cases]
     return deltas, only_base, only_new
+
+
+def setup_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Per case id in both documents whose backend or workload differs, a note
+    saying how (such a comparison measures the setup, not the schedule)."""
+    new_cases = {str(c["id"]): c for c in new["cases"]}
+    notes = []
+    for b in base["cases"]:
+        n = new_cases.get(str(b["id"]))
+        if n is None:
+            continue
+        diffs = []
+        if b.get("backend") != n.get("backend"):
+            diffs.append(f"backend {b.get('backend')!r} vs {n.get('backend')!r}")
+        if _workload(b) != _workload(n):
+            diffs.append(f"workload {_workload(b) or '(none)'!r} vs {_workload(n) or '(none)'!r}")
+        if diffs:
+            notes.append(f"{b['id']}: ran on different setups ({'; '.join(diffs)}); its deltas compare the setups, not the schedule")
+    return notes
+
+
+def package_version() -> str:
+    """The installed version of the ``pipeline-harness`` distribution, or ``"unknown"``
+    when it is not installed (e.g. run from a source tree without ``pip install``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pipeline-harness")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _err(msg: str) -> None:
@@ -131,7 +196,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     thresholds = [parse_threshold(t) for t in args.fail or []]
     base, new = load_results(Path(args.base)), load_results(Path(args.new))
-    deltas, only_base, only_new = compare_documents(base, new, thresholds)
+    deltas, only_base, only_new = compare_documents(base, new, thresholds, str(args.base), str(args.new))
+    if not deltas:
+        raise ConfigError(
+            f"no case id is in both {args.base} ({len(base['cases'])} case(s)) and {args.new} "
+            f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file?"
+        )
+    for note in setup_mismatches(base, new):
+        _err(f"warning: {note}")
     out: TextIO = sys.stdout
     w = max([len(d.case_id) for d in deltas] + [4])
     w = min(w, 70)
@@ -147,8 +219,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"only in {args.new}: {cid}", file=out)
     failed = [d for d in deltas if d.failed]
     gates = ", ".join(f"{t.metric} +{100 * t.limit:g}" + ("%" if t.metric == "step_time" else "pp") for t in thresholds) or "none"
-    if not deltas:
-        _err(f"warning: no case id is in both {args.base} and {args.new}")
     print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})", file=out)
     return 1 if failed else 0
 
@@ -182,9 +252,14 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
     if args.case is not None:
         cases = [c for c in cases if c["id"] == args.case]
         if not cases:
-            raise ConfigError(f"no case {args.case!r} in {args.results}")
+            ids = [str(c["id"]) for c in doc["cases"]]
+            raise ConfigError(f"no case {args.case!r} in {args.results}; its case ids: "
+                              + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
     elif len(cases) != 1:
-        raise ConfigError(f"{args.results} holds {len(cases)} cases; pick one with --case ID")
+        ids = [str(c["id"]) for c in cases]
+        shown = ", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "")
+        raise ConfigError(f"{args.results} holds {len(cases)} cases; pick one with --case ID: {shown}" if ids
+                          else f"{args.results} holds no case to export")
     paths = write_paddle_logs(Path(args.out), cases[0])
     print(f"{len(paths)} worker log(s) in {args.out}")
     return 0
@@ -207,9 +282,10 @@ def _cmd_schedules(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from harness import theory
     from harness.case import PipelineCase
     from harness.cost import FixedCost
+    from harness.plan import build_plan
+    from harness.runner import theory_for
 
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
     case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
@@ -219,6 +295,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     p, m, v = schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank
     print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
           f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (f", W={args.weight_ms:g} ms" if args.weight_ms is not None else ""))
+    work = v * m * (args.forward_ms + args.backward_ms)
+    print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
+          f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
+             if v > 1 else ""))
     try:
         from harness.schedule import analytics
     except ImportError:  # analytics not available: simulate on the sim device instead
@@ -233,18 +313,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
         makespan, bubble = r.metrics.step_time_median_ns, r.metrics.bubble_ratio
         over, peaks, how = r.metrics.bubble_over_ideal, r.metrics.peak_inflight, "sim backend"
     print(f"step time {makespan / 1e6:.3f} ms ({how})")
-    th = theory.theoretical_bubble(schedule.name, p, m, v)
+    th = theory_for(case, build_plan(schedule))
+    bubble_th = th.get("bubble_ratio")
     print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
-          + (f"; theory {100 * th:.2f}% of total" if th is not None else ""))
-    peak_th = [theory.peak_inflight(schedule.name, p, m, r, v) if v != 1 else theory.peak_inflight(schedule.name, p, m, r) for r in range(p)]
-    print("peak in-flight per rank: " + ", ".join(map(str, peaks))
-          + ("" if any(x is None for x in peak_th) else "; theory " + ", ".join(map(str, peak_th))))
+          + (f"; theory {100 * bubble_th:.2f}% of total" if bubble_th is not None else "; no closed-form theory for this schedule"))
+    peak_th = th.get("peak_inflight")
+    print("peak in-flight per rank: " + ", ".join(map(str, peaks)) + (f"; theory {', '.join(map(str, peak_th))}" if peak_th else ""))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(prog="pipeline-harness", description="Pipeline-parallel schedule benchmarks: reports and tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("report", help="re-render index.html and traces from a results JSON")
@@ -264,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")
     p.add_argument("log_dir", metavar="LOG_DIR")
-    p.add_argument("--out", metavar="DIR", default="reports/paddle", help="report folder (default: reports/paddle)")
+    p.add_argument("--out", metavar="DIR", default="reports-paddle",
+                   help="report folder (default: reports-paddle, beside the pytest report folder reports/, which pytest runs rewrite)")
     p.add_argument("--name", help="case id (default: paddle:<folder name>)")
     p.add_argument("--schedule", default="PaddlePaddle log", help="schedule name shown in the report")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")

@@ -103,3 +103,109 @@ def test_truncated_results_file_via_module_entry_point(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {res}: line 1, column ") and "Traceback" not in proc.stderr
     assert not (tmp_path / "index.html").exists()
+
+
+def test_compare_without_a_common_case_is_an_error_naming_both_files(tmp_path, capsys):
+    base = _results(tmp_path / "base.json", schedules=("FThenB",))
+    other = _results(tmp_path / "other.json", schedules=("1F1B",))
+    assert main(["compare", str(base), str(other), "--fail", "step_time:5%"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: no case id is in both {base} (1 case(s)) and {other} (1 case(s))")
+    assert captured.err.count("\n") == 1 and "case(s) compared" not in captured.out
+
+
+def test_compare_refuses_a_duplicate_case_id(tmp_path, capsys):
+    base = _results(tmp_path / "base.json")
+    doc = json.loads(base.read_text())
+    doc["cases"][1]["id"] = doc["cases"][0]["id"]
+    dup = tmp_path / "dup.json"
+    dup.write_text(json.dumps(doc))
+    assert main(["compare", str(base), str(dup)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {dup}: case id 'cases/x.py::test[FThenB]' appears more than once (cases #0 and #1)")
+
+
+def test_compare_warns_when_backend_or_workload_differ(tmp_path, capsys):
+    base = _results(tmp_path / "base.json")
+    doc = json.loads(base.read_text())
+    doc["cases"][0]["backend"] = "cpu"
+    doc["cases"][0]["device"]["workload"] = "matmul"
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(doc))
+    assert main(["compare", str(base), str(new)]) == 0
+    captured = capsys.readouterr()
+    warnings_ = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert warnings_ == ["warning: cases/x.py::test[FThenB]: ran on different setups (backend 'sim' vs 'cpu'; "
+                         "workload 'virtual' vs 'matmul'); its deltas compare the setups, not the schedule"]
+    assert "2 case(s) compared, 0 past a threshold" in captured.out
+
+
+def test_show_states_per_stage_durations_per_rank_work_and_zb_h1_theory(capsys):
+    assert main(["show", "ZB-H1", "-p", "4", "-m", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "durations are per stage (chunk): each rank runs v*m*(F+B) = 1*8*(1+2) ms = 24 ms of work per step" in out
+    # ZB-H1 with T_W = T_B/2 = 1 ms: (p-1)(F+I-W) / makespan = 3 * 1 ms / 27 ms.
+    assert "step time 27.000 ms" in out and "bubble 11.11% of total (idle share), 12.50% over ideal time; theory 11.11% of total" in out
+    assert main(["show", "ZB-V", "-p", "4", "-m", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "v*m*(F+B) = 2*8*(1+2) ms = 48 ms of work per step (2 chunks per rank: for the same model as a v=1 schedule, divide F and B by 2)" in out
+    assert "no closed-form theory for this schedule" in out
+
+
+def test_version_comes_from_the_installed_distribution(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"pipeline-harness {version('pipeline-harness')}\n"
+
+
+def test_export_paddle_lists_the_case_ids_when_one_must_be_picked(tmp_path, capsys):
+    res = _results(tmp_path / "r.json")
+    assert main(["export-paddle", str(res), "--out", str(tmp_path / "logs")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {res} holds 2 cases; pick one with --case ID: cases/x.py::test[FThenB], cases/x.py::test[1F1B]\n"
+    assert not (tmp_path / "logs").exists()
+
+
+def test_output_folder_that_is_a_file_is_named_as_such(tmp_path, capsys):
+    res = _results(tmp_path / "r.json", schedules=("1F1B",))
+    blocker = tmp_path / "taken"
+    blocker.write_text("x")
+    assert main(["report", str(res), "--out", str(blocker)]) == 2
+    assert capsys.readouterr().err == f"error: report directory '{blocker}' is a file, not a folder\n"
+    assert main(["report", str(res), "--out", str(blocker / "sub")]) == 2
+    assert capsys.readouterr().err == f"error: report directory '{blocker / 'sub'}' cannot be created: '{blocker}' is a file, not a folder\n"
+    assert main(["export-paddle", str(res), "--out", str(blocker)]) == 2
+    assert capsys.readouterr().err == f"error: log folder '{blocker}' is a file, not a folder\n"
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("jobs", "start_ns", 5), "12", "jobs.start_ns[5] is '12' (str), expected an integer"),
+    (("schedule", "p"), "4", "schedule.p is '4' (str), expected an integer"),
+    (("metrics", "bubble_ratio"), None, "metrics.bubble_ratio is None (NoneType), expected a number"),
+    (("jobs", "stream", 0), 99, "jobs.stream[0] is 99, expected 0 to 3"),
+])
+def test_wrong_typed_field_names_case_and_field_and_leaves_nothing(tmp_path, capsys, path, value, message):
+    res = _results(tmp_path / "r.json")
+    doc = json.loads(res.read_text())
+    target = doc["cases"][1]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    res.write_text(json.dumps(doc))
+    out = tmp_path / "new" / "report"
+    assert main(["report", str(res), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {res}: case 'cases/x.py::test[1F1B]' (#1): {message}\n"
+    assert not (tmp_path / "new").exists()
+
+
+def test_import_paddle_defaults_outside_the_pytest_report_folder(tmp_path, monkeypatch, capsys):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "workerlog.0").write_text(
+        "Profiler Info: Job (0), type = forward, micro_batch_id = 0, job_start_time = 1000.0, job_end_time = 1001.0\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["import-paddle", str(logs), "-q", "--no-hta"]) == 0
+    assert (tmp_path / "reports-paddle" / "index.html").exists() and not (tmp_path / "reports").exists()
