@@ -85,20 +85,25 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         name: schedule name (see :func:`schedule_names`).
         num_ranks: ``p >= 1``.
         num_microbatches: ``m >= 1``.
-        chunks: ``v``, chunks per rank, for schedules that take it.
+        chunks: ``v``, chunks per rank, for schedules that take it. Schedules
+            whose placement fixes it (ZB-V, DualPipeV: 2) accept 1 or that value.
         options: builder-specific keyword arguments.
 
     Raises:
-        ConfigError: unknown name, non-positive sizes, ``v != 1`` for a schedule
-            without chunks, or a builder's own constraint (e.g. ``m >= p``).
+        ConfigError: unknown name, non-positive sizes, a ``v`` the schedule
+            cannot have, or a builder's own constraint (e.g. ``m >= 2p`` for DualPipeV).
     """
     info = builder_info(name)
     _check_sizes(num_ranks, num_microbatches, chunks)
     if info.takes_chunks:
         return info.build(num_ranks, num_microbatches, chunks, **options)
-    if chunks != 1:
-        raise ConfigError(f"schedule {info.name!r} has one chunk per rank; got v={chunks} (use an interleaved schedule)")
-    return info.build(num_ranks, num_microbatches, **options)
+    schedule = info.build(num_ranks, num_microbatches, **options)
+    fixed = schedule.chunks_per_rank
+    if chunks not in (1, fixed):  # v=1 means "the schedule's own", e.g. 2 for the V placement
+        what = "one chunk" if fixed == 1 else f"{fixed} chunks (its placement fixes them)"
+        hint = " (use an interleaved schedule for v > 1)" if fixed == 1 else f"; leave v at 1 or give {fixed}"
+        raise ConfigError(f"schedule {info.name!r} has {what} per rank; got v={chunks}{hint}")
+    return schedule
 
 
 def _check_sizes(p: int, m: int, v: int = 1) -> None:
