@@ -171,3 +171,12 @@ def test_every_builder_valid_and_deadlock_free(name: str, p: int, m: int, v: int
     forwards = sum(1 for j in plan.jobs if j.kind is JobKind.F)
     assert forwards == s.num_stages * m
     assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV") else v)
+
+
+@pytest.mark.parametrize("name", ["ZB-V", "DualPipeV"])
+def test_v_placement_schedules_accept_their_own_chunk_count(name):
+    # The V placement fixes two chunks per rank; v=1 (the default) and v=2 both mean that.
+    assert build_schedule(name, 4, 8, 2) == build_schedule(name, 4, 8)
+    assert build_schedule(name, 4, 8).chunks_per_rank == 2
+    with pytest.raises(ConfigError, match=rf"schedule '{name}' has 2 chunks \(its placement fixes them\) per rank; got v=3"):
+        build_schedule(name, 4, 8, 3)
