@@ -19,6 +19,11 @@ from harness.schedule.model import Schedule
 __all__ = ["PipelineCase"]
 
 
+def _looks_like_path(text: str) -> bool:
+    """A schedule given as a string names a file when it has a schedule-file suffix or a folder part."""
+    return text.lower().endswith((".csv", ".txt")) or "/" in text or "\\" in text
+
+
 @dataclass(frozen=True)
 class PipelineCase:
     """A pipeline to benchmark.
@@ -26,7 +31,8 @@ class PipelineCase:
     Attributes:
         schedule: a registered schedule name (``"1F1B"``), a ready
             :class:`~harness.schedule.model.Schedule`, or the path of a schedule
-            file (PyTorch pipeline CSV).
+            file (PyTorch pipeline CSV), as a ``Path`` or a string ending in
+            ``.csv`` or containing a folder separator.
         stages: ``p``, pipeline ranks; taken from the schedule when it is given
             ready-made or as a file.
         microbatches: ``m``, micro-batches per step; likewise.
@@ -46,8 +52,9 @@ class PipelineCase:
             "l2_flush": True}}``.
 
     Raises:
-        ConfigError: on :meth:`build`, for unknown schedule names, non-positive
-            or missing sizes, or a file that does not match ``stages``/``microbatches``.
+        ConfigError: on construction, for a cost that is not a cost model or a
+            non-positive size; on :meth:`build`, for unknown schedule names,
+            missing sizes, or a file that does not match ``stages``/``microbatches``.
     """
 
     schedule: str | Schedule | Path
@@ -61,6 +68,20 @@ class PipelineCase:
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
+            object.__setattr__(self, "schedule", Path(self.schedule))
+        if not isinstance(self.schedule, (str, Schedule, Path)):
+            raise ConfigError(f"case {self.name or ''!r}: schedule must be a name, a Schedule or a path, got {type(self.schedule).__name__}")
+        if not isinstance(self.cost, CostModel):
+            raise ConfigError(
+                f"case {self.label()!r}: cost must be a cost model such as FixedCost.ms(F=1, B=2) or TransformerCost(...), "
+                f"got {self.cost!r}"
+            )
+        for label, value in (("stages", self.stages), ("microbatches", self.microbatches), ("chunks", self.chunks)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
 
     @property
     def schedule_name(self) -> str:

@@ -58,3 +58,16 @@ def test_uneven_layers_go_to_the_first_stages():
     assert [c.layers_of(s, 4) for s in range(4)] == [3, 3, 2, 2]
     with pytest.raises(ConfigError, match="10 layers cannot be split over 11 stages"):
         c.layers_of(0, 11)
+
+
+def test_case_checks_its_fields_on_construction():
+    from pathlib import Path
+
+    from harness.case import PipelineCase
+
+    with pytest.raises(ConfigError, match=r"cost must be a cost model such as FixedCost.ms\(F=1, B=2\)"):
+        PipelineCase("1F1B", 4, 8, cost=None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="microbatches must be a positive integer, got -1"):
+        PipelineCase("1F1B", 4, -1)
+    assert PipelineCase("schedules/my.csv").schedule == Path("schedules/my.csv")
+    assert PipelineCase("1F1B", 4, 8).schedule == "1F1B"

@@ -149,3 +149,13 @@ def test_paddle_round_trip(name: str, placement: str, v: int) -> None:
 def test_paddle_unknown_type_names_rank_and_position() -> None:
     with pytest.raises(ScheduleError, match=r"rank 1, job 0"):
         from_paddle_jobs("x", [[("forward", 0), ("backward", 0)], [("fwd", 0)]])
+
+
+def test_csv_saved_with_a_byte_order_mark_reads(tmp_path):
+    # Spreadsheet programs save UTF-8 CSV with a BOM; it is not part of the first cell.
+    from harness.schedule.notation import load_schedule_file
+
+    path = tmp_path / "bom.csv"
+    path.write_text("\ufeff0F0,0B0\n,1F0,1B0\n", encoding="utf-8")
+    schedule = load_schedule_file(path)
+    assert schedule.to_text() == [["0F0", "0B0"], ["", "1F0", "1B0"]]

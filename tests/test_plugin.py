@@ -142,7 +142,7 @@ def test_bad_cases_fail_with_clear_messages(pytester):
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines([
         "*ConfigError: unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
-        "*ConfigError: the number of ranks p must be a positive integer, got 0*",
+        "*ConfigError: case *: stages must be a positive integer, got 0*",
         "*ConfigError: DualPipeV needs m >= 2p micro-batches (one per stage); got p=4, m=6*",
         "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
     ])

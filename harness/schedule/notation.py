@@ -153,7 +153,7 @@ def load_csv(path: str | Path, num_microbatches: int | None = None) -> Schedule:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFormatError(f"{p}: cannot read schedule file: {exc}") from None
     return loads_csv(text, name=str(p), num_microbatches=num_microbatches)
