@@ -12,7 +12,9 @@ Workloads:
     ``matmul``: each launch multiplies float32 matrices sized from the job's
         FLOPs (``2 n^3`` per product). NumPy releases the GIL in GEMMs, so stages
         really contend for the machine's cores - the CPU analogue of stages
-        sharing one GPU.
+        sharing one GPU. While the device is open, BLAS runs one thread per call
+        (threadpoolctl), so each stream is one core's worth of work and the
+        contention does not depend on the BLAS library's own thread pool.
 """
 
 from __future__ import annotations
@@ -173,6 +175,12 @@ class CpuDevice:
         self._streams: list[_CpuStream] = []
         self._closed = False
         self.sleep_overshoot_ns = _sleep_overshoot_ns() if workload == "sleep" else 0
+        self._blas_limit: Any = None
+        if workload == "matmul":
+            import numpy  # noqa: F401 - load BLAS so the limit applies to it
+            from threadpoolctl import threadpool_limits
+
+            self._blas_limit = threadpool_limits(limits=1, user_api="blas")
 
     def stream(self, name: str) -> _CpuStream:
         s = _CpuStream(self, name)
@@ -231,6 +239,7 @@ class CpuDevice:
             import numpy as np
 
             info["numpy"] = np.__version__
+            info["blas_threads_per_stream"] = 1
         return info
 
     def close(self) -> None:
@@ -242,6 +251,9 @@ class CpuDevice:
         for s in self._streams:
             s.thread.join(timeout=5)
         self._streams.clear()
+        if self._blas_limit is not None:
+            self._blas_limit.restore_original_limits()
+            self._blas_limit = None
 
     def __del__(self) -> None:  # threads are daemons; this just tidies up
         try:
