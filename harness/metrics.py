@@ -127,7 +127,7 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         jobs = by_step.get(step, [])
         step_time = end - start
         busy = [0] * p
-        first = [None] * p
+        first: list[int | None] = [None] * p
         last = [0] * p
         for j in jobs:
             if j.kind in _COMPUTE:
@@ -138,7 +138,7 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
                     first[r] = j.start_ns
                 if j.end_ns > last[r]:
                     last[r] = j.end_ns
-        spans = [0 if first[r] is None else last[r] - first[r] for r in range(p)]  # type: ignore[operator]
+        spans = [last[r] - f if (f := first[r]) is not None else 0 for r in range(p)]
         idle = [max(0, step_time - b) for b in busy]
         total_idle, total_busy = sum(idle), sum(busy)
         out.append(

@@ -244,6 +244,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     hc = item.config.stash.get(_KEY, None)
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if results:
+        outcome: str | None
         if report.failed:
             outcome = "failed" if report.when == "call" else "error"
         elif report.skipped:

@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from harness.device.base import Device, Work
 from harness.errors import BackendUnavailable, ConfigError
 
-__all__ = ["BACKENDS", "WORKLOAD_ALIASES", "WORKLOAD_NAMES", "BackendChoice", "Device", "Work", "backend_workload", "create_device", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "WORKLOAD_ALIASES",
+    "WORKLOAD_NAMES",
+    "BackendChoice",
+    "Device",
+    "Work",
+    "backend_workload",
+    "create_device",
+    "resolve_backend",
+]
 
 BACKENDS = ("auto", "sim", "cpu", "cuda")
 DEFAULT_WORKLOAD = {"sim": "virtual", "cpu": "sleep", "cuda": "spin"}
