@@ -21,6 +21,9 @@ def test_busy_idle_and_both_bubble_normalizations():
     assert s.busy_ns == [30, 20] and s.idle_ns == [20, 30]
     assert s.bubble_ratio == pytest.approx(50 / 100)  # idle / (p x step)
     assert s.bubble_over_ideal == pytest.approx(50 / 50)  # idle / busy
+    # span bubble: rank 0 spans 0-50 with 30 busy, rank 1 spans 10-30 with 20 busy
+    assert s.span_bubble_ratio == pytest.approx(20 / 70)
+    assert m.span_bubble_ratio == pytest.approx(20 / 70)
     assert m.enqueue_ns_per_job == pytest.approx(1000 / 4)
 
 
