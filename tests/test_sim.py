@@ -101,3 +101,17 @@ def test_records_carry_enqueue_time_and_sends_name_their_peer():
     assert len(rec.jobs) == plan.num_jobs
     assert all(j.enqueue_ns > 0 for j in rec.jobs)
     assert sum(j.enqueue_ns for j in rec.jobs) <= rec.enqueue_ns[0]
+
+
+def test_span_bubble_separates_zb_h1_from_zb_h2():
+    # arXiv:2401.10241 Table 2 with T_F = T_B = T_W = 1 ms: ZB-H2's bubble (p-1)(T_F+T_B-2T_W) is 0 inside
+    # each rank's span, ZB-H1's is (p-1)(T_F+T_B-T_W) = 3 ms on the worst rank; with the per-step barrier
+    # both have the same idle share of total.
+    from harness import PipelineCase, run_case
+
+    h1, h2 = (run_case(PipelineCase(s, 4, 8, cost=FixedCost.ms(F=1, B=2, W=1)), "sim").metrics for s in ("ZB-H1", "ZB-H2"))
+    assert h1.bubble_ratio == pytest.approx(h2.bubble_ratio) == pytest.approx(3 / 27)
+    assert h2.span_bubble_ratio == 0
+    # rank s starts at s ms (its first input) and ends at 27 ms: spans 27, 26, 25, 24 ms around 24 ms of work,
+    # idle 3, 2, 1, 0 ms; 6 ms over 102 ms.
+    assert h1.span_bubble_ratio == pytest.approx(6 / 102)
