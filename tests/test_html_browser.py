@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
+from harness.cost import FixedCost
 from harness.report.html import render_index
 from harness.report.paddle import import_paddle_logs
 from harness.report.results import case_to_dict, results_document
@@ -151,4 +152,33 @@ def test_overlap_flag_dependency_arrows_and_side_by_side(page, report, tmp_path)
     assert top is True and bottom == 1
     page.locator("#compare").scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "compare.png"))
+    assert page.problems == []
+
+
+def test_overview_fits_a_1400_px_window_and_chart_labels_fit(page, tmp_path):
+    # A realistic mix: long pytest ids, two m per schedule (charts), a failed case, seconds-long steps.
+    cases = []
+    for schedule, v in (("1F1B", 1), ("ZB-H1", 1), ("Interleaved1F1B", 2), ("ZB-V", 1), ("FThenB", 1)):
+        for m in (8, 16):
+            c = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=m, chunks=v, cost=FixedCost.ms(F=40, B=80)), "sim",
+                                      range(1, 4), case_id=f"cases/test_gpt_schedules.py::test_gpt_sweep_m[{schedule}-{m}]"))
+            cases.append(c)
+    cases[1]["outcome"] = "failed"
+    path = tmp_path / "index.html"
+    path.write_text(render_index(results_document(cases), {c["id"]: "traces/x.json" for c in cases},
+                                 hta_hrefs={c["id"]: "hta/x/" for c in cases}), encoding="utf-8")
+    _open(page, path)
+    fit = page.evaluate("""() => {
+        const box = document.querySelector('.scroll');
+        const last = [...document.querySelectorAll('#summary tbody tr td:last-child')].map(td => td.getBoundingClientRect().right);
+        return {scroll: box.scrollWidth, client: box.clientWidth, lastRight: Math.max(...last), viewport: window.innerWidth};
+    }""")
+    assert fit["scroll"] <= fit["client"], fit  # no sideways scrolling
+    assert fit["lastRight"] <= fit["viewport"], fit  # the traces column is on screen
+    assert page.locator("#summary tbody tr.failed").count() == 1
+    # Every y-axis label of the charts lies inside its SVG (nothing cut off at the left edge).
+    labels = page.evaluate("""() => [...document.querySelectorAll('#charts ~ .charts svg text[text-anchor=end]')]
+        .map(t => ({text: t.textContent, x: t.getBBox().x}))""")
+    assert labels and all(lab["x"] >= 0 for lab in labels), labels
+    assert "1,000 ms" in [lab["text"] for lab in labels]
     assert page.problems == []

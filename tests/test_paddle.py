@@ -82,6 +82,8 @@ def test_unknown_job_type_is_kept_with_a_warning_naming_file_and_line(tmp_path):
     assert case["warnings"] == [str(w.message) for w in record]
     # Kept as busy time: 0.5 + 1 + 1 + 0.5 + 2 ms of the 6 ms step.
     assert case["metrics"]["per_step"][0]["busy_ns"] == [5_000_000]
+    # Span bubble: 1 ms idle (1002.5 to 1003 and 999.5 to 1000) of the 6 ms span.
+    assert case["metrics"]["span_bubble_ratio"] == pytest.approx(1 / 6)
 
 
 def test_chunked_types_steps_and_machines(tmp_path):

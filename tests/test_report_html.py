@@ -30,7 +30,7 @@ def _data(html: str) -> dict:
 def test_page_lists_every_case_with_figures():
     cases = [_case("FThenB", m=4), _case("1F1B", m=8), _case("ZB-H1", m=8)]
     html = render_index(results_document(cases))
-    rows = re.findall(r'<tr data-case="(\d+)">', html)
+    rows = re.findall(r'<tr data-case="(\d+)"', html)
     assert rows == ["0", "1", "2"]
     # 1F1B p=4 m=8, F=1 ms, B=2 ms: step time (m+p-1)(F+B) = 33 ms, bubble 3/11 = 27.3%.
     assert "33.000" in html and "27.3%" in html
@@ -102,3 +102,77 @@ def test_100k_jobs_page_stays_under_10_mb():
     assert data["tick"] == 1
     size = len(render_index(results_document([case])).encode("utf-8"))
     assert size < 10_000_000, f"{size / 1e6:.1f} MB with ns times"
+
+
+def _cells(html: str, k: int) -> list[str]:
+    """The visible texts of the overview row of case ``k``."""
+    row = re.search(rf'<tr data-case="{k}"[^>]*>(.*?)</tr>', html, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    return [re.sub(r"\s+", " ", re.sub(r"<br>", " ", re.sub(r"<(?!br)[^>]+>", "", c))).strip() for c in cells]
+
+
+def test_chart_ticks_are_plain_numbers_in_ms_then_seconds():
+    from harness.report.html import chart_data
+
+    slow = [_case("1F1B", m=m, cost=FixedCost.ms(F=100, B=200)) for m in (4, 8)]  # (m+3) x 300 ms: 2,100 and 3,300 ms
+    chart = chart_data(slow)
+    assert [t["label"] for t in chart["step"]["yticks"]] == ["0 ms", "1,000 ms", "2,000 ms", "3,000 ms", "4,000 ms"]
+    assert [d["title"].rsplit(", ", 1)[1] for d in chart["step"]["lines"][0]["dots"]] == ["2,100.0 ms", "3,300.0 ms"]
+    slower = [_case("1F1B", m=m, cost=FixedCost.ms(F=1000, B=2000)) for m in (4, 8)]  # 21 s and 33 s
+    assert [t["label"] for t in chart_data(slower)["step"]["yticks"]] == ["0 s", "10 s", "20 s", "30 s", "40 s"]
+    # Bubble 3/7 = 42.9% and 3/11 = 27.3%: ticks every 10%.
+    assert [t["label"] for t in chart["bubble"]["yticks"]] == ["0%", "10%", "20%", "30%", "40%", "50%"]
+    html = render_index(results_document(slow + slower))
+    assert not re.search(r"\de[+-]\d", html.split('id="harness-data"')[0])  # no scientific notation on the page
+
+
+def test_spread_says_min_max_below_five_steps_and_iqr_from_five():
+    from harness.report.html import spread_text
+
+    assert spread_text(3, 102_909_000, 103_269_000, 180_000) == {
+        "main": "102.909–103.269", "sub": "min–max, n=3 steps",
+        "title": "range over 3 recorded steps (an inter-quartile range needs at least 5)", "sort": 360_000,
+        "detail": "min–max 102.909–103.269 ms over 3 steps"}
+    five = spread_text(5, 1_000_000, 2_000_000, 250_000)
+    assert five["main"] == "IQR 0.250" and five["sub"] == "n=5 steps"
+    assert spread_text(1, 5, 5, 0)["main"] == "—"
+    few = _case("1F1B", cost=FixedCost.ms(F=1, B=2))  # 2 recorded steps
+    many = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(0, 5), case_id="five"))
+    html = render_index(results_document([few, many]))
+    assert _cells(html, 0)[7] == "33.000–33.000 min–max, n=2 steps"
+    assert _cells(html, 1)[7] == "IQR 0.000 n=5 steps"
+
+
+def test_failed_case_is_marked_in_the_overview_and_its_section():
+    cases = [_case("1F1B", case_id="ok"), _case("FThenB", case_id="bad"), _case("ZB-H1", case_id="skip"), _case("1F1B", m=4, case_id="plain")]
+    cases[0]["outcome"], cases[1]["outcome"], cases[2]["outcome"] = "passed", "failed", "skipped"
+    for c in cases:
+        c["label"] = c["id"]
+    html = render_index(results_document(cases))
+    assert '<tr data-case="1" data-outcome="failed" class="failed">' in html
+    assert '<tr data-case="0" data-outcome="passed">' in html and '<tr data-case="3">' in html
+    assert _cells(html, 1)[0] == "FAILED bad" and _cells(html, 0)[0] == "ok" and _cells(html, 2)[0] == "skipped skip"
+    assert "1 case(s) ran in a test that did not pass" in html
+    section = html.split('id="case-1"')[1].split("</section>")[0]
+    assert '<span class="badge bad-outcome">FAILED</span> bad</h3>' in section
+    assert "The test that ran this case failed (pytest outcome: failed)" in section
+    assert "did not pass" not in html.split('id="case-0"')[1].split("</section>")[0]
+    # An error outcome is marked too; without any bad outcome there is no banner.
+    cases[1]["outcome"] = "error"
+    assert _cells(render_index(results_document(cases)), 1)[0] == "ERROR bad"
+    del cases[1]["outcome"]
+    assert "did not pass" not in render_index(results_document(cases))
+
+
+def test_span_bubble_is_shown_beside_the_bubble_where_present():
+    zb = _case("ZB-H1", case_id="zb")
+    zb["metrics"]["span_bubble_ratio"] = 0.0625
+    old = _case("1F1B", case_id="old")
+    old["metrics"].pop("span_bubble_ratio", None)
+    html = render_index(results_document([zb, old]))
+    header = re.findall(r"<th[^>]*>(.*?)</th>", html.split("</thead>")[0])
+    assert header[8:12] == ["bubble", "theory", "Δ", "span bubble"]
+    assert _cells(html, 0)[11] == "6.2%" and _cells(html, 1)[11] == "—"
+    assert "Span bubble: per rank, idle time between that rank's first job start and last job end" in html
+    assert "span bubble 6.2%" in html.split('id="case-0"')[1]

@@ -189,10 +189,42 @@ def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: pytest outcomes that mark a case as not passing, with their badge text.
+_BAD_OUTCOMES = {"failed": "FAILED", "error": "ERROR"}
+
+
+def spread_text(n_steps: int, min_ns: float | None, max_ns: float | None, iqr_ns: float | None) -> dict[str, Any]:
+    """The overview's spread cell, honest about what it is: the inter-quartile
+    range from 5 recorded steps on, the min–max range below that, nothing for one
+    step; ``n`` is always stated. Returns ``{"main", "sub", "title", "sort",
+    "detail"}`` (``detail``: one line for the case's section)."""
+    def ms(ns: float) -> str:
+        return f"{ns / 1e6:,.3f}"
+
+    have_range = min_ns is not None and max_ns is not None
+    span = f"min {ms(min_ns)} ms, max {ms(max_ns)} ms" if have_range else "min and max not recorded"  # type: ignore[arg-type]
+    rng = f"min–max {ms(min_ns)}–{ms(max_ns)} ms" if have_range else ""  # type: ignore[arg-type]
+    if n_steps >= 5 and iqr_ns is not None:
+        return {"main": f"IQR {ms(iqr_ns)}", "sub": f"n={n_steps} steps",
+                "title": f"inter-quartile range over {n_steps} recorded steps; {span}", "sort": iqr_ns,
+                "detail": f"IQR {ms(iqr_ns)} ms" + (f", {rng}" if rng else "") + f" over {n_steps} steps"}
+    if n_steps >= 2 and have_range:
+        return {"main": f"{ms(min_ns)}–{ms(max_ns)}", "sub": f"min–max, n={n_steps} steps",  # type: ignore[arg-type]
+                "title": f"range over {n_steps} recorded steps (an inter-quartile range needs at least 5)",
+                "sort": max_ns - min_ns, "detail": f"{rng} over {n_steps} steps"}  # type: ignore[operator]
+    return {"main": "—", "sub": f"n={n_steps} step" + ("" if n_steps == 1 else "s"),
+            "title": "no spread from fewer than 2 recorded steps", "sort": 0,
+            "detail": f"{n_steps} step" + ("" if n_steps == 1 else "s")}
+
+
 def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> dict[str, Any]:
     m = case["metrics"]
     th = case.get("theory") or {}
     bubble_theory = th.get("bubble_ratio")
+    outcome = case.get("outcome")
+    outcome = str(outcome) if outcome else None
+    n_steps = len(case["steps"])
+    peak, peak_theory = m["peak_inflight"], th.get("peak_inflight")
     return {
         "id": case["id"],
         "label": case.get("label", case["id"]),
@@ -206,13 +238,18 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "iqr_ns": m["step_time_iqr_ns"],
         "min_ns": m.get("step_time_min_ns"),
         "max_ns": m.get("step_time_max_ns"),
+        "spread": spread_text(n_steps, m.get("step_time_min_ns"), m.get("step_time_max_ns"), m.get("step_time_iqr_ns")),
         "bubble": m["bubble_ratio"],
         "bubble_theory": bubble_theory,
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
-        "peak": m["peak_inflight"],
-        "peak_theory": th.get("peak_inflight"),
+        "span_bubble": m.get("span_bubble_ratio"),
+        "peak": peak,
+        "peak_theory": peak_theory,
+        "peak_matches": peak_theory is not None and list(peak_theory) == list(peak),
         "jobs": len(case["jobs"]["kind"]),
-        "steps": len(case["steps"]),
+        "steps": n_steps,
+        "outcome": outcome,
+        "bad": _BAD_OUTCOMES.get(outcome or ""),
         "canvas_h": 30 + 20 * len(case["streams"]) + 6,
         "warnings": list(case.get("warnings") or []),
         "trace": trace_href,
@@ -232,6 +269,37 @@ def _nice(hi: float) -> tuple[float, list[float]]:
             break
     top = step * math.ceil(hi / step)
     return top, [step * k for k in range(round(top / step) + 1)]
+
+
+def _decimals(step: float) -> int:
+    """Decimals needed to tell ticks ``step`` apart (0 for steps of 1 or more)."""
+    if step <= 0:
+        return 0
+    for d in range(7):
+        if abs(round(step * 10**d) - step * 10**d) < 1e-6 * max(1.0, step * 10**d):
+            return d
+    return 6
+
+
+def time_axis(top_ms: float) -> tuple[float, str]:
+    """``(divisor, unit)`` for a time axis whose top is ``top_ms``: ms up to
+    10,000 ms, seconds above."""
+    return (1000.0, "s") if top_ms >= 10_000 else (1.0, "ms")
+
+
+def tick_label(value: float, step: float, unit: str) -> str:
+    """A plain-number axis label: ``"1,000 ms"``, ``"2.5 s"``, ``"12.5%"`` - never
+    scientific notation; as many decimals as the tick step needs."""
+    d = _decimals(step)
+    text = "0" if value == 0 else f"{value:,.{d}f}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def value_label(value: float, unit: str) -> str:
+    """A data point's label: 3 decimals below 10, plain thousands separators above."""
+    d = 3 if abs(value) < 10 else 2 if abs(value) < 1000 else 1 if abs(value) < 10_000 else 0
+    text = f"{value:,.{d}f}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
 def _cost_label(cost: Any) -> str:
@@ -270,34 +338,38 @@ def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not series:
         return None
     ms = sorted({pt["m"] for s in series for pt in s["points"]})
-    width, height, left, right, top_pad, bottom_pad = 420, 230, 56, 12, 14, 34
+    width, height, left, right, top_pad, bottom_pad = 440, 230, 72, 12, 14, 34
     lo, hi = math.log2(ms[0]), math.log2(ms[-1])
 
     def x(m: int) -> float:
         return left + (width - left - right) * ((math.log2(m) - lo) / (hi - lo) if hi > lo else 0.5)
 
-    def panel(key: str, top: float, ticks: list[float], fmt: str) -> dict[str, Any]:
+    def panel(key: str, top: float, ticks: list[float], scale: float, unit: str) -> dict[str, Any]:
+        # ``scale`` turns a stored value into the axis unit (ms -> s, share -> %).
         def y(val: float) -> float:
             return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
 
+        step = ticks[1] - ticks[0] if len(ticks) > 1 else top
         lines = []
         for s in series:
             pts = [(x(pt["m"]), y(pt[key])) for pt in s["points"]]
             theory = [(x(pt["m"]), y(pt["theory"])) for pt in s["points"] if key == "bubble" and pt["theory"] is not None]
             lines.append({"colour": s["colour"], "label": s["label"],
                           "path": " ".join(f"{a:.1f},{b:.1f}" for a, b in pts),
-                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: m={pt['m']}, " + (fmt % (pt[key] * (100 if key == 'bubble' else 1)))}
+                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: m={pt['m']}, " + value_label(pt[key] * scale, unit)}
                                    for (a, b), pt in zip(pts, s["points"])],
                           "theory": " ".join(f"{a:.1f},{b:.1f}" for a, b in theory)})
-        return {"lines": lines, "yticks": [{"y": y(t), "label": fmt % (t * (100 if key == "bubble" else 1))} for t in ticks]}
+        return {"lines": lines, "unit": unit,
+                "yticks": [{"y": y(t), "label": tick_label(t * scale, step * scale, unit)} for t in ticks]}
 
     top_ms, ticks_ms = _nice(max(pt["step_ms"] for s in series for pt in s["points"]))
     top_b, ticks_b = _nice(max(max(pt["bubble"], pt["theory"] or 0) for s in series for pt in s["points"]))
+    div, unit = time_axis(top_ms)
     return {
         "w": width, "h": height, "left": left, "right": width - right, "top": top_pad, "bottom": height - bottom_pad,
         "xticks": [{"x": x(m), "label": str(m)} for m in ms],
-        "step": panel("step_ms", top_ms, ticks_ms, "%.3g ms"),
-        "bubble": panel("bubble", top_b, ticks_b, "%.3g%%"),
+        "step": panel("step_ms", top_ms, ticks_ms, 1 / div, unit),
+        "bubble": panel("bubble", top_b, ticks_b, 100.0, "%"),
         "series": [{"label": s["label"], "colour": s["colour"]} for s in series],
     }
 

@@ -412,9 +412,11 @@ def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: l
         idx = [i for i, s in enumerate(cols["step"]) if s == step]
         step_time = b - a
         busy = []
+        spans = []
         for r in range(p):
             iv = [(cols["start_ns"][i], cols["end_ns"][i]) for i in idx if cols["rank"][i] == r and cols["kind"][i] not in _NON_COMPUTE]
             busy.append(_union_ns(iv))  # a union: overlapping jobs are not counted twice
+            spans.append(max(b for _, b in iv) - min(a for a, _ in iv) if iv else 0)
         idle = [max(0, step_time - x) for x in busy]
         records = [
             JobRecord(cols["rank"][i], "", cols["stage"][i], cols["kind"][i], cols["microbatch"][i], cols["chunk"][i],
@@ -425,6 +427,7 @@ def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: l
             "step": step, "step_time_ns": step_time, "busy_ns": busy, "idle_ns": idle,
             "bubble_ratio": sum(idle) / (p * step_time) if step_time > 0 else 0.0,
             "bubble_over_ideal": sum(idle) / sum(busy) if sum(busy) > 0 else 0.0,
+            "span_bubble_ratio": (sum(spans) - sum(busy)) / sum(spans) if sum(spans) > 0 else 0.0,
             "peak_inflight": peak_inflight_of(records, p),
         })
     times: list[int] = sorted(int(s["step_time_ns"]) for s in per_step)
@@ -441,6 +444,7 @@ def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: l
         "step_time_iqr_ns": iqr,
         "bubble_ratio": float(statistics.median(s["bubble_ratio"] for s in per_step)),
         "bubble_over_ideal": float(statistics.median(s["bubble_over_ideal"] for s in per_step)),
+        "span_bubble_ratio": float(statistics.median(s["span_bubble_ratio"] for s in per_step)),
         "peak_inflight": [max(s["peak_inflight"][r] for s in per_step) for r in range(p)],
         "enqueue_ns_per_job": 0.0,
         "per_step": per_step,
