@@ -10,9 +10,10 @@
 #   PYCUDA      requirement to build (default "pycuda==2026.1")
 #   NO_DEPS=1   only build PyCUDA (skip downloading the pure-Python wheels)
 #
-# Recipe (shared/REFERENCE.md, "Getting PyCUDA onto a GPU machine that has no
-# network"): link against a stub libcuda.so with SONAME libcuda.so.1, and keep
-# the link with -Wl,--no-as-needed so the real driver is found at import time.
+# Recipe (PyCUDA's ./configure.py build, https://documen.tician.de/pycuda/install.html,
+# with the stub-driver trick of the CUDA toolkit's own lib64/stubs/libcuda.so):
+# link against a stub libcuda.so with SONAME libcuda.so.1, and keep the link
+# with -Wl,--no-as-needed so the real driver is found at import time.
 # Takes about 3 minutes on 2 cores. Writes nothing into the repository.
 set -euo pipefail
 

@@ -49,7 +49,8 @@ Workloads (:attr:`CudaDevice.workload`):
     names a ``peer_rank`` on a different GPU (direct peer writes when peer access
     is on, host-staged otherwise).
 
-Measurement method (REFERENCE.md, "Measuring well on GPUs"): modules are
+Measurement method (after NVIDIA's CUDA C++ Best Practices Guide, "Using CUDA
+GPU Timers", and the L2 flush between timed runs of ``triton.testing.do_bench``): modules are
 compiled and loaded, buffers allocated and kernels launched once before any
 step; the executor's warm-up steps keep the first enqueues (lazy event
 creation, buffer growth) out of the recorded window; optional L2 flush
