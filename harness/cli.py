@@ -3,11 +3,12 @@
 Commands::
 
     report RESULTS_JSON [--out DIR]            re-render index.html and traces from a results file
-    compare BASE NEW [--fail step_time:5%]...  per-case deltas; exit 1 past a threshold
-    import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports
+    compare BASE NEW [--fail step_time:5%]...  per-case deltas; exit 1 past a threshold, 2 with no common case
+    import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the step x rank grid and the schedule's figures
+    --version                                  the installed version
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
 line on stderr, no traceback), 130 interrupted. This module is the only one

@@ -4,9 +4,12 @@ Inline CSS and JavaScript, no network (a Content-Security-Policy meta tag
 forbids every load), works from ``file://``. What it shows:
 
 * an overview table, one row per case (schedule, p, m, v, backend, step time
-  median and spread, bubble measured against theory, peak in-flight), sortable
-  by clicking a header;
-* charts of step time and bubble against m, one line per schedule (inline SVG);
+  median and spread - min–max, or the IQR from 5 steps on, with n - bubble
+  measured against theory, span bubble where present, peak in-flight; a
+  failed or errored case marked), sortable by clicking a header, narrow
+  enough for a 1400 px window;
+* charts of step time and bubble against m, one line per schedule (inline SVG,
+  plain-number axis labels);
 * per case, a canvas timeline (one lane per stream, colour per kind, step
   boundaries, dependency arrows that can be toggled, zoom and pan with mouse
   and keyboard, a tooltip per job) and per-rank busy/idle bars split by stage;
