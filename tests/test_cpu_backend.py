@@ -73,12 +73,12 @@ def test_wait_captures_latest_record_at_wait_time():
     try:
         a, b = dev.stream("a"), dev.stream("b")
         ev, t0, t1 = dev.event(), dev.event(), dev.event()
-        dev.record(t0, b)
+        dev.record(t0, a)
         dev.launch(a, Work(1 * MS))
-        dev.record(ev, a)
+        dev.record(ev, a)  # 1 ms after t0
         dev.wait(b, ev)
         dev.launch(a, Work(50 * MS))
-        dev.record(ev, a)  # must not delay b
+        dev.record(ev, a)  # re-record 51 ms after t0: must not delay b
         dev.record(t1, b)
         dev.synchronize()
         waited = dev.elapsed_ns(t0, t1)

@@ -180,7 +180,7 @@ def test_runs_then_fails(pipeline):
 def test_bad(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=2, chunks=3))
 """)
-    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-rN", "-p", "no:cacheprovider")  # -rN: no short summary
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("ConfigError: schedule '1F1B' has one chunk per rank") == 1  # once, not chained twice
