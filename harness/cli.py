@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.cost import CostModel
 from harness.errors import ConfigError, HarnessError, InputFormatError
 
 __all__ = ["Threshold", "cases_by_id", "compare_documents", "main", "package_version", "parse_threshold", "setup_mismatches"]
@@ -300,27 +301,39 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
-    try:
-        from harness.schedule import analytics
-    except ImportError:  # analytics not available: simulate on the sim device instead
-        analytics = None  # type: ignore[assignment]
-    if analytics is not None:
-        a = analytics.analyze(schedule, cost)
-        makespan, bubble, over, peaks, how = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight, "analytic timeline"
-    else:
-        from harness.runner import run_case
+    from harness.schedule import analytics
 
-        r = run_case(case, "sim", range(0, 1))
-        makespan, bubble = r.metrics.step_time_median_ns, r.metrics.bubble_ratio
-        over, peaks, how = r.metrics.bubble_over_ideal, r.metrics.peak_inflight, "sim backend"
-    print(f"step time {makespan / 1e6:.3f} ms ({how})")
+    a = analytics.analyze(schedule, cost)
+    makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
+    print(f"step time {makespan / 1e6:.3f} ms (analytic timeline)")
     th = theory_for(case, build_plan(schedule))
     bubble_th = th.get("bubble_ratio")
     print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
-          + (f"; theory {100 * bubble_th:.2f}% of total" if bubble_th is not None else "; no closed-form theory for this schedule"))
+          + (f"; theory {100 * bubble_th:.2f}% of total" if bubble_th is not None else "; no closed-form theory for this schedule and these sizes"))
+    spans = a.span_bubble_ns
+    span_th = _span_theory(schedule.name, p, m, cost, schedule.num_stages)
+    print("span bubble per rank (idle between its own first and last job; the zero-bubble paper's bubble): "
+          + ", ".join(f"{x / 1e6:g}" for x in spans) + " ms"
+          + (f"; theory, worst rank: {span_th / 1e6:g} ms (arXiv:2401.10241, Table 2)" if span_th is not None else ""))
+    if a.p2p_messages:
+        print(f"point-to-point: {a.p2p_messages} messages" + (f", {a.p2p_bytes:,} bytes" if a.p2p_bytes else "") + " per step")
     peak_th = th.get("peak_inflight")
     print("peak in-flight per rank: " + ", ".join(map(str, peaks)) + (f"; theory {', '.join(map(str, peak_th))}" if peak_th else ""))
     return 0
+
+
+def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) -> float | None:
+    """The zero-bubble paper's per-rank bubble (ns) for ZB-H1/ZB-H2 where it applies, else None."""
+    from harness import theory
+    from harness.schedule.model import Job, JobKind
+
+    t_f, t_b, t_w = (cost.duration_ns(Job(0, k, 0), num_stages) for k in (JobKind.F, JobKind.I, JobKind.W))
+    key = name.upper()
+    if key == "ZB-H1" and m >= p and t_w <= t_b:
+        return theory.zb_h1_bubble_time(p, t_f, t_b, t_w)
+    if key == "ZB-H2" and m >= 2 * p - 1:
+        return theory.zb_h2_bubble_time(p, t_f, t_b, t_w)
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

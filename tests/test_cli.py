@@ -209,3 +209,16 @@ def test_import_paddle_defaults_outside_the_pytest_report_folder(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert main(["import-paddle", str(logs), "-q", "--no-hta"]) == 0
     assert (tmp_path / "reports-paddle" / "index.html").exists() and not (tmp_path / "reports").exists()
+
+
+def test_show_prints_the_zero_bubble_span_figures(capsys):
+    # arXiv:2401.10241 Table 2 with T_F = T_B = T_W = 1 ms, p = 4: ZB-H1 (p-1)(T_F+T_B-T_W) = 3 ms on the worst
+    # rank, ZB-H2 (p-1)(T_F+T_B-2T_W) = 0.
+    from harness.cli import main
+
+    assert main(["show", "ZB-H1", "-p", "4", "-m", "8", "--forward-ms", "1", "--backward-ms", "2", "--weight-ms", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "span bubble per rank (idle between its own first and last job; the zero-bubble paper's bubble): 3, 2, 1, 0 ms; " \
+           "theory, worst rank: 3 ms" in out
+    assert main(["show", "ZB-H2", "-p", "4", "-m", "8", "--forward-ms", "1", "--backward-ms", "2", "--weight-ms", "1"]) == 0
+    assert ": 0, 0, 0, 0 ms; theory, worst rank: 0 ms" in capsys.readouterr().out

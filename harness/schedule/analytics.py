@@ -112,8 +112,8 @@ class ScheduleAnalytics:
         bubble_over_ideal: bubble over ideal time, ``sum(idle) / sum(busy)``;
             ``(p-1)/m`` for 1F1B and ``(p-1)/(v m)`` for interleaved 1F1B
             (arXiv:2104.04473 §2.2.2).
-        span_bubble_ns: per rank, idle time between the rank's first job start
-            and its last job end. The zero-bubble paper's bubble (arXiv:2401.10241,
+        span_bubble_ns: per rank, idle time between the rank's first compute job
+            start and its last compute job end. The zero-bubble paper's bubble (arXiv:2401.10241,
             Table 2) is ``max(span_bubble_ns)``: it ignores the parallelogram skew
             that vanishes once steps overlap (paper §4).
         peak_inflight: per rank, the most micro-batch activations held at once
@@ -184,10 +184,10 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     first = [-1] * p
     last = [0] * p
     for j, job in enumerate(plan.jobs):
-        if job.kind in _COMPUTE:
-            r = plan.rank[j]
-            busy[r] += tl.duration[j]
+        if job.kind not in _COMPUTE:  # spans are of compute work, as in harness.metrics
+            continue
         r = plan.rank[j]
+        busy[r] += tl.duration[j]
         if first[r] < 0 or tl.start[j] < first[r]:
             first[r] = tl.start[j]
         if tl.end[j] > last[r]:
