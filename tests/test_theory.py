@@ -82,3 +82,11 @@ def test_unknown_or_open_forms_are_none() -> None:
 def test_bad_sizes() -> None:
     with pytest.raises(ConfigError):
         theory.bubble_fraction_fthenb(0, 4)
+
+
+def test_zb_h1_figure_needs_a_full_steady_phase():
+    # arXiv:2401.10241 Table 2 assumes m >= p; with m < p the drain dominates and no closed form is shown.
+    from harness import theory as th
+
+    assert th.theoretical_bubble("ZB-H1", 4, 4, 1, t_f=1, t_b=1, t_w=1) == pytest.approx(3 / 15)
+    assert th.theoretical_bubble("ZB-H1", 4, 3, 1, t_f=1, t_b=1, t_w=1) is None
