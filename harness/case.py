@@ -14,9 +14,16 @@ from typing import Any
 from harness.cost import CostModel, FixedCost
 from harness.errors import ConfigError
 from harness.schedule.builders import build_schedule, builder_info
-from harness.schedule.model import Schedule
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["PipelineCase"]
+
+
+def _transfers_cost_time(cost: CostModel, schedule: Schedule) -> bool:
+    """Whether a send between stages takes time under ``cost``."""
+    if schedule.has_comm or schedule.num_stages < 2:
+        return False
+    return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
 
 
 def _looks_like_path(text: str) -> bool:
@@ -43,7 +50,10 @@ class PipelineCase:
             products sized from the job's FLOPs: cpu NumPy matmul, cuda GEMM).
             Backend names (``sleep``, ``matmul``, ``spin``, ``gemm``) work too.
             The ``sim`` backend ignores it.
-        comm: insert send/receive jobs on per-rank comm streams.
+        comm: insert send/receive jobs on per-rank comm streams. ``None`` (the
+            default) inserts them exactly when the cost model gives transfers a
+            cost (p2p latency or bandwidth with activation bytes), so a case never
+            sets transfer costs that silently do nothing.
         optimizer: append an optimizer step (``OPT``) per stage.
         options: extra keyword arguments for the schedule builder.
         name: a label for reports; default derived from schedule, p, m, v.
@@ -63,7 +73,7 @@ class PipelineCase:
     chunks: int = 1
     cost: CostModel = field(default_factory=lambda: FixedCost.ms(F=1, B=2))
     workload: str | None = None
-    comm: bool = False
+    comm: bool | None = None
     optimizer: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
@@ -130,7 +140,7 @@ class PipelineCase:
             if self.optimizer:
                 opts["optimizer"] = True
             schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
-        if self.comm:
+        if self.comm or (self.comm is None and _transfers_cost_time(self.cost, schedule)):
             from harness.schedule.passes import add_communication
 
             schedule = add_communication(schedule)

@@ -64,19 +64,30 @@ class CaseResult:
         return self.schedule.chunks_per_rank
 
 
-def theory_for(case: PipelineCase, plan: Plan) -> dict[str, Any]:
-    """Closed-form figures for the case's schedule, when its costs are uniform.
+def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> dict[str, Any]:
+    """Closed-form figures for what ran, where the papers' setting holds.
 
-    Returns ``bubble_ratio`` (idle share of total) and ``peak_inflight`` (per
-    rank) where :mod:`harness.theory` knows a closed form; empty otherwise.
+    The setting: every stage has the same F/B/I/W durations, transfers take no
+    time (no send/receive jobs, or only free ones), no optimizer jobs, and jobs
+    last their cost-model durations (not a ``compute`` workload, whose GEMMs
+    contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
+    and ``peak_inflight`` (per rank) where :mod:`harness.theory` knows a closed
+    form; empty otherwise.
     """
     s = plan.schedule
     n = s.num_stages
-    if not case.cost.is_uniform(n) or any(j.kind is JobKind.OPT for j in plan.jobs):
+    cost = case.cost
+    if workload in ("matmul", "gemm"):
         return {}
-    t_f = case.cost.duration_ns(Job(0, JobKind.F, 0), n)
-    t_b = case.cost.duration_ns(Job(0, JobKind.I, 0), n)
-    t_w = case.cost.duration_ns(Job(0, JobKind.W, 0), n)
+    kinds = (JobKind.F, JobKind.B, JobKind.I, JobKind.W)
+    per_stage = {tuple(cost.duration_ns(Job(k, kind, 0), n) for kind in kinds) for k in range(n)}
+    if len(per_stage) != 1:
+        return {}
+    if any(j.kind is JobKind.OPT for j in plan.jobs):
+        return {}
+    if any(j.kind.is_comm and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+        return {}
+    t_f, _t_full, t_b, t_w = next(iter(per_stage))
     v = s.chunks_per_rank
     out: dict[str, Any] = {}
     bubble = theory.theoretical_bubble(s.name, s.num_ranks, s.num_microbatches, v, t_f=t_f, t_b=t_b, t_w=t_w)
@@ -127,7 +138,7 @@ def run_case(
         schedule=schedule,
         records=records,
         metrics=metrics,
-        theory=theory_for(case, plan),
+        theory=theory_for(case, plan, records.device.get("workload")),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,

@@ -115,3 +115,28 @@ def test_span_bubble_separates_zb_h1_from_zb_h2():
     # rank s starts at s ms (its first input) and ends at 27 ms: spans 27, 26, 25, 24 ms around 24 ms of work,
     # idle 3, 2, 1, 0 ms; 6 ms over 102 ms.
     assert h1.span_bubble_ratio == pytest.approx(6 / 102)
+
+
+def test_transfer_costs_bring_comm_jobs_and_hide_the_free_transfer_theory():
+    from harness import PipelineCase, run_case
+
+    cost = FixedCost(forward_ns=MS, backward_ns=2 * MS, p2p_latency_ns=200_000)
+    auto = run_case(PipelineCase("1F1B", 4, 8, cost=cost), "sim")
+    assert auto.schedule.has_comm and auto.theory == {}
+    assert auto.metrics.step_time_median_ns > 33 * MS
+    off = run_case(PipelineCase("1F1B", 4, 8, cost=cost, comm=False), "sim")
+    assert not off.schedule.has_comm
+    assert off.metrics.step_time_median_ns == 33 * MS
+    assert off.theory["bubble_ratio"] == pytest.approx(3 / 11)  # what ran had free transfers
+
+
+def test_no_theory_beside_a_compute_workload():
+    # GEMMs sharing the machine's cores do not last their cost-model durations.
+    from harness import PipelineCase
+    from harness.plan import build_plan
+    from harness.runner import theory_for
+
+    case = PipelineCase("1F1B", 2, 2, workload="compute")
+    plan = build_plan(case.build())
+    assert theory_for(case, plan, "matmul") == {}
+    assert theory_for(case, plan, "sleep")["bubble_ratio"] == pytest.approx(1 / 3)
