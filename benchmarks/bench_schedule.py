@@ -22,7 +22,7 @@ from harness.schedule import build_schedule
 from harness.schedule.analytics import simulate
 from harness.schedule.passes import add_communication
 
-COST = FixedCost(forward_ns=1000, backward_ns=2000, p2p_latency_ns=100, activation_bytes=1 << 20, p2p_bandwidth_gbps=50)
+COST = FixedCost(forward_ns=1000, backward_ns=2000, p2p_latency_ns=100, activation_bytes=1 << 20, p2p_gbytes_per_s=50)
 P, V = 64, 2
 
 

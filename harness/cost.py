@@ -54,10 +54,15 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> None:
         raise ConfigError(f"cost model: {name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
 
 
-def _transfer_ns(nbytes: int, latency_ns: int, bandwidth_gbps: float | None) -> int:
-    if bandwidth_gbps is None or bandwidth_gbps <= 0:
+def _transfer_ns(nbytes: int, latency_ns: int, gbytes_per_s: float | None) -> int:
+    if gbytes_per_s is None:
         return latency_ns
-    return latency_ns + round(nbytes / bandwidth_gbps)  # GB/s == bytes/ns
+    return latency_ns + round(nbytes / gbytes_per_s)  # GB/s == bytes/ns
+
+
+def _bandwidth(value: float | None) -> None:
+    if value is not None:
+        _positive("p2p_gbytes_per_s (gigabytes per second; divide Gbit/s by 8)", value)
 
 
 @dataclass(frozen=True)
@@ -70,11 +75,15 @@ class FixedCost:
         backward_input_ns: ``T_B`` of the ZB paper (an ``I`` job); default half of ``B``.
         backward_weight_ns: ``T_W`` (a ``W`` job); default ``B - I``.
         optimizer_ns: duration of an ``OPT`` job.
-        p2p_latency_ns, p2p_bandwidth_gbps, activation_bytes: a send/receive
-            takes ``latency + bytes / bandwidth`` (GB/s = bytes/ns).
+        p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
+            takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
+            gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
+            only the latency.
 
     Raises:
-        ConfigError: negative or non-numeric values.
+        ConfigError: negative or non-numeric values; a non-positive bandwidth;
+            ``backward_input_ns + backward_weight_ns != backward_ns`` when all
+            three are given (a split backward is the same work as a full one).
     """
 
     forward_ns: int
@@ -83,7 +92,7 @@ class FixedCost:
     backward_weight_ns: int | None = None
     optimizer_ns: int = 0
     p2p_latency_ns: int = 0
-    p2p_bandwidth_gbps: float | None = None
+    p2p_gbytes_per_s: float | None = None
     activation_bytes: int = 0
 
     def __post_init__(self) -> None:
@@ -95,7 +104,13 @@ class FixedCost:
                 _positive(name, v)
         for name in ("optimizer_ns", "p2p_latency_ns", "activation_bytes"):
             _positive(name, getattr(self, name), allow_zero=True)
+        _bandwidth(self.p2p_gbytes_per_s)
         i, w = self.backward_input_ns, self.backward_weight_ns
+        if i is not None and w is not None and i + w != self.backward_ns:
+            raise ConfigError(
+                f"cost model: backward_input_ns + backward_weight_ns = {i} + {w} ns must equal backward_ns = {self.backward_ns} ns "
+                "(a split backward does the same work as the full one); with FixedCost.ms give B=I+W"
+            )
         if i is None and w is None:
             i = self.backward_ns // 2
         if i is None:
@@ -130,7 +145,7 @@ class FixedCost:
             return self._split[1]  # type: ignore[attr-defined, no-any-return]
         if kind is JobKind.OPT:
             return self.optimizer_ns
-        return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_bandwidth_gbps)
+        return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
 
     def flops(self, job: Job, num_stages: int) -> float:
         return 0.0
@@ -139,7 +154,7 @@ class FixedCost:
         return self.activation_bytes if job.kind.is_comm else 0
 
     def is_uniform(self, num_stages: int) -> bool:
-        return self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_bandwidth_gbps)
+        return self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_gbytes_per_s)
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "fixed", **asdict(self)}
@@ -159,9 +174,11 @@ class TransformerCost:
     i.e. ``24 L h^2 t``. With ``attention=True`` the score and context products
     add ``4 L s h t`` (Narayanan et al., SC'21, arXiv:2104.04473, §5.1, eq. 3
     divided by its 4 passes: ``24 b s L h^2 (1 + s/(6h))``). A full backward
-    costs 2x the forward (arXiv:2104.04473 §5.1), split evenly into ``I`` and
-    ``W`` (Qi et al., arXiv:2401.10241, §2: ``T_B ~= T_W``). A job's duration is
-    ``FLOPs / (tflops * 1e12)`` seconds.
+    costs 2x the forward (arXiv:2104.04473 §5.1), split into ``W`` = the weight
+    GEMMs' ``24 L h^2 t`` and ``I`` = the rest, so without the attention term
+    ``I = W`` (Qi et al., arXiv:2401.10241, Table 1). A job's duration is
+    ``FLOPs / (tflops * 1e12)`` seconds. Not modelled: embedding and LM head
+    (about ``2 t h V`` FLOPs on the last stage), activation recomputation.
 
     Sends and receives move one activation, ``micro_batch_size * seq_len * h``
     elements of ``bytes_per_element`` bytes, in ``p2p_latency_ns + bytes /
@@ -177,8 +194,9 @@ class TransformerCost:
         attention: include the attention-score FLOPs.
         optimizer_ns: duration of an ``OPT`` job.
         bytes_per_element: activation element size (2 for bf16).
-        p2p_latency_ns, p2p_bandwidth_gbps: point-to-point link (GB/s = bytes/ns);
-            ``None`` bandwidth means transfers cost only the latency.
+        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link; bandwidth in
+            gigabytes (not gigabits) per second, i.e. bytes/ns; ``None`` means
+            transfers cost only the latency.
 
     Raises:
         ConfigError: a non-positive size, or fewer layers than stages (raised
@@ -194,13 +212,14 @@ class TransformerCost:
     optimizer_ns: int = 0
     bytes_per_element: int = 2
     p2p_latency_ns: int = 0
-    p2p_bandwidth_gbps: float | None = None
+    p2p_gbytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "tflops", "bytes_per_element"):
             _positive(name, getattr(self, name))
         _positive("optimizer_ns", self.optimizer_ns, allow_zero=True)
         _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True)
+        _bandwidth(self.p2p_gbytes_per_s)
 
     def layers_of(self, stage: int, num_stages: int) -> int:
         """Layers on ``stage``: ``num_layers // num_stages``, plus one on the first
@@ -214,25 +233,35 @@ class TransformerCost:
         base, extra = divmod(self.num_layers, num_stages)
         return base + (1 if stage < extra else 0)
 
-    def forward_flops(self, stage: int, num_stages: int) -> float:
-        """FLOPs of one micro-batch's forward through ``stage``."""
+    def _weight_and_attention_flops(self, stage: int, num_stages: int) -> tuple[float, float]:
+        """Forward FLOPs of ``stage`` in its weight GEMMs (``24 L h^2 t``) and in
+        attention scores/context (``4 L s h t``, 0 without ``attention``)."""
         h, s = self.hidden_size, self.seq_len
         tokens = self.micro_batch_size * s
-        per_layer = 24.0 * h * h * tokens
-        if self.attention:
-            per_layer += 4.0 * s * h * tokens
-        return per_layer * self.layers_of(stage, num_stages)
+        layers = self.layers_of(stage, num_stages)
+        return 24.0 * h * h * tokens * layers, (4.0 * s * h * tokens * layers if self.attention else 0.0)
+
+    def forward_flops(self, stage: int, num_stages: int) -> float:
+        """FLOPs of one micro-batch's forward through ``stage``."""
+        weights, attention = self._weight_and_attention_flops(stage, num_stages)
+        return weights + attention
 
     def flops(self, job: Job, num_stages: int) -> float:
+        """FLOPs of ``job``: F as :meth:`forward_flops`, B twice that. Split, W is the
+        weight-gradient GEMMs (``24 L h^2 t``) and I the rest (``24 L h^2 t + 8 L s h t``):
+        attention has no weights, so its backward is all input gradient
+        (Qi et al., arXiv:2401.10241, Table 1)."""
         kind = job.kind
         if kind.is_comm or kind is JobKind.OPT:
             return 0.0
-        f = self.forward_flops(job.stage, num_stages)
+        weights, attention = self._weight_and_attention_flops(job.stage, num_stages)
         if kind is JobKind.F:
-            return f
+            return weights + attention
         if kind is JobKind.B:
-            return 2.0 * f
-        return f  # I and W: half of 2x forward each
+            return 2.0 * (weights + attention)
+        if kind is JobKind.W:
+            return weights
+        return weights + 2.0 * attention  # I
 
     @property
     def activation_bytes(self) -> int:
@@ -243,7 +272,7 @@ class TransformerCost:
         if job.kind is JobKind.OPT:
             return self.optimizer_ns
         if job.kind.is_comm:
-            return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_bandwidth_gbps)
+            return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
         return max(1, round(self.flops(job, num_stages) / (self.tflops * 1e3)))  # 1 TFLOP/s = 1e3 FLOP/ns
 
     def nbytes(self, job: Job, num_stages: int) -> int:
@@ -251,7 +280,7 @@ class TransformerCost:
 
     def is_uniform(self, num_stages: int) -> bool:
         even = self.num_layers % num_stages == 0
-        free = self.p2p_latency_ns == 0 and not self.p2p_bandwidth_gbps
+        free = self.p2p_latency_ns == 0 and not self.p2p_gbytes_per_s
         return even and free
 
     def describe(self) -> dict[str, Any]:

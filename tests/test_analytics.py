@@ -18,9 +18,9 @@ from tests._sched_helpers import chunks_for, cost
 COSTS = {
     "uniform": cost(1000, 2000),
     "split": cost(1500, 1000, 700),
-    "comm": cost(1000, 2000, p2p_latency_ns=250, activation_bytes=1 << 20, p2p_bandwidth_gbps=50),
+    "comm": cost(1000, 2000, p2p_latency_ns=250, activation_bytes=1 << 20, p2p_gbytes_per_s=50),
     "transformer": TransformerCost(
-        hidden_size=1024, seq_len=512, micro_batch_size=1, num_layers=17, tflops=100, p2p_latency_ns=5000, p2p_bandwidth_gbps=25
+        hidden_size=1024, seq_len=512, micro_batch_size=1, num_layers=17, tflops=100, p2p_latency_ns=5000, p2p_gbytes_per_s=25
     ),
 }
 

@@ -20,7 +20,7 @@ def test_fixed_cost_in_ms_and_default_split():
 
 
 def test_fixed_cost_transfers():
-    c = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=5_000, p2p_bandwidth_gbps=50.0, activation_bytes=4_000_000)
+    c = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=5_000, p2p_gbytes_per_s=50.0, activation_bytes=4_000_000)
     send = Job(0, JobKind.SEND_F, 0)
     assert c.duration_ns(send, 2) == 5_000 + 80_000  # 4 MB at 50 GB/s = 80 µs
     assert c.nbytes(send, 2) == 4_000_000 and c.nbytes(F0, 2) == 0
@@ -71,3 +71,23 @@ def test_case_checks_its_fields_on_construction():
         PipelineCase("1F1B", 4, -1)
     assert PipelineCase("schedules/my.csv").schedule == Path("schedules/my.csv")
     assert PipelineCase("1F1B", 4, 8).schedule == "1F1B"
+
+
+def test_attention_backward_goes_to_the_input_gradient():
+    # arXiv:2401.10241 Table 1: F = sbh(24h+4s), B (input) = sbh(24h+8s), W = sbh(24h), per layer.
+    c = TransformerCost(hidden_size=1024, seq_len=2048, micro_batch_size=1, num_layers=1, tflops=1.0, attention=True)
+    s, b, h = 2048, 1, 1024
+    assert c.flops(F0, 1) == s * b * h * (24 * h + 4 * s)
+    assert c.flops(I0, 1) == s * b * h * (24 * h + 8 * s)
+    assert c.flops(W0, 1) == s * b * h * 24 * h
+    assert c.flops(I0, 1) + c.flops(W0, 1) == c.flops(B0, 1) == 2 * c.flops(F0, 1)
+
+
+def test_split_backward_must_add_up_and_bandwidth_must_be_positive():
+    with pytest.raises(ConfigError, match=r"1500000 \+ 1500000 ns must equal backward_ns = 2000000 ns"):
+        FixedCost.ms(F=1, B=2, I=1.5, W=1.5)
+    assert FixedCost.ms(F=1, B=3, I=1.5, W=1.5).duration_ns(W0, 2) == 1_500_000
+    with pytest.raises(ConfigError, match=r"p2p_gbytes_per_s \(gigabytes per second; divide Gbit/s by 8\) must be positive"):
+        FixedCost(forward_ns=1, backward_ns=2, p2p_gbytes_per_s=-5.0)
+    with pytest.raises(ConfigError, match="p2p_gbytes_per_s"):
+        TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=1.0, p2p_gbytes_per_s=0)

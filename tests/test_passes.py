@@ -42,7 +42,7 @@ def test_send_after_producer_recv_before_consumer() -> None:
 
 def test_comm_cost_on_critical_path() -> None:
     # p=2, m=1: F, transfer L, F, B, transfer L, B  (transfer = latency + bytes / bandwidth).
-    c = cost(1000, 2000, p2p_latency_ns=300, activation_bytes=4000, p2p_bandwidth_gbps=20)
+    c = cost(1000, 2000, p2p_latency_ns=300, activation_bytes=4000, p2p_gbytes_per_s=20)
     transfer = 300 + 4000 // 20
     a = analyze(add_communication(build_schedule("1F1B", 2, 1)), c)
     assert a.makespan_ns == 2 * 1000 + 2 * 2000 + 2 * transfer
