@@ -307,6 +307,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for row in rows:
         tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds")
+    for r in hc.results:
+        for note in r.warnings:
+            tr.write_line(f"note: {r.label}: {note}")
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
         tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))

@@ -133,3 +133,12 @@ def test_close_stops_worker_threads():
     dev.close()  # idempotent
     alive = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("harness-cpu-")]
     assert alive == []
+
+
+def test_short_jobs_on_the_cpu_backend_come_with_a_note():
+    from harness import PipelineCase, run_case
+
+    short = run_case(PipelineCase("1F1B", 2, 2, cost=FixedCost(forward_ns=100_000, backward_ns=200_000)), "cpu")
+    assert len(short.warnings) == 1 and "use --backend=sim for exact figures" in short.warnings[0]
+    assert run_case(PipelineCase("1F1B", 2, 2, cost=FixedCost.ms(F=2, B=4)), "cpu").warnings == []
+    assert run_case(PipelineCase("1F1B", 2, 2, cost=FixedCost(forward_ns=100_000, backward_ns=200_000)), "sim").warnings == []

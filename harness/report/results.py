@@ -120,6 +120,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         },
         "theory": result.theory,
         **({"outcome": result.outcome} if result.outcome else {}),
+        **({"warnings": list(result.warnings)} if result.warnings else {}),
     }
 
 
