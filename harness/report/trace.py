@@ -51,6 +51,14 @@ def _us(ns: int) -> float:
     return ns / 1000.0
 
 
+def _inside(start_us: float, end_us: float, at_end: bool) -> float:
+    """A time 1 ns inside ``[start_us, end_us]`` next to its end (or start); the
+    midpoint for slices shorter than 2 ns."""
+    if end_us - start_us < 0.002:
+        return (start_us + end_us) / 2
+    return end_us - 0.001 if at_end else start_us + 0.001
+
+
 def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
     """Build the trace document of one results-document case.
 
@@ -123,10 +131,12 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
                 b = where.get((step, dst))
                 if a is None or b is None:
                     continue
-                # Bind each end inside its slice (midpoint), so "enclosing slice" is unambiguous.
-                events.append({"ph": "s", "id": flow_id, "pid": a[0], "tid": a[1], "ts": (a[2] + a[3]) / 2,
-                               "name": "dependency", "cat": "dependency", "bp": "e"})
-                events.append({"ph": "f", "id": flow_id, "pid": b[0], "tid": b[1], "ts": (b[2] + b[3]) / 2,
+                # Each end sits 1 ns inside its slice (the producer's end, the consumer's
+                # start), so the enclosing slice is unambiguous and viewers that draw at the
+                # events' times draw end-to-start arrows.
+                events.append({"ph": "s", "id": flow_id, "pid": a[0], "tid": a[1], "ts": _inside(a[2], a[3], at_end=True),
+                               "name": "dependency", "cat": "dependency"})
+                events.append({"ph": "f", "id": flow_id, "pid": b[0], "tid": b[1], "ts": _inside(b[2], b[3], at_end=False),
                                "name": "dependency", "cat": "dependency", "bp": "e"})
                 flow_id += 1
     other = {
