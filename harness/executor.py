@@ -105,7 +105,7 @@ def execute(
         raise ConfigError("running a subset of ranks needs a cross-process transport, which is not available yet")
     works = _works(plan, cost)
     order = [j for j in plan.order if plan.rank[j] in local]
-    stream_ids = [s for s in plan.streams_used() if s // 2 in local]
+    stream_ids = [s for s in plan.streams_used() if plan.stream_rank[s] in local]
     streams: dict[int, Any] = {s: device.stream(plan.stream_names[s]) for s in stream_ids}
     n = plan.num_jobs
     start_ev = [device.event() for _ in range(n)]

@@ -48,8 +48,9 @@ class Plan:
         schedule: the schedule this plan was built from.
         jobs: every non-idle job, rank by rank in listed order.
         rank, step, stream, chunk: per-job integers.
-        stream_names: per stream, ``"rank{r}/compute"`` or ``"rank{r}/comm"``;
-            stream ``2r`` is rank ``r``'s compute stream, ``2r+1`` its comm stream.
+        stream_names: per stream, ``"rank{r}/compute"`` or ``"rank{r}/comm with
+            rank{q}"`` (one comm stream per pair of ranks that exchange data).
+        stream_rank: per stream, its rank.
         deps: per job, the jobs whose *end* it waits for (data dependencies,
             excluding the previous job on its own stream).
         start_deps: per job, the jobs whose *start* it waits for (a receive
@@ -68,6 +69,7 @@ class Plan:
     deps: tuple[tuple[int, ...], ...]
     start_deps: tuple[tuple[int, ...], ...]
     order: tuple[int, ...]
+    stream_rank: tuple[int, ...] = ()
 
     @property
     def num_jobs(self) -> int:
@@ -78,8 +80,41 @@ class Plan:
         return sorted(set(self.stream))
 
 
-def _stream_name(index: int) -> str:
-    return f"rank{index // 2}/{'comm' if index % 2 else 'compute'}"
+def _assign_streams(
+    schedule: Schedule, rank_of: list[int], stage: list[int], is_comm: list[bool], towards_next: list[bool]
+) -> tuple[list[int], tuple[str, ...], tuple[int, ...]]:
+    """Streams: one compute stream per rank, and one comm stream per pair of
+    ranks that exchange data (as PyTorch's NCCL process groups give every
+    point-to-point pair its own communicator and stream), so transfers with one
+    neighbour never queue behind transfers with another.
+
+    Args:
+        rank_of, stage: per job, its rank and stage.
+        is_comm: per job, whether it is a send/receive.
+        towards_next: per comm job, whether its peer holds the next stage
+            (``SEND_F``, ``RECV_B``) rather than the previous one.
+
+    Returns:
+        Per job its stream index; per stream its name (``"rank{r}/compute"`` or
+        ``"rank{r}/comm with rank{q}"``) and rank. Streams are ordered by rank,
+        compute first.
+    """
+    st_rank = schedule.stage_to_rank
+    n_stages = len(st_rank)
+    p1 = schedule.num_ranks + 1
+    keys = []
+    for r, k, comm, nxt in zip(rank_of, stage, is_comm, towards_next):
+        if comm:
+            nb = k + 1 if nxt else k - 1
+            keys.append(r * p1 + 1 + (st_rank[nb] if 0 <= nb < n_stages else r))
+        else:
+            keys.append(r * p1)
+    used = sorted(set(keys))
+    index = {key: i for i, key in enumerate(used)}
+    names = tuple(
+        f"rank{key // p1}/compute" if key % p1 == 0 else f"rank{key // p1}/comm with rank{key % p1 - 1}" for key in used
+    )
+    return [index[key] for key in keys], names, tuple(key // p1 for key in used)
 
 
 def _build_plan_checked(schedule: Schedule) -> Plan:
@@ -112,7 +147,10 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     n = len(jobs)
     last_stage = schedule.num_stages - 1
     stage_rank = schedule.stage_to_rank
-    stream_of = [2 * rank_of[j] + (1 if jobs[j].kind.is_comm else 0) for j in range(n)]
+    stream_of, stream_names, stream_rank = _assign_streams(
+        schedule, rank_of, [j.stage for j in jobs], [j.kind.is_comm for j in jobs],
+        [j.kind in (_SF, _RB) for j in jobs],
+    )
     chunk_of = [schedule.chunk_of(job.stage) for job in jobs]
     get = index.get
 
@@ -192,10 +230,11 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         step=tuple(step_of),
         stream=tuple(stream_of),
         chunk=tuple(chunk_of),
-        stream_names=tuple(_stream_name(s) for s in range(2 * schedule.num_ranks)),
+        stream_names=stream_names,
         deps=tuple(tuple(d for d in ds if stream_of[d] != stream_of[j]) for j, ds in enumerate(deps)),
         start_deps=tuple(start_deps),
         order=order,
+        stream_rank=stream_rank,
     )
 
 
@@ -347,9 +386,16 @@ def build_plan(schedule: Schedule) -> Plan:
     if sum(1 for k in kc if k == _COPT) != len({s for s, k in zip(stage, kc) if k == _COPT}):
         return _build_plan_checked(schedule)
     has_comm = any(k in (_CSF, _CRF, _CSB, _CRB) for k in set(kc))
-    stream = [2 * r for r in rank_of]
     if has_comm:
-        stream = [s + 1 if _CSF <= k <= _CRB else s for s, k in zip(stream, kc)]
+        stream, stream_names, stream_rank = _assign_streams(
+            schedule, rank_of, stage, [_CSF <= k <= _CRB for k in kc], [k == _CSF or k == _CRB for k in kc]
+        )
+    else:
+        used_ranks = sorted(set(rank_of))
+        rank_stream = {r: i for i, r in enumerate(used_ranks)}
+        stream = [rank_stream[r] for r in rank_of]
+        stream_names = tuple(f"rank{r}/compute" for r in used_ranks)
+        stream_rank = tuple(used_ranks)
     st_rank = schedule.stage_to_rank
     last = n_stages - 1
     off_f, off_b, off_i = _CF * width, _CB * width, _CI * width
@@ -433,7 +479,7 @@ def build_plan(schedule: Schedule) -> Plan:
         )
         deps[j] = ds
         cross[j] = tuple(x for x in ds if stream[x] != stream[j])
-    order = _fast_order(n, stream, deps, start_deps, 2 * schedule.num_ranks)
+    order = _fast_order(n, stream, deps, start_deps, len(stream_names))
     if order is None:
         return _build_plan_checked(schedule)
     chunk = schedule._chunk_of
@@ -444,10 +490,11 @@ def build_plan(schedule: Schedule) -> Plan:
         step=tuple(step_of),
         stream=tuple(stream),
         chunk=tuple(chunk[s] for s in stage),
-        stream_names=tuple(_stream_name(s) for s in range(2 * schedule.num_ranks)),
+        stream_names=stream_names,
         deps=tuple(cross),
         start_deps=tuple(start_deps),
         order=tuple(order),
+        stream_rank=stream_rank,
     )
 
 

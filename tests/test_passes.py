@@ -92,3 +92,21 @@ def test_merge_keeps_non_adjacent_pairs_split() -> None:
     assert [str(j) for j in merged.ranks[0]] == ["0F0", "0F1", "0B0", "0B1"]
     assert merged.ranks[1] == s.ranks[1]  # no W right after its own I
     build_plan(merged)
+
+
+def test_each_pair_of_ranks_has_its_own_comm_streams():
+    # Transfers with one neighbour must not queue behind transfers with the other (per-pair NCCL streams).
+    from harness.plan import build_plan
+    from harness.schedule import build_schedule
+    from harness.schedule.passes import add_communication
+
+    plan = build_plan(add_communication(build_schedule("1F1B", 3, 2)))
+    assert plan.stream_names == (
+        "rank0/compute", "rank0/comm with rank1",
+        "rank1/compute", "rank1/comm with rank0", "rank1/comm with rank2",
+        "rank2/compute", "rank2/comm with rank1",
+    )
+    on = {str(job): plan.stream_names[plan.stream[j]] for j, job in enumerate(plan.jobs)}
+    assert on["1RECV_F0"] == on["1SEND_B0"] == "rank1/comm with rank0"
+    assert on["1SEND_F0"] == on["1RECV_B0"] == "rank1/comm with rank2"
+    assert plan.stream_rank == (0, 0, 1, 1, 1, 2, 2)

@@ -19,7 +19,8 @@ def test_cross_stage_dependencies_of_1f1b():
     assert deps["0B0"] == ["1B0"]
     assert deps["1B0"] == []
     assert deps["0F0"] == []
-    assert plan.stream[idx["0F0"]] == 0 and plan.stream[idx["1F0"]] == 2
+    assert plan.stream_names[plan.stream[idx["0F0"]]] == "rank0/compute"
+    assert plan.stream_names[plan.stream[idx["1F0"]]] == "rank1/compute"
 
 
 def test_enqueue_order_is_topological():
