@@ -30,3 +30,16 @@ SMALL_CPU = TransformerCost(
     num_layers=8,
     tflops=0.05,
 )
+
+#: The same 1.2 B GPT with its stages on different nodes: activations of
+#: 1024 x 2048 bf16 values (4 MiB) cross a 200 Gbit/s InfiniBand link (25 GB/s)
+#: with 10 µs latency, about 0.18 ms per transfer.
+GPT_1B_INFINIBAND = TransformerCost(
+    hidden_size=2048,
+    seq_len=1024,
+    micro_batch_size=1,
+    num_layers=24,
+    tflops=200.0,
+    p2p_latency_ns=10_000,
+    p2p_gbytes_per_s=25.0,
+)
