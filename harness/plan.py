@@ -48,8 +48,8 @@ class Plan:
         schedule: the schedule this plan was built from.
         jobs: every non-idle job, rank by rank in listed order.
         rank, step, stream, chunk: per-job integers.
-        stream_names: per stream, ``"rank{r}/compute"`` or ``"rank{r}/comm with
-            rank{q}"`` (one comm stream per pair of ranks that exchange data).
+        stream_names: per stream, ``"rank{r}/compute"`` or ``"rank{r}/comm↔{q}"``
+            (one comm stream per pair of ranks ``r``, ``q`` that exchange data).
         stream_rank: per stream, its rank.
         deps: per job, the jobs whose *end* it waits for (data dependencies,
             excluding the previous job on its own stream).
@@ -96,7 +96,7 @@ def _assign_streams(
 
     Returns:
         Per job its stream index; per stream its name (``"rank{r}/compute"`` or
-        ``"rank{r}/comm with rank{q}"``) and rank. Streams are ordered by rank,
+        ``"rank{r}/comm↔{q}"``) and rank. Streams are ordered by rank,
         compute first.
     """
     st_rank = schedule.stage_to_rank
@@ -112,7 +112,7 @@ def _assign_streams(
     used = sorted(set(keys))
     index = {key: i for i, key in enumerate(used)}
     names = tuple(
-        f"rank{key // p1}/compute" if key % p1 == 0 else f"rank{key // p1}/comm with rank{key % p1 - 1}" for key in used
+        f"rank{key // p1}/compute" if key % p1 == 0 else f"rank{key // p1}/comm↔{key % p1 - 1}" for key in used
     )
     return [index[key] for key in keys], names, tuple(key // p1 for key in used)
 

@@ -20,7 +20,7 @@ class JobRecord:
 
     Attributes:
         rank: pipeline rank (device) that ran it.
-        stream: stream name, ``"rank{r}/compute"`` or ``"rank{r}/comm with rank{q}"``.
+        stream: stream name, ``"rank{r}/compute"`` or ``"rank{r}/comm↔{q}"``.
         stage: global stage index.
         kind: job kind token (``"F"``, ``"B"``, ``"I"``, ``"W"``, ``"SEND_F"``, ...).
         microbatch: micro-batch index, or ``None`` for ``OPT``.

@@ -102,11 +102,11 @@ def test_each_pair_of_ranks_has_its_own_comm_streams():
 
     plan = build_plan(add_communication(build_schedule("1F1B", 3, 2)))
     assert plan.stream_names == (
-        "rank0/compute", "rank0/comm with rank1",
-        "rank1/compute", "rank1/comm with rank0", "rank1/comm with rank2",
-        "rank2/compute", "rank2/comm with rank1",
+        "rank0/compute", "rank0/comm↔1",
+        "rank1/compute", "rank1/comm↔0", "rank1/comm↔2",
+        "rank2/compute", "rank2/comm↔1",
     )
     on = {str(job): plan.stream_names[plan.stream[j]] for j, job in enumerate(plan.jobs)}
-    assert on["1RECV_F0"] == on["1SEND_B0"] == "rank1/comm with rank0"
-    assert on["1SEND_F0"] == on["1RECV_B0"] == "rank1/comm with rank2"
+    assert on["1RECV_F0"] == on["1SEND_B0"] == "rank1/comm↔0"
+    assert on["1SEND_F0"] == on["1RECV_B0"] == "rank1/comm↔2"
     assert plan.stream_rank == (0, 0, 1, 1, 1, 2, 2)
