@@ -65,6 +65,7 @@ class RunMetrics:
         bubble_over_ideal: median over steps of bubble over ideal time.
         span_bubble_ratio: median over steps of the span bubble.
         peak_inflight: per rank, the maximum over steps.
+        peak_inflight_per_stage: per stage (chunk), the maximum over steps.
         enqueue_ns_per_job: host enqueue time per job, median over steps (ns).
     """
 
@@ -78,28 +79,34 @@ class RunMetrics:
     peak_inflight: list[int]
     enqueue_ns_per_job: float
     span_bubble_ratio: float = 0.0
+    peak_inflight_per_stage: list[int] = field(default_factory=list)
     normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time)")
 
 
-def peak_inflight_of(jobs: list[JobRecord], num_ranks: int) -> list[int]:
-    """Per rank, the peak number of micro-batches held (forward started, backward
-    not finished). A backward split into ``I`` and ``W`` frees at ``W``'s end.
-    At equal times a release is counted before an acquisition."""
+def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -> list[int]:
+    """Peak number of micro-batches held (forward started, backward not finished),
+    per rank (``per="rank"``, length ``num_ranks``; chunks of a rank add up) or
+    per stage (``per="stage"``, length = highest stage + 1). A backward split into
+    ``I`` and ``W`` frees at ``W``'s end. At equal times a release is counted
+    before an acquisition."""
     split = {(j.stage, j.microbatch) for j in jobs if j.kind == "W"}
     events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    by_stage = per == "stage"
     for j in jobs:
+        key = j.stage if by_stage else j.rank
         if j.kind == "F":
-            events[j.rank].append((j.start_ns, 1))
+            events[key].append((j.start_ns, 1))
         elif j.kind == "B" or j.kind == "W" or (j.kind == "I" and (j.stage, j.microbatch) not in split):
-            events[j.rank].append((j.end_ns, -1))
-    peaks = [0] * num_ranks
-    for rank, evs in events.items():
+            events[key].append((j.end_ns, -1))
+    size = (max((j.stage for j in jobs), default=-1) + 1) if by_stage else num_ranks
+    peaks = [0] * size
+    for key, evs in events.items():
         evs.sort()
         cur = peak = 0
         for _, delta in evs:
             cur += delta
             peak = max(peak, cur)
-        peaks[rank] = peak
+        peaks[key] = peak
     return peaks
 
 
@@ -165,5 +172,6 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         bubble_over_ideal=float(statistics.median(s.bubble_over_ideal for s in out)),
         peak_inflight=[max(s.peak_inflight[r] for s in out) for r in range(p)],
         span_bubble_ratio=float(statistics.median(s.span_bubble_ratio for s in out)),
+        peak_inflight_per_stage=peak_inflight_of(records.jobs, p, per="stage"),
         enqueue_ns_per_job=float(statistics.median(records.enqueue_ns)) / n_jobs_per_step if n_jobs_per_step else 0.0,
     )

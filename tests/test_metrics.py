@@ -47,3 +47,16 @@ def test_summary_over_steps():
     assert [s.step_time_ns for s in m.steps] == [10, 30, 20]
     assert m.step_time_median_ns == 20 and m.step_time_min_ns == 10 and m.step_time_max_ns == 30
     assert m.step_time_iqr_ns == pytest.approx(10.0)  # quartiles 15 and 25 (inclusive method)
+
+
+def test_peak_inflight_per_stage_matches_the_analytic_timeline():
+    from harness import FixedCost, PipelineCase, run_case
+    from harness.schedule import build_schedule
+    from harness.schedule.analytics import analyze
+
+    cost = FixedCost.ms(F=1, B=2)
+    run = run_case(PipelineCase("Interleaved1F1B", 4, 8, chunks=2, cost=cost), "sim").metrics
+    predicted = analyze(build_schedule("Interleaved1F1B", 4, 8, 2), cost)
+    assert run.peak_inflight_per_stage == predicted.peak_inflight_per_stage
+    # per rank, its two chunks add up: rank 0 holds stages 0 and 4
+    assert run.peak_inflight[0] <= run.peak_inflight_per_stage[0] + run.peak_inflight_per_stage[4]

@@ -115,6 +115,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
             "bubble_over_ideal": m.bubble_over_ideal,
             "span_bubble_ratio": m.span_bubble_ratio,
             "peak_inflight": m.peak_inflight,
+            "peak_inflight_per_stage": m.peak_inflight_per_stage,
             "enqueue_ns_per_job": m.enqueue_ns_per_job,
             "per_step": [asdict(s) for s in m.steps],
         },
