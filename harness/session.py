@@ -20,6 +20,7 @@ from harness.runner import CaseResult
 
 __all__ = ["ProfileSession"]
 
+
 @dataclass
 class ProfileSession:
     """Collects results of one run and writes the report folder.
