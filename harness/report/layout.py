@@ -3,7 +3,7 @@
 Shared by the trace writers (:mod:`harness.report.trace`, :mod:`harness.report.hta`)
 and the HTML page, so the three agree on ranks, tracks and labels.
 
-Streams are named ``"rank{r}/{name}"`` by the executor (``compute``, ``comm``)
+Streams are named ``"rank{r}/{name}"`` by the executor (``compute``, ``comm↔{q}``)
 and by the PaddlePaddle importer (``compute``, ``overlap``, ``overlap2``...).
 A stream without that prefix belongs to the rank of its first job.
 """

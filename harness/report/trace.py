@@ -1,7 +1,7 @@
 """Chrome Trace Event Format JSON for one case, for Perfetto and chrome://tracing.
 
 Layout: one process per pipeline rank (device), one thread per stream
-(``compute`` tid 0, ``comm`` tid 1, in the case's stream order), named with
+(``compute`` tid 0, then one ``comm↔{q}`` per peer rank, in the case's stream order), named with
 ``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
 "Steps" process on top with one ``ProfilerStep#N`` slice per recorded step.
 Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
