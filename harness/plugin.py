@@ -294,10 +294,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             r.records.backend + (f"/{workload}" if workload else ""),
             f"{m.step_time_median_ns / 1e6:.3f} ms",
             f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
+            f"{100 * m.span_bubble_ratio:.1f}%",
         ))
-    header = ("case", "schedule", "p", "m", "v", "backend", "step median", "bubble meas/theory")
+    header = ("case", "schedule", "p", "m", "v", "backend", "step median", "bubble meas/theory", "span bubble")
     widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7}
+    right = {2, 3, 4, 6, 7, 8}
 
     def fmt(row: tuple[str, ...]) -> str:
         cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
@@ -306,7 +307,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_line(fmt(header))
     for row in rows:
         tr.write_line(fmt(row))
-    tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds")
+    tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
+                  "span bubble = idle inside each rank's own first-to-last job, over the summed spans")
     for r in hc.results:
         for note in r.warnings:
             tr.write_line(f"note: {r.label}: {note}")
