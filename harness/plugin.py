@@ -21,7 +21,7 @@ from harness.case import PipelineCase
 from harness.device import BACKENDS, WORKLOAD_NAMES, BackendChoice, resolve_backend
 from harness.errors import ConfigError, HarnessError
 from harness.executor import parse_steps
-from harness.report.render import ReportFiles
+from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
 
@@ -42,6 +42,7 @@ class HarnessConfig:
     session: ProfileSession | None = None
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
+    interrupted_after_write: bool = False
     written: ReportFiles | None = None
     by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
 
@@ -248,7 +249,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.failed:
             outcome = "failed" if report.when == "call" else "error"
         elif report.skipped:
-            outcome = "skipped"
+            outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         else:
             outcome = "passed" if report.when == "call" else None
         for r in results:
@@ -268,8 +269,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     try:
         hc.written = hc.session.write()
-    except KeyboardInterrupt:  # only before the staged report started moving into place
+    except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
+        hc.written = done.files
+        hc.interrupted_after_write = True
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    except KeyboardInterrupt:  # while rendering: nothing of this run was published
         hc.interrupted = True
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     except HarnessError as exc:
         raise pytest.UsageError(f"could not write the report: {exc}") from None
 
@@ -319,6 +325,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if hc.interrupted:
         tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
     elif hc.written:
+        if hc.interrupted_after_write:
+            tr.write_line(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")
         w = hc.written
         tr.write_line(f"reports: {_shown(w.index)} · {_shown(w.results) if w.results else ''} · "
                       f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")

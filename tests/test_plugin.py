@@ -207,3 +207,28 @@ def test_default_report_dir_is_in_the_root_folder(pytester):
     result.assert_outcomes(passed=3)
     assert (pytester.path / "reports" / "index.html").exists()
     assert not (sub / "reports").exists()
+
+
+def test_ctrl_c_while_publishing_completes_the_report_and_exits_interrupted(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makeconftest("""
+import os, signal
+from harness.report import render
+
+_real = os.replace
+_sent = []
+
+def _replace(src, dst):
+    if ".render-" not in str(dst) and not _sent:
+        _sent.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+    _real(src, dst)
+
+render.os.replace = _replace
+""")
+    result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["run interrupted while the report was being published; it was completed first, so reports/ holds this run"])
+    doc = json.loads((pytester.path / "reports" / "results.json").read_text())
+    assert len(doc["cases"]) == 3
+    assert len(list((pytester.path / "reports" / "traces").iterdir())) == 3

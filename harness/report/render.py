@@ -60,14 +60,15 @@ class ReportFiles:
 
 
 @contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM for the duration of the block (main thread only) and
-    re-raise a held SIGINT as :class:`KeyboardInterrupt` afterwards. The block
-    must be short: it is the few renames that publish a finished report."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _interrupts_deferred() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM for the duration of the block (main thread only); yields
+    the list of held signals. A held SIGTERM is re-sent on exit; a held SIGINT is
+    left to the caller (who raises :class:`ReportInterrupted` once its work is
+    whole). The block must be short: it is the few renames that publish a report."""
     held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -75,14 +76,25 @@ def _interrupts_deferred() -> Iterator[None]:
         except (ValueError, OSError):  # not allowed here: run undeferred
             pass
     try:
-        yield
+        yield held
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if signal.SIGTERM in held:
             os.kill(os.getpid(), signal.SIGTERM)
-        elif held:
-            raise KeyboardInterrupt
+
+
+class ReportInterrupted(KeyboardInterrupt):
+    """Ctrl-C arrived while a finished report was being moved into place; the
+    move was completed first, so the folder holds the new report whole.
+
+    Attributes:
+        files: what was written.
+    """
+
+    def __init__(self, files: ReportFiles) -> None:
+        super().__init__("interrupted after the report was written")
+        self.files = files
 
 
 def _prune(out_dir: Path, keep: set[Path]) -> None:
@@ -150,6 +162,8 @@ def write_report(
             wrong type (names the case and the field); nothing is written then,
             and a report folder created for this call is removed again.
         OSError: writing failed; files already in place are unchanged.
+        ReportInterrupted: Ctrl-C arrived while the finished report was being
+            moved into place; it was completed first (a ``KeyboardInterrupt``).
     """
     from harness.report.fields import check_cases
     from harness.report.hta import hta_rank_trace
@@ -193,7 +207,7 @@ def write_report(
         # Everything rendered: move into place, file by file (each move is atomic),
         # with Ctrl-C held back so the folder never mixes two runs.
         written: set[Path] = set()
-        with _interrupts_deferred():
+        with _interrupts_deferred() as held:
             for src in sorted(p for p in stage.rglob("*") if p.is_file()):
                 dst = out_dir / src.relative_to(stage)
                 dst.parent.mkdir(parents=True, exist_ok=True)
@@ -206,9 +220,12 @@ def write_report(
         shutil.rmtree(stage, ignore_errors=True)
         if not done and created is not None:
             _remove_empty_tree(created)
-    return ReportFiles(
+    files = ReportFiles(
         index=out_dir / "index.html",
         results=out_dir / "results.json" if write_results else None,
         traces={k: out_dir / v for k, v in trace_hrefs.items()},
         hta={k: out_dir / v for k, v in hta_hrefs.items()},
     )
+    if held:
+        raise ReportInterrupted(files)
+    return files
