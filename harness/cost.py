@@ -117,6 +117,11 @@ class FixedCost:
             i = self.backward_ns - (w or 0)
         if w is None:
             w = self.backward_ns - i
+        if i <= 0 or w <= 0:
+            raise ConfigError(
+                f"cost model: the backward of {self.backward_ns} ns cannot split into I = {i} ns and W = {w} ns; "
+                "give I or W below B (both must be positive)"
+            )
         object.__setattr__(self, "_split", (int(i), int(w)))
 
     @classmethod
@@ -124,7 +129,13 @@ class FixedCost:
         """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``.
 
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
+
+        Raises:
+            ConfigError: a value that is not a finite number, or see the class.
         """
+        for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+                raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {value!r}")
         return cls(
             forward_ns=round(F * _NS_PER_MS),
             backward_ns=round(B * _NS_PER_MS),

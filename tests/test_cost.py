@@ -91,3 +91,13 @@ def test_split_backward_must_add_up_and_bandwidth_must_be_positive():
         FixedCost(forward_ns=1, backward_ns=2, p2p_gbytes_per_s=-5.0)
     with pytest.raises(ConfigError, match="p2p_gbytes_per_s"):
         TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=1.0, p2p_gbytes_per_s=0)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(F=1, B=2, W=3), r"cannot split into I = -1000000 ns and W = 3000000 ns"),
+    (dict(F=1, B=2, I=2), r"cannot split into I = 2000000 ns and W = 0 ns"),
+    (dict(F=float("nan"), B=2), r"F must be a finite number of milliseconds, got nan"),
+])
+def test_impossible_fixed_costs_are_refused(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        FixedCost.ms(**kwargs)

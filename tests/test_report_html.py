@@ -176,3 +176,16 @@ def test_span_bubble_is_shown_beside_the_bubble_where_present():
     assert _cells(html, 0)[11] == "6.2%" and _cells(html, 1)[11] == "—"
     assert "Span bubble: per rank, idle time between that rank's first job start and last job end" in html
     assert "span bubble 6.2%" in html.split('id="case-0"')[1]
+
+
+def test_chart_series_never_mix_cases_with_and_without_transfer_costs():
+    from harness import FixedCost, PipelineCase, run_case
+    from harness.report.html import chart_data
+    from harness.report.results import case_to_dict
+
+    free = FixedCost.ms(F=1, B=2)
+    costly = FixedCost(forward_ns=1_000_000, backward_ns=2_000_000, p2p_latency_ns=10_000)
+    cases = [case_to_dict(run_case(PipelineCase("1F1B", 2, m, cost=c), "sim", case_id=f"{m}-{i}"))
+             for i, c in enumerate((free, costly)) for m in (2, 4)]
+    labels = [s["label"] for s in chart_data(cases)["series"]]
+    assert labels == ["1F1B p=2, F=1 B=2 ms (sim, virtual)", "1F1B p=2, F=1 B=2 ms + p2p 10 µs (sim, virtual)"]

@@ -100,7 +100,7 @@ class _CpuStream:
         while True:
             op, arg = get()
             if op == _LAUNCH:
-                if self.error is None:
+                if self.error is None and not self.device._closed:  # closing: drain without running
                     try:
                         self._execute(arg)
                     except Exception as exc:  # reported by synchronize()
@@ -110,6 +110,8 @@ class _CpuStream:
                 arg.time = clock()
                 arg.done.set()
             elif op == _WAIT:
+                if self.device._closed:
+                    continue
                 if self.error is None and not arg.done.wait(timeout):
                     self.error = ExecutionError(
                         f"cpu: stream {self.name} waited {timeout:g} s for an event after job "
@@ -150,6 +152,8 @@ class _CpuStream:
             bufs = self._gemm_cache[n] = (a, b, np.empty((n, n), dtype=np.float32))
         a, b, c = bufs
         for _ in range(repeats):
+            if self.device._closed:  # Ctrl-C or a failed run: stop between GEMMs
+                return
             np.matmul(a, b, out=c)
 
 

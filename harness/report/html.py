@@ -306,16 +306,22 @@ def value_label(value: float, unit: str) -> str:
 
 
 def _cost_label(cost: Any) -> str:
-    """A short description of a results-document cost model, e.g. ``"h=2048 L=24"``."""
+    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
+    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``)."""
     if not isinstance(cost, dict):
         return ""
     if cost.get("model") == "transformer":
-        return f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
-    if cost.get("model") == "fixed":
+        label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+    elif cost.get("model") == "fixed":
         def ms(ns: Any) -> str:
             return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"
-        return f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
-    return str(cost.get("model", ""))
+        label = f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
+    else:
+        label = str(cost.get("model", ""))
+    latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
+    if latency or bandwidth:
+        label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
+    return label
 
 
 def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
