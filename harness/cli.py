@@ -222,7 +222,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     failed = [d for d in deltas if d.failed]
     gates = ", ".join(f"{t.metric} +{100 * t.limit:g}" + ("%" if t.metric == "step_time" else "pp") for t in thresholds) or "none"
     print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})", file=out)
-    return 1 if failed else 0
+    broken = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]
+    if thresholds and only_base:
+        print(f"FAIL: {len(only_base)} case(s) of {args.base} missing from {args.new}", file=out)
+    if thresholds and broken:
+        print(f"FAIL: {len(broken)} case(s) in {args.new} ran but their test failed: {', '.join(broken)}", file=out)
+    return 1 if failed or (thresholds and (only_base or broken)) else 0
 
 
 def _cmd_import_paddle(args: argparse.Namespace) -> int:
@@ -349,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("compare", help="per-case deltas between two results files; exit 1 past a threshold")
+    p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, when a base case is missing or a new case's test failed")
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",

@@ -222,3 +222,31 @@ def test_show_prints_the_zero_bubble_span_figures(capsys):
            "theory, worst rank: 3 ms" in out
     assert main(["show", "ZB-H2", "-p", "4", "-m", "8", "--forward-ms", "1", "--backward-ms", "2", "--weight-ms", "1"]) == 0
     assert ": 0, 0, 0, 0 ms; theory, worst rank: 0 ms" in capsys.readouterr().out
+
+
+def test_compare_gate_fails_on_missing_or_failed_cases(tmp_path, capsys):
+    import json
+
+    from harness import PipelineCase, run_case
+    from harness.cli import main
+    from harness.report.results import case_to_dict, results_document
+
+    def doc(ids, failed=()):
+        cases = []
+        for cid in ids:
+            c = case_to_dict(run_case(PipelineCase("1F1B", 2, 2), "sim", case_id=cid))
+            if cid in failed:
+                c["outcome"] = "failed"
+            cases.append(c)
+        return results_document(cases)
+
+    base, new, broken = tmp_path / "base.json", tmp_path / "new.json", tmp_path / "broken.json"
+    base.write_text(json.dumps(doc(["a", "b"])))
+    new.write_text(json.dumps(doc(["a"])))
+    broken.write_text(json.dumps(doc(["a", "b"], failed={"b"})))
+    assert main(["compare", str(base), str(new)]) == 0  # no gate: a report, not a verdict
+    assert main(["compare", str(base), str(new), "--fail", "step_time:5%"]) == 1
+    assert f"FAIL: 1 case(s) of {base} missing from {new}" in capsys.readouterr().out
+    assert main(["compare", str(base), str(broken), "--fail", "step_time:5%"]) == 1
+    assert f"FAIL: 1 case(s) in {broken} ran but their test failed: b" in capsys.readouterr().out
+    assert main(["compare", str(base), str(base), "--fail", "step_time:5%"]) == 0
