@@ -354,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, when a base case is missing or a new case's test failed")
+    p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, "
+                                       "when a base case is missing or a new case's test failed")
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
