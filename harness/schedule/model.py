@@ -22,7 +22,8 @@ import enum
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from harness.errors import ScheduleError
 
@@ -90,6 +91,29 @@ class Job(NamedTuple):
 
     def __repr__(self) -> str:
         return f"Job({self})"
+
+
+_KIND_IDS: list[Any] = []  # numpy arrays, made on first use: sorted id() of the kinds, their codes
+
+
+def _kind_codes(jobs: Sequence[Job]) -> Any:
+    """Per job its kind's index in ``tuple(JobKind)`` as a numpy int64 array;
+    ``-1`` where the kind is not a :class:`JobKind` member. Looks kinds up by
+    ``id`` in C: hashing an Enum member is a Python-level call."""
+    import numpy as np
+
+    if not _KIND_IDS:
+        pairs = sorted((id(k), i) for i, k in enumerate(JobKind))
+        _KIND_IDS.extend((np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)))
+    ids, codes = _KIND_IDS
+    found = np.fromiter(map(id, map(_KIND_FIELD, jobs)), np.int64, len(jobs))
+    at = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+    return np.where(ids[at] == found, codes[at], -1)
+
+
+_KIND_FIELD = itemgetter(1)
+_STAGE_FIELD = itemgetter(0)
+_JOB_OR_NONE = frozenset({Job, type(None)})
 
 
 def parse_job(text: str) -> Job:
@@ -172,7 +196,15 @@ class Schedule:
             counts[rank] += 1
         object.__setattr__(self, "_chunk_of", tuple(chunk_of))
         n_stages = len(self.stage_to_rank)
+        held: list[set[int]] = [set() for _ in range(p)]
+        for stage, rank in enumerate(self.stage_to_rank):
+            held[rank].add(stage)
         for rank, jobs in enumerate(self.ranks):
+            # Fast check in C: only Job/None entries, integer stages held by the rank.
+            if set(map(type, jobs)) <= _JOB_OR_NONE:
+                stages = set(map(_STAGE_FIELD, filter(None, jobs)))
+                if stages <= held[rank] and all(type(s) is int for s in stages):
+                    continue
             for step, job in enumerate(jobs):
                 if job is None:
                     continue
