@@ -21,8 +21,13 @@ its receive, so the sequence is a topological order of the lowered graph.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any, cast
+
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
 
 __all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
 
@@ -44,6 +49,16 @@ def add_communication(schedule: Schedule) -> Schedule:
     Raises:
         ScheduleError: the schedule already has send/receive jobs.
     """
+    out = _add_communication_fast(schedule)
+    if out is None:
+        out = _add_communication_loop(schedule)
+    params = dict(schedule.params)
+    params["comm"] = True
+    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, out, params)
+
+
+def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
+    """:func:`add_communication`'s rows, job by job; raises its error."""
     rank_of = schedule.stage_to_rank
     last = schedule.num_stages - 1
     F, B, I = _F, _B, _I  # noqa: N806
@@ -78,9 +93,79 @@ def add_communication(schedule: Schedule) -> Schedule:
             else:
                 append(job)
         out.append(row)
-    params = dict(schedule.params)
-    params["comm"] = True
-    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(tuple(r) for r in out), params)
+    return tuple(tuple(r) for r in out)
+
+
+_SF, _RF, _SB, _RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B
+_CODE = {k: i for i, k in enumerate(JobKind)}
+_CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
+
+
+def _add_communication_fast(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...] | None:
+    """:func:`add_communication`'s rows, built with numpy for schedules without
+    idle slots or communication jobs; ``None`` for the others (the job-by-job
+    loop handles them, and raises the error)."""
+    import numpy as np
+
+    flat = list(chain.from_iterable(schedule.ranks))
+    n = len(flat)
+    if n == 0 or None in flat:
+        return None
+    jobs = cast("list[Job]", flat)
+    kc = _kind_codes(jobs)
+    if int(kc.min()) < 0 or bool(((kc >= _CSF) & (kc <= _CRB)).any()):
+        return None
+    st_rank = np.array(schedule.stage_to_rank, np.int64)
+    n_stages = len(st_rank)
+    stage_l = list(map(_STAGE, jobs))
+    stage = np.array(stage_l, np.int64)
+    # Per stage: whether the previous / next stage sits on another rank.
+    prev_away = np.zeros(n_stages, bool)
+    next_away = np.zeros(n_stages, bool)
+    prev_away[1:] = st_rank[:-1] != st_rank[1:]
+    next_away[:-1] = st_rank[1:] != st_rank[:-1]
+    fwd = kc == _CF
+    bwd = (kc == _CB) | (kc == _CI)
+    before = np.where(fwd, prev_away[stage], bwd & next_away[stage])  # RECV_F / RECV_B
+    after = np.where(fwd, next_away[stage], bwd & prev_away[stage])  # SEND_F / SEND_B
+    # Output slot of each job: jobs before it, receives up to it, sends before it.
+    n_before = np.cumsum(before)
+    n_after = np.cumsum(after)
+    slot = np.arange(n) + n_before + n_after - after
+    lens = [len(r) for r in schedule.ranks]
+    grown = np.zeros(n + 1, np.int64)
+    np.cumsum(1 + before + after, out=grown[1:])
+    row_end = grown[np.cumsum(lens)].tolist()
+    total = row_end[-1]
+    out = np.empty(total, object)
+    out[slot] = np.fromiter(jobs, object, n)
+    mb = list(map(_MB, jobs))
+    for mask, kind, shift in (
+        (before & fwd, _RF, -1),
+        (before & ~fwd, _RB, -1),
+        (after & fwd, _SF, 1),
+        (after & ~fwd, _SB, 1),
+    ):
+        at = np.flatnonzero(mask)
+        if len(at):
+            pick = itemgetter(*at.tolist()) if len(at) > 1 else _one(int(at[0]))
+            made = map(_NEW, repeat(Job), zip(pick(stage_l), repeat(kind), pick(mb)))
+            out[slot[at] + shift] = np.fromiter(made, object, len(at))
+    flat = out.tolist()
+    rows = []
+    lo = 0
+    for hi in row_end:
+        rows.append(tuple(flat[lo:hi]))
+        lo = hi
+    return tuple(rows)
+
+
+_STAGE, _MB = itemgetter(0), itemgetter(2)
+
+
+def _one(i: int) -> Callable[[list[Any]], list[Any]]:
+    return lambda seq: [seq[i]]
+_NEW = tuple.__new__
 
 
 def strip_communication(schedule: Schedule) -> Schedule:
