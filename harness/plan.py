@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
@@ -504,7 +504,12 @@ def build_plan(schedule: Schedule) -> Plan:
     chunk = np.array(schedule._chunk_of, np.int64)[stage]
     longest = max(counts)
     shared = list(range(longest))  # step numbers, one int object per value
-    return Plan(
+    # For simulate: per job the one time it waits for, in a list of ends (j) and
+    # starts (n + j), 2n for none; only when no job waits for more than one.
+    wait = None
+    if not (c2 >= 0).any() and not ((c1 >= 0) & (sd >= 0)).any() and not any(opt_cross.values()):
+        wait = np.where(c1 >= 0, c1, np.where(sd >= 0, n + sd, 2 * n))
+    plan = Plan(
         schedule=schedule,
         jobs=tuple(jobs),
         rank=tuple(chain.from_iterable(repeat(r, c) for r, c in enumerate(counts))),
@@ -517,6 +522,19 @@ def build_plan(schedule: Schedule) -> Plan:
         order=tuple(order),
         stream_rank=stream_rank,
     )
+    object.__setattr__(plan, "_arrays", _PlanArrays(stage, kc, wait))
+    return plan
+
+
+class _PlanArrays(NamedTuple):
+    """Numpy arrays :func:`build_plan` leaves on the plans it makes (attribute
+    ``_arrays``, not a field), so that simulation need not read them back from
+    the jobs: per job its stage, kind code (index in ``tuple(JobKind)``) and
+    ``wait`` (see :func:`harness.schedule.analytics.simulate`), or ``None``."""
+
+    stage: Any
+    kind: Any
+    wait: Any
 
 
 _FIELD0, _FIELD2 = itemgetter(0), itemgetter(2)
