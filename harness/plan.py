@@ -30,6 +30,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
 from harness.schedule.validate import check_counts, check_order
@@ -320,6 +321,7 @@ _CF, _CB, _CI, _CW = _CODE[id(_F)], _CODE[id(_B)], _CODE[id(_I)], _CODE[id(_W)]
 _CSF, _CRF, _CSB, _CRB, _COPT = _CODE[id(_SF)], _CODE[id(_RF)], _CODE[id(_SB)], _CODE[id(_RB)], _CODE[id(_OPT)]
 
 
+@gc_paused
 def build_plan(schedule: Schedule) -> Plan:
     """Validate ``schedule`` and turn it into a :class:`Plan`.
 

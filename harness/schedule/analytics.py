@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 
+from harness._gcpause import gc_paused
 from harness.cost import CostModel
 from harness.plan import Plan, build_plan
 from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
@@ -101,6 +102,7 @@ _STAGE = itemgetter(0)
 _N_KINDS = len(JobKind)
 
 
+@gc_paused
 def simulate(plan: Plan, cost: CostModel) -> Timeline:
     """One-pass timeline of ``plan`` under ``cost`` (see module doc).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness._gcpause import gc_paused
 from harness.errors import ConfigError
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, v_placement
 
@@ -78,6 +79,7 @@ def builder_info(name: str) -> BuilderInfo:
     return _REGISTRY[canonical]
 
 
+@gc_paused
 def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int = 1, **options: object) -> Schedule:
     """Build the schedule registered as ``name`` for ``p`` ranks and ``m`` micro-batches.
 

@@ -26,6 +26,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, cast
 
+from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
 
@@ -34,6 +35,7 @@ __all__ = ["add_communication", "merge_backward", "split_backward", "strip_commu
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
 
 
+@gc_paused
 def add_communication(schedule: Schedule) -> Schedule:
     """Insert ``SEND_*``/``RECV_*`` jobs between stages placed on different ranks.
 
