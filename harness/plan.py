@@ -27,12 +27,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
+from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _kind_codes
 from harness.schedule.validate import check_counts, check_order
 
 __all__ = ["Plan", "build_plan"]
@@ -345,38 +344,32 @@ def build_plan(schedule: Schedule) -> Plan:
     m1 = m + 1
     width = n_stages * m1  # one block of keys per kind
     jobs: list[Job] = []
-    counts: list[int] = []
     steps_of: list[range | list[int]] = []
     for row in ranks:
         if None in row:
             steps = [s for s, job in enumerate(row) if job is not None]
             jobs.extend(row[s] for s in steps)  # type: ignore[misc]
             steps_of.append(steps)
-            counts.append(len(steps))
         else:
             jobs.extend(row)  # type: ignore[arg-type]
             steps_of.append(range(len(row)))
-            counts.append(len(row))
     n = len(jobs)
     if n == 0 or m < 1:
         return _build_plan_checked(schedule)
-    stage_l = list(map(_FIELD0, jobs))
-    stage = np.array(stage_l)
-    kc = _kind_codes(jobs)
-    if int(kc.min()) < 0:
-        raise KeyError(id(jobs[int(np.flatnonzero(kc < 0)[0])][1]))  # as a lookup of an unknown kind always did
-    mb_l = list(map(_FIELD2, jobs))
-    if None in mb_l:
-        given = [b for b in mb_l if b is not None]
-        mb_l = [m if b is None else b for b in mb_l]
-        mb_given = np.array(given) if given else np.zeros(1, np.int64)
-    else:
-        mb_given = None
-    mb = np.array(mb_l)
-    if stage.dtype.kind not in "iu" or mb.dtype.kind not in "iu" or (mb_given is not None and mb_given.dtype.kind not in "iu"):
+    arrays = _job_arrays(schedule)
+    if arrays is None:
+        kc = _kind_codes(jobs)
+        if int(kc.min()) < 0:
+            raise KeyError(id(jobs[int(np.flatnonzero(kc < 0)[0])][1]))  # as a lookup of an unknown kind always did
         return _build_plan_checked(schedule)  # not integers: let the reference path judge
-    check = mb if mb_given is None else mb_given
-    if int(check.max()) >= m or int(check.min()) < 0:
+    stage, kc, mb, counts = arrays
+    no_mb = mb < 0  # None (OPT): key slot m
+    if no_mb.any():
+        given = mb[~no_mb]
+        if len(given) and (int(given.max()) >= m):
+            return _build_plan_checked(schedule)
+        mb = np.where(no_mb, m, mb)
+    elif int(mb.max()) >= m:
         return _build_plan_checked(schedule)
     keys = kc * width + stage * m1 + mb
     pos = np.full(len(_KINDS) * width, -1, np.int64)
@@ -473,7 +466,7 @@ def build_plan(schedule: Schedule) -> Plan:
     opt_deps: dict[int, tuple[int, ...]] = {}
     opt_cross: dict[int, tuple[int, ...]] = {}
     for j in opt_l:
-        s = stage_l[j]
+        s = int(stage[j])
         row_b = pos[_CB * width + s * m1 : _CB * width + s * m1 + m]
         row_w = pos[_CW * width + s * m1 : _CW * width + s * m1 + m]
         ds = tuple(row_b[row_b >= 0].tolist()) + tuple(row_w[row_w >= 0].tolist())
@@ -539,7 +532,6 @@ class _PlanArrays(NamedTuple):
     wait: Any
 
 
-_FIELD0, _FIELD2 = itemgetter(0), itemgetter(2)
 
 
 def _tuples(np: Any, n: int, first: Any, second: Any) -> list[tuple[int, ...]]:

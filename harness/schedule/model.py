@@ -22,6 +22,7 @@ import enum
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -112,6 +113,47 @@ def _kind_codes(jobs: Sequence[Job]) -> Any:
 
 
 _KIND_FIELD = itemgetter(1)
+_MB_FIELD = itemgetter(2)
+_INT_OR_NONE = frozenset({int, type(None)})
+
+
+class _JobArrays(NamedTuple):
+    """A schedule's non-idle jobs, rank by rank, as numpy int64 arrays: stage,
+    kind code (index in ``tuple(JobKind)``) and micro-batch (-1 for ``None``);
+    ``counts`` is the number of non-idle jobs per rank."""
+
+    stage: Any
+    kind: Any
+    mb: Any
+    counts: list[int]
+
+
+def _job_arrays(schedule: Schedule) -> _JobArrays | None:
+    """The schedule's :class:`_JobArrays`, cached on it (attribute ``_arrays``,
+    not a field: a schedule is immutable). ``None`` when a job's fields are not
+    plain (a kind that is not a :class:`JobKind`, a stage that is not an
+    ``int``, a micro-batch that is neither ``None`` nor an ``int >= 0``)."""
+    cache = schedule.__dict__
+    if "_arrays" in cache:
+        return cache["_arrays"]  # type: ignore[no-any-return]
+    import numpy as np
+
+    rows = schedule.ranks
+    jobs: list[Job] = list(chain.from_iterable(row if None not in row else filter(None, row) for row in rows))  # type: ignore[misc]
+    counts = [len(row) - row.count(None) if None in row else len(row) for row in rows]
+    found: _JobArrays | None = None
+    kind = _kind_codes(jobs)
+    stages = list(map(_STAGE_FIELD, jobs))
+    mbs = list(map(_MB_FIELD, jobs))
+    if (not jobs or int(kind.min()) >= 0) and set(map(type, stages)) <= {int} and set(map(type, mbs)) <= _INT_OR_NONE:
+        n_none = mbs.count(None)
+        mb = np.array([-1 if b is None else b for b in mbs] if n_none else mbs, np.int64)
+        if int((mb < 0).sum()) == n_none:
+            found = _JobArrays(np.array(stages, np.int64), kind, mb, counts)
+    object.__setattr__(schedule, "_arrays", found)
+    return found
+
+
 _STAGE_FIELD = itemgetter(0)
 _JOB_OR_NONE = frozenset({Job, type(None)})
 

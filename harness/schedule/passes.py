@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
+from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _JobArrays
 
 __all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
 
@@ -51,12 +51,14 @@ def add_communication(schedule: Schedule) -> Schedule:
     Raises:
         ScheduleError: the schedule already has send/receive jobs.
     """
-    out = _add_communication_fast(schedule)
-    if out is None:
-        out = _add_communication_loop(schedule)
+    fast = _add_communication_fast(schedule)
+    rows = _add_communication_loop(schedule) if fast is None else fast[0]
     params = dict(schedule.params)
     params["comm"] = True
-    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, out, params)
+    lowered = Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
+    if fast is not None:
+        object.__setattr__(lowered, "_arrays", fast[1])  # the job arrays, made along the way
+    return lowered
 
 
 def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
@@ -103,24 +105,23 @@ _CODE = {k: i for i, k in enumerate(JobKind)}
 _CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
 
 
-def _add_communication_fast(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...] | None:
+def _add_communication_fast(schedule: Schedule) -> tuple[tuple[tuple[Job | None, ...], ...], _JobArrays] | None:
     """:func:`add_communication`'s rows, built with numpy for schedules without
     idle slots or communication jobs; ``None`` for the others (the job-by-job
     loop handles them, and raises the error)."""
     import numpy as np
 
-    flat = list(chain.from_iterable(schedule.ranks))
-    n = len(flat)
-    if n == 0 or None in flat:
+    rows = schedule.ranks
+    arrays = _job_arrays(schedule)
+    if arrays is None or sum(arrays.counts) != sum(map(len, rows)) or not arrays.counts or not sum(arrays.counts):
         return None
-    jobs = cast("list[Job]", flat)
-    kc = _kind_codes(jobs)
-    if int(kc.min()) < 0 or bool(((kc >= _CSF) & (kc <= _CRB)).any()):
+    stage, kc, mb, lens = arrays
+    if bool(((kc >= _CSF) & (kc <= _CRB)).any()):
         return None
+    jobs = list(chain.from_iterable(rows))
+    n = len(jobs)
     st_rank = np.array(schedule.stage_to_rank, np.int64)
     n_stages = len(st_rank)
-    stage_l = list(map(_STAGE, jobs))
-    stage = np.array(stage_l, np.int64)
     # Per stage: whether the previous / next stage sits on another rank.
     prev_away = np.zeros(n_stages, bool)
     next_away = np.zeros(n_stages, bool)
@@ -131,17 +132,19 @@ def _add_communication_fast(schedule: Schedule) -> tuple[tuple[Job | None, ...],
     before = np.where(fwd, prev_away[stage], bwd & next_away[stage])  # RECV_F / RECV_B
     after = np.where(fwd, next_away[stage], bwd & prev_away[stage])  # SEND_F / SEND_B
     # Output slot of each job: jobs before it, receives up to it, sends before it.
-    n_before = np.cumsum(before)
-    n_after = np.cumsum(after)
-    slot = np.arange(n) + n_before + n_after - after
-    lens = [len(r) for r in schedule.ranks]
+    slot = np.arange(n) + np.cumsum(before) + np.cumsum(after) - after
     grown = np.zeros(n + 1, np.int64)
     np.cumsum(1 + before + after, out=grown[1:])
     row_end = grown[np.cumsum(lens)].tolist()
     total = row_end[-1]
     out = np.empty(total, object)
     out[slot] = np.fromiter(jobs, object, n)
-    mb = list(map(_MB, jobs))
+    out_stage = np.empty(total, np.int64)
+    out_kind = np.empty(total, np.int64)
+    out_mb = np.empty(total, np.int64)
+    out_stage[slot] = stage
+    out_kind[slot] = kc
+    out_mb[slot] = mb
     for mask, kind, shift in (
         (before & fwd, _RF, -1),
         (before & ~fwd, _RB, -1),
@@ -150,16 +153,23 @@ def _add_communication_fast(schedule: Schedule) -> tuple[tuple[Job | None, ...],
     ):
         at = np.flatnonzero(mask)
         if len(at):
-            pick = itemgetter(*at.tolist()) if len(at) > 1 else _one(int(at[0]))
-            made = map(_NEW, repeat(Job), zip(pick(stage_l), repeat(kind), pick(mb)))
-            out[slot[at] + shift] = np.fromiter(made, object, len(at))
+            to = slot[at] + shift
+            out_stage[to] = stage[at]
+            out_kind[to] = _CODE[kind]
+            out_mb[to] = mb[at]
+            mbs = mb[at].tolist()
+            if min(mbs) < 0:
+                mbs = [None if b < 0 else b for b in mbs]
+            made = map(_NEW, repeat(Job), zip(stage[at].tolist(), repeat(kind), mbs))
+            out[to] = np.fromiter(made, object, len(at))
     flat = out.tolist()
-    rows = []
+    out_rows = []
     lo = 0
     for hi in row_end:
-        rows.append(tuple(flat[lo:hi]))
+        out_rows.append(tuple(flat[lo:hi]))
         lo = hi
-    return tuple(rows)
+    made_arrays = _JobArrays(out_stage, out_kind, out_mb, [hi - lo for lo, hi in zip([0, *row_end], row_end)])
+    return tuple(out_rows), made_arrays
 
 
 _STAGE, _MB = itemgetter(0), itemgetter(2)
