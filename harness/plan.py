@@ -554,69 +554,62 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     are listed earlier on its own stream, so they are met when it heads it.
 
     Same stream-stack discipline and so the same order as :func:`_fast_order`,
-    walked job by job. Jobs are renumbered stream by stream, each stream
-    followed by an end slot, so a stream's next job is the next number.
-    ``state[k]`` is 1 once slot ``k`` is enqueued, else 0, or ``c + 2`` while
-    the stream headed by ``c`` is parked on it; -1 marks the end slots' gate.
+    walked job by job: the stack holds the head jobs of woken streams (their
+    gate is enqueued, which is what woke them), below them the first heads.
+    ``nxt[j]`` is the next job on ``j``'s stream, or ``n``, an end job whose
+    gate never opens.
     """
     by_stream = np.argsort(stream, kind="stable")
     ss = stream[by_stream]
-    starts = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
-    # Slot of job by_stream[i] is i + (number of streams started at or before i) - 1.
-    slot_of_sorted = np.arange(n) + np.cumsum(np.isin(np.arange(n), starts)) - 1
-    size = n + len(starts)
-    job_of_slot = np.full(size, -1, np.int64)
-    job_of_slot[slot_of_sorted] = by_stream
-    slot = np.empty(n, np.int64)
-    slot[by_stream] = slot_of_sorted
-    never = size + 1  # the end slots' gate: state -1
-    done = size  # the gate of jobs that wait for nothing: state 1
-    g_slot = np.full(size, never, np.int64)
-    g_slot[slot_of_sorted] = np.where(gate[by_stream] < n, slot[np.minimum(gate[by_stream], n - 1)], done)
-    gates = g_slot.tolist()
-    state = [0] * (size + 2)
-    state[done] = 1
-    state[never] = -1
-    more: dict[int, list[int]] = {}  # further streams parked on one slot
+    first = np.concatenate(([True], ss[1:] != ss[:-1]))
+    last = np.concatenate((first[1:], [True]))
+    nxt_np = np.empty(n + 1, np.int64)
+    nxt_np[by_stream[:-1]] = by_stream[1:]
+    nxt_np[by_stream[last]] = n  # a stream's end: job n, whose gate never opens
+    nxt = nxt_np.tolist()
+    gates = np.concatenate((np.where(gate < n, gate, n + 1), [n + 2])).tolist()
+    # state: -2 not enqueued, -1 enqueued, c >= 0 while the stream headed by job c waits on it
+    state = [-2] * (n + 3)
+    state[n + 1] = -1  # the gate of jobs that wait for nothing
+    state[n + 2] = -3  # the end job's gate
+    more: dict[int, list[int]] = {}  # further streams parked on one job
     order: list[int] = []
     append = order.append
     stack: list[int] = []
     pop = stack.pop
     push = stack.append
-    for h in reversed(slot_of_sorted[starts].tolist()):
+    for h in reversed(by_stream[first].tolist()):
         g = gates[h]
         w = state[g]
-        if w != 1:  # a stream's first job waits: park it
-            if w:
+        if w != -1:  # a stream's first job waits: park it
+            if w >= 0:
                 more.setdefault(g, []).append(h)
             else:
-                state[g] = h + 2
+                state[g] = h
             continue
         push(h)
         while stack:
-            k = pop()  # its gate is enqueued: that is what woke it
+            j = pop()
             while True:
-                w = state[k]
-                state[k] = 1
-                append(k)
-                if w:
-                    push(w - 2)
+                w = state[j]
+                state[j] = -1
+                append(j)
+                if w >= 0:
+                    push(w)
                     if more:
-                        extra = more.pop(k, None)
+                        extra = more.pop(j, None)
                         if extra:
                             stack.extend(extra)
-                k += 1
-                g = gates[k]
+                j = nxt[j]
+                g = gates[j]
                 w = state[g]
-                if w != 1:
-                    if w > 0:
-                        more.setdefault(g, []).append(k)
-                    elif w == 0:
-                        state[g] = k + 2
+                if w != -1:
+                    if w >= 0:
+                        more.setdefault(g, []).append(j)
+                    elif w == -2:
+                        state[g] = j
                     break
-    if len(order) != n:
-        return None
-    return job_of_slot[np.array(order, np.int64)].tolist()  # type: ignore[no-any-return]
+    return order if len(order) == n else None
 
 
 def _fast_order(n: int, stream: list[int], deps: list[tuple[int, ...]], start_deps: list[tuple[int, ...]], n_streams: int) -> list[int] | None:
