@@ -351,7 +351,10 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
         jobs, arrays = _rank_ops_1f1b(s, p, v, m, per_round, warmup, zero_bubble=False)
         ranks.append(jobs)
         parts.append(arrays)
-    schedule = _finish("Interleaved1F1B", m, loop_placement(p, v), ranks, optimizer, v=v)
+    placement = loop_placement(p, v)
+    _with_opt(p, ranks, optimizer, placement)
+    # Stages chunk * p + s on rank s: on their ranks by construction.
+    schedule = Schedule._of_checked_jobs("Interleaved1F1B", m, placement, tuple(tuple(r) for r in ranks), {"v": v})
     if not optimizer:
         _keep_arrays(schedule, parts)
     return schedule

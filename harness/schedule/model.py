@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -156,6 +157,7 @@ def _job_arrays(schedule: Schedule) -> _JobArrays | None:
 
 _STAGE_FIELD = itemgetter(0)
 _JOB_OR_NONE = frozenset({Job, type(None)})
+_JOBS_CHECKED: ContextVar[bool] = ContextVar("_JOBS_CHECKED", default=False)
 
 
 def parse_job(text: str) -> Job:
@@ -237,6 +239,8 @@ class Schedule:
             chunk_of.append(counts[rank])
             counts[rank] += 1
         object.__setattr__(self, "_chunk_of", tuple(chunk_of))
+        if _JOBS_CHECKED.get():
+            return
         n_stages = len(self.stage_to_rank)
         held: list[set[int]] = [set() for _ in range(p)]
         for stage, rank in enumerate(self.stage_to_rank):
@@ -262,6 +266,19 @@ class Schedule:
                         f"but stage {job.stage} is placed on rank {self.stage_to_rank[job.stage]}",
                         (str(job),),
                     )
+
+    @classmethod
+    def _of_checked_jobs(
+        cls, name: str, num_microbatches: int, stage_to_rank: tuple[int, ...], ranks: tuple[tuple[Job | None, ...], ...], params: dict[str, object]
+    ) -> Schedule:
+        """Construct without the per-job checks, for passes and builders whose
+        rows hold only :class:`Job` objects with integer stages on the ranks that
+        hold them by construction (the placement checks still run)."""
+        token = _JOBS_CHECKED.set(True)
+        try:
+            return cls(name, num_microbatches, stage_to_rank, ranks, params)
+        finally:
+            _JOBS_CHECKED.reset(token)
 
     # --- shape -----------------------------------------------------------
     @property

@@ -55,9 +55,11 @@ def add_communication(schedule: Schedule) -> Schedule:
     rows = _add_communication_loop(schedule) if fast is None else fast[0]
     params = dict(schedule.params)
     params["comm"] = True
-    lowered = Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
-    if fast is not None:
-        object.__setattr__(lowered, "_arrays", fast[1])  # the job arrays, made along the way
+    if fast is None:
+        return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
+    # The new jobs take the stage, and so the rank, of the job they sit beside.
+    lowered = Schedule._of_checked_jobs(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
+    object.__setattr__(lowered, "_arrays", fast[1])  # the job arrays, made along the way
     return lowered
 
 
