@@ -406,54 +406,63 @@ def build_plan(schedule: Schedule) -> Plan:
     stream_names = tuple(f"rank{key // p1}/compute" if key % p1 == 0 else f"rank{key // p1}/comm↔{key % p1 - 1}" for key in used_l)
     stream_rank = tuple(key // p1 for key in used_l)
     # Dependencies: d1 (and d2 for B/I) end dependencies, sd a start dependency; -1 none.
+    # Each kind's jobs are looked up on their own (index arrays), not the whole list.
     last = n_stages - 1
     none = np.full(n, -1, np.int64)
     d1 = none.copy()
     d2 = none.copy()
     sd = none.copy()
-    bad = np.zeros(n, bool)
-    s_lo = np.maximum(stage - 1, 0)
-    s_hi = np.minimum(stage + 1, last)
-    mbc = np.minimum(mb, m)
+    bad = False
+    rank_of_stage = st_rank if has_comm else np.zeros(n_stages, np.int64)  # no comm: never "another rank"
+    by_kind = np.argsort(kc, kind="stable")
+    bounds = np.searchsorted(kc[by_kind], np.arange(len(_KINDS) + 1)).tolist()
 
-    def at_key(code: int, stg: np.ndarray) -> np.ndarray:
-        return pos[code * width + stg * m1 + mbc]
+    def of_kind(*codes: int) -> np.ndarray:
+        parts = [by_kind[bounds[c] : bounds[c + 1]] for c in codes]
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
 
-    def backward(stg: np.ndarray) -> np.ndarray:
-        i = at_key(_CI, stg)
-        return np.where(i >= 0, i, at_key(_CB, stg))
+    def at_key(code: int, stg: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return pos[code * width + stg * m1 + b]  # type: ignore[no-any-return]
 
-    cross_rank_lo = (st_rank[s_lo] != st_rank[stage]) if has_comm else np.zeros(n, bool)
-    cross_rank_hi = (st_rank[s_hi] != st_rank[stage]) if has_comm else np.zeros(n, bool)
-    sel = (kc == _CF) & (stage > 0)
-    d = np.where(cross_rank_lo, at_key(_CRF, stage), at_key(_CF, s_lo))
-    d1[sel] = d[sel]
-    bad |= sel & (d < 0)
-    sel = (kc == _CB) | (kc == _CI)
-    d1[sel] = at_key(_CF, stage)[sel]
-    sel2 = sel & (stage < last)
-    d = np.where(cross_rank_hi, at_key(_CRB, stage), backward(s_hi))
-    d2[sel2] = d[sel2]
-    bad |= sel2 & (d < 0)
-    sel = kc == _CW
-    d1[sel] = at_key(_CI, stage)[sel]
-    sel = kc == _CSF
-    d = at_key(_CF, stage)
-    d1[sel] = d[sel]
-    bad |= sel & (d < 0)
-    sel = kc == _CSB
-    d = backward(stage)
-    d1[sel] = d[sel]
-    bad |= sel & (d < 0)
-    sel = kc == _CRF
-    d = np.where(stage > 0, at_key(_CSF, s_lo), -1)
-    sd[sel] = d[sel]
-    bad |= sel & (d < 0)
-    sel = kc == _CRB
-    d = np.where(stage < last, at_key(_CSB, s_hi), -1)
-    sd[sel] = d[sel]
-    bad |= sel & (d < 0)
-    if bad.any():
+    def backward(stg: np.ndarray, b: np.ndarray) -> np.ndarray:
+        i = at_key(_CI, stg, b)
+        return np.where(i >= 0, i, at_key(_CB, stg, b))  # type: ignore[no-any-return]
+
+    j = of_kind(_CF)
+    j = j[stage[j] > 0]
+    s, b = stage[j], mb[j]
+    d = np.where(rank_of_stage[s - 1] != rank_of_stage[s], at_key(_CRF, s, b), at_key(_CF, s - 1, b))
+    d1[j] = d
+    bad |= bool((d < 0).any())
+    j = of_kind(_CB, _CI)
+    s, b = stage[j], mb[j]
+    d1[j] = at_key(_CF, s, b)
+    j = j[s < last]
+    s, b = stage[j], mb[j]
+    d = np.where(rank_of_stage[s + 1] != rank_of_stage[s], at_key(_CRB, s, b), backward(s + 1, b))
+    d2[j] = d
+    bad |= bool((d < 0).any())
+    j = of_kind(_CW)
+    d1[j] = at_key(_CI, stage[j], mb[j])
+    j = of_kind(_CSF)
+    d = at_key(_CF, stage[j], mb[j])
+    d1[j] = d
+    bad |= bool((d < 0).any())
+    j = of_kind(_CSB)
+    d = backward(stage[j], mb[j])
+    d1[j] = d
+    bad |= bool((d < 0).any())
+    j = of_kind(_CRF)
+    s = stage[j]
+    d = np.where(s > 0, at_key(_CSF, np.maximum(s - 1, 0), mb[j]), -1)
+    sd[j] = d
+    bad |= bool((d < 0).any())
+    j = of_kind(_CRB)
+    s = stage[j]
+    d = np.where(s < last, at_key(_CSB, np.minimum(s + 1, last), mb[j]), -1)
+    sd[j] = d
+    bad |= bool((d < 0).any())
+    if bad:
         return _build_plan_checked(schedule)
     # Dependencies on the job's own stream are met by stream order when listed
     # earlier; one listed later deadlocks. The others gate the readiness order.
@@ -559,7 +568,7 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     ``nxt[j]`` is the next job on ``j``'s stream, or ``n``, an end job whose
     gate never opens.
     """
-    by_stream = np.argsort(stream, kind="stable")
+    by_stream = np.argsort(stream.astype(np.uint16) if n_streams <= 1 << 16 else stream, kind="stable")  # radix sort
     ss = stream[by_stream]
     first = np.concatenate(([True], ss[1:] != ss[:-1]))
     last = np.concatenate((first[1:], [True]))
