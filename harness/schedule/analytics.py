@@ -79,7 +79,7 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     size = int(key.max()) + 1
     first = np.full(size, n, np.int64)
     np.minimum.at(first, key, np.arange(n, dtype=np.int64))
-    table = np.zeros(size, np.int64)
+    table = np.zeros(size, object)  # the cost model's int objects, shared by all jobs of a key
     for j in np.sort(first[first < n]).tolist():
         table[key[j]] = int(cost.duration_ns(jobs[j], n_stages))
     return table[key].tolist()  # type: ignore[no-any-return]

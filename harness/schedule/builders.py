@@ -309,7 +309,16 @@ def _rank_ops_1f1b(
 
 
 def _KIND_OBJECTS(codes: Any) -> list[JobKind]:  # noqa: N802
-    return [_KINDS[c] for c in codes.tolist()]
+    if not _KIND_TABLE:
+        import numpy as np
+
+        table = np.empty(len(_KINDS), object)
+        table[:] = _KINDS
+        _KIND_TABLE.append(table)
+    return _KIND_TABLE[0][codes].tolist()  # type: ignore[no-any-return]
+
+
+_KIND_TABLE: list[Any] = []  # JobKind members in an object array, made on first use
 
 
 _KINDS = tuple(JobKind)
