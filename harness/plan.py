@@ -343,10 +343,11 @@ def build_plan(schedule: Schedule) -> Plan:
     n_stages = schedule.num_stages
     m1 = m + 1
     width = n_stages * m1  # one block of keys per kind
+    arrays = _job_arrays(schedule)
     jobs: list[Job] = []
     steps_of: list[range | list[int]] = []
-    for row in ranks:
-        if None in row:
+    for r, row in enumerate(ranks):
+        if (arrays.counts[r] != len(row)) if arrays is not None else (None in row):
             steps = [s for s, job in enumerate(row) if job is not None]
             jobs.extend(row[s] for s in steps)  # type: ignore[misc]
             steps_of.append(steps)
@@ -356,7 +357,6 @@ def build_plan(schedule: Schedule) -> Plan:
     n = len(jobs)
     if n == 0 or m < 1:
         return _build_plan_checked(schedule)
-    arrays = _job_arrays(schedule)
     if arrays is None:
         kc = _kind_codes(jobs)
         if int(kc.min()) < 0:
