@@ -414,7 +414,7 @@ def build_plan(schedule: Schedule) -> Plan:
     sd = none.copy()
     bad = False
     rank_of_stage = st_rank if has_comm else np.zeros(n_stages, np.int64)  # no comm: never "another rank"
-    by_kind = np.argsort(kc, kind="stable")
+    by_kind = np.argsort(kc.astype(np.uint8), kind="stable")  # radix sort: linear
     bounds = np.searchsorted(kc[by_kind], np.arange(len(_KINDS) + 1)).tolist()
 
     def of_kind(*codes: int) -> np.ndarray:
