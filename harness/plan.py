@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from itertools import chain, repeat
 from typing import Any, NamedTuple
 
 from harness._gcpause import gc_paused
@@ -508,6 +507,11 @@ def build_plan(schedule: Schedule) -> Plan:
     chunk = np.array(schedule._chunk_of, np.int64)[stage]
     longest = max(counts)
     shared = list(range(longest))  # step numbers, one int object per value
+    rank_list: list[int] = []
+    step_list: list[int] = []
+    for r, (c, s) in enumerate(zip(counts, steps_of)):
+        rank_list += [r] * c
+        step_list += shared[:c] if isinstance(s, range) else s
     # For simulate: per job the one time it waits for, in a list of ends (j) and
     # starts (n + j), 2n for none; only when no job waits for more than one.
     wait = None
@@ -516,8 +520,8 @@ def build_plan(schedule: Schedule) -> Plan:
     plan = Plan(
         schedule=schedule,
         jobs=tuple(jobs),
-        rank=tuple(chain.from_iterable(repeat(r, c) for r, c in enumerate(counts))),
-        step=tuple(chain.from_iterable(shared[: len(s)] if isinstance(s, range) else s for s in steps_of)),
+        rank=tuple(rank_list),
+        step=tuple(step_list),
         stream=tuple(stream_l),
         chunk=tuple(chunk.tolist()),
         stream_names=stream_names,
