@@ -568,7 +568,8 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
 
     Same stream-stack discipline and so the same order as :func:`_fast_order`,
     walked job by job: the stack holds the head jobs of woken streams (their
-    gate is enqueued, which is what woke them), below them the first heads.
+    gate is enqueued, which is what woke them); the first heads come after it
+    empties, as they lay below it.
     ``nxt[j]`` is the next job on ``j``'s stream, or ``n``, an end job whose
     gate never opens.
     """
@@ -588,39 +589,47 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     more: dict[int, list[int]] = {}  # further streams parked on one job
     order: list[int] = []
     append = order.append
-    stack: list[int] = []
+    stack: list[int] = []  # heads of woken streams, older ones; the newest is in ``top``
     pop = stack.pop
     push = stack.append
-    for h in reversed(by_stream[first].tolist()):
-        g = gates[h]
+    for j in reversed(by_stream[first].tolist()):
+        g = gates[j]
         w = state[g]
         if w != -1:  # a stream's first job waits: park it
             if w >= 0:
-                more.setdefault(g, []).append(h)
+                more.setdefault(g, []).append(j)
             else:
-                state[g] = h
+                state[g] = j
             continue
-        push(h)
-        while stack:
-            j = pop()
-            while True:
-                w = state[j]
-                state[j] = -1
-                append(j)
+        top = -1
+        while True:  # j heads its stream and its gate is enqueued
+            w = state[j]
+            state[j] = -1
+            append(j)
+            if w >= 0:  # wake the stream parked on j
+                if top >= 0:
+                    push(top)
+                top = w
+                if more:
+                    extra = more.pop(j, None)
+                    if extra:
+                        push(top)
+                        stack.extend(extra)
+                        top = pop()
+            j = nxt[j]
+            g = gates[j]
+            w = state[g]
+            if w != -1:  # j waits (or its stream ended): park it, take the newest woken head
                 if w >= 0:
-                    push(w)
-                    if more:
-                        extra = more.pop(j, None)
-                        if extra:
-                            stack.extend(extra)
-                j = nxt[j]
-                g = gates[j]
-                w = state[g]
-                if w != -1:
-                    if w >= 0:
-                        more.setdefault(g, []).append(j)
-                    elif w == -2:
-                        state[g] = j
+                    more.setdefault(g, []).append(j)
+                elif w == -2:
+                    state[g] = j
+                if top >= 0:
+                    j = top
+                    top = -1
+                elif stack:
+                    j = pop()
+                else:
                     break
     return order if len(order) == n else None
 
