@@ -23,10 +23,12 @@ Everything is one pass over flat per-job arrays: linear in the number of jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
+from harness._gcpause import gc_paused
 from harness.cost import CostModel
 from harness.plan import Plan, build_plan
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -55,8 +57,35 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     """Per job of ``plan``, its duration in ns from ``cost``.
 
     Cost models are asked once per distinct ``(stage, kind)`` (durations do not
-    depend on the micro-batch), which keeps this linear with a small constant.
+    depend on the micro-batch), in order of first appearance, which keeps this
+    linear with a small constant.
     """
+    import numpy as np
+
+    jobs = plan.jobs
+    n = len(jobs)
+    if n == 0:
+        return []
+    arrays = getattr(plan, "_arrays", None)
+    if arrays is not None:
+        stage, kc = arrays.stage, arrays.kind
+    else:
+        kc = _kind_codes(jobs)
+        stage = np.array(list(map(_STAGE, jobs)))
+        if int(kc.min()) < 0 or stage.dtype.kind not in "iu" or int(stage.min()) < 0:
+            return _durations_loop(plan, cost)
+    n_stages = plan.schedule.num_stages
+    key = stage * _N_KINDS + kc
+    size = int(key.max()) + 1
+    first = np.full(size, n, np.int64)
+    np.minimum.at(first, key, np.arange(n, dtype=np.int64))
+    table = np.zeros(size, object)  # the cost model's int objects, shared by all jobs of a key
+    for j in np.sort(first[first < n]).tolist():
+        table[key[j]] = int(cost.duration_ns(jobs[j], n_stages))
+    return table[key].tolist()  # type: ignore[no-any-return]
+
+
+def _durations_loop(plan: Plan, cost: CostModel) -> list[int]:
     n_stages = plan.schedule.num_stages
     cache: dict[tuple[int, JobKind], int] = {}
     out = [0] * plan.num_jobs
@@ -69,6 +98,11 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     return out
 
 
+_STAGE = itemgetter(0)
+_N_KINDS = len(JobKind)
+
+
+@gc_paused
 def simulate(plan: Plan, cost: CostModel) -> Timeline:
     """One-pass timeline of ``plan`` under ``cost`` (see module doc).
 
@@ -77,10 +111,27 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     """
     dur = durations(plan, cost)
     n = plan.num_jobs
-    start = [0] * n
-    end = [0] * n
     free = [0] * len(plan.stream_names)
     stream, deps, sdeps = plan.stream, plan.deps, plan.start_deps
+    arrays = getattr(plan, "_arrays", None)
+    if arrays is not None and arrays.wait is not None:
+        # Each job waits for at most one time (an end or a start): one list of
+        # times, ends at j and starts at n + j, and per job the index it waits on.
+        times = [0] * (2 * n + 1)
+        wait = arrays.wait.tolist()
+        for j in plan.order:
+            s = stream[j]
+            t = free[s]
+            e = times[wait[j]]
+            if e > t:
+                t = e
+            times[n + j] = t
+            t += dur[j]
+            times[j] = t
+            free[s] = t
+        return Timeline(plan, times[n : 2 * n], times[:n], dur)
+    start = [0] * n
+    end = [0] * n
     for j in plan.order:
         s = stream[j]
         t = free[s]

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
 
+from harness._gcpause import gc_paused
 from harness.errors import ConfigError
-from harness.schedule.model import Job, JobKind, Schedule, loop_placement, v_placement
+from harness.schedule.model import Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
 
 __all__ = [
     "BuilderInfo",
@@ -78,6 +81,7 @@ def builder_info(name: str) -> BuilderInfo:
     return _REGISTRY[canonical]
 
 
+@gc_paused
 def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int = 1, **options: object) -> Schedule:
     """Build the schedule registered as ``name`` for ``p`` ranks and ``m`` micro-batches.
 
@@ -176,6 +180,15 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
 
 
 # --- helpers shared by the builders below ------------------------------------
+def _keep_arrays(schedule: Schedule, parts: list[tuple[Any, Any, Any]]) -> None:
+    """Leave the per-rank (stage, kind code, micro-batch) arrays a builder made
+    on its schedule, as :func:`harness.schedule.model._job_arrays` would find them."""
+    import numpy as np
+
+    stage, kind, mb = (np.concatenate([part[i] for part in parts]) for i in range(3))
+    object.__setattr__(schedule, "_arrays", _JobArrays(stage, kind, mb, [len(part[0]) for part in parts]))
+
+
 def _finish(name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object) -> Schedule:
     _with_opt(len(ranks), ranks, optimizer, placement)
     return Schedule(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
@@ -243,8 +256,9 @@ def _rank_ops_1f1b(
     warmup: int,
     zero_bubble: bool,
     deferred_w: int = 0,
-) -> list[Job | None]:
-    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family.
+) -> tuple[list[Job | None], tuple[Any, Any, Any]]:
+    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family, and
+    their stage, kind code and micro-batch as numpy arrays.
 
     A port of ``_get_1f1b_rank_ops`` (torch/distributed/pipelining/schedules.py)
     without the idle padding (slots do not take time here): ``warmup`` forwards,
@@ -253,47 +267,63 @@ def _rank_ops_1f1b(
     in ascending chunk order, backwards in descending chunk order. With
     ``zero_bubble`` the backward is ``I`` and each ``I`` after the first
     ``deferred_w`` steady pairs is followed by the ``W`` of the oldest pending ``I``;
-    the remaining ``W`` close the list.
+    the remaining ``W`` close the list. Built with numpy: op ``t`` of each kind
+    has its stage from ``t // per_round`` and its micro-batch from how many ops
+    of that stage came before.
     """
+    import numpy as np
+
     total = v * m
     fwd_bwd = total - warmup
+    ops = np.arange(total)
+    f_chunk = (ops // per_round) % v
+    b_chunk = v - 1 - (ops // per_round) % v  # backward op t is op warmup + t
 
-    def fwd_stage(op: int) -> int:
-        return ((op // per_round) % v) * p + rank
+    def counted(chunk: Any) -> Any:  # per op, earlier ops of its chunk
+        mb = np.empty(total, np.int64)
+        for c in range(v):
+            sel = chunk == c
+            mb[sel] = np.arange(int(sel.sum()))
+        return mb
 
-    def bwd_stage(op: int) -> int:
-        return (v - 1 - ((op - warmup) // per_round) % v) * p + rank
+    f_mb, b_mb = counted(f_chunk), counted(b_chunk)
+    # Backward step t (t < fwd_bwd: steady, after F op warmup + t) emits
+    # [F] B [W of backward t - deferred_w]; the rest of the W close the list.
+    has_w = (ops >= deferred_w) if zero_bubble else np.zeros(total, bool)
+    per_step = 1 + (ops < fwd_bwd) + has_w
+    step_at = warmup + np.concatenate(([0], np.cumsum(per_step)[:-1]))
+    length = 2 * total + (total if zero_bubble else 0)
+    stage = np.empty(length, np.int64)
+    kind = np.empty(length, np.int64)
+    mb = np.empty(length, np.int64)
+    f_at = np.concatenate((ops[:warmup], step_at[:fwd_bwd]))
+    b_at = step_at + (ops < fwd_bwd)
+    stage[f_at], kind[f_at], mb[f_at] = f_chunk * p + rank, _CODE_F, f_mb
+    stage[b_at], kind[b_at], mb[b_at] = b_chunk * p + rank, (_CODE_I if zero_bubble else _CODE_B), b_mb
+    if zero_bubble:
+        steps_w = np.flatnonzero(has_w)
+        w_at = np.concatenate((b_at[steps_w] + 1, np.arange(2 * total + len(steps_w), length)))
+        stage[w_at], kind[w_at], mb[w_at] = b_chunk * p + rank, _CODE_W, b_mb
+    jobs: list[Job | None] = list(map(_NEW, repeat(Job), zip(stage.tolist(), _KIND_OBJECTS(kind), mb.tolist())))
+    return jobs, (stage, kind, mb)
 
-    fwd_mb = [0] * (v * p)
-    bwd_mb = [0] * (v * p)
-    w_mb = [0] * (v * p)
-    bkind = JobKind.I if zero_bubble else JobKind.B
-    jobs: list[Job | None] = []
-    backward_ops: list[int] = []
-    w_done = 0
 
-    def add(kind: JobKind, stage: int, counter: list[int]) -> None:
-        jobs.append(Job(stage, kind, counter[stage]))
-        counter[stage] += 1
+def _KIND_OBJECTS(codes: Any) -> list[JobKind]:  # noqa: N802
+    if not _KIND_TABLE:
+        import numpy as np
 
-    def add_w() -> None:
-        nonlocal w_done
-        add(JobKind.W, bwd_stage(backward_ops[w_done]), w_mb)
-        w_done += 1
+        table = np.empty(len(_KINDS), object)
+        table[:] = _KINDS
+        _KIND_TABLE.append(table)
+    return _KIND_TABLE[0][codes].tolist()  # type: ignore[no-any-return]
 
-    for op in range(warmup + fwd_bwd + warmup):
-        if op < warmup:
-            add(JobKind.F, fwd_stage(op), fwd_mb)
-            continue
-        if op < warmup + fwd_bwd:
-            add(JobKind.F, fwd_stage(op), fwd_mb)
-        add(bkind, bwd_stage(op), bwd_mb)
-        backward_ops.append(op)
-        if zero_bubble and op - warmup >= deferred_w:
-            add_w()
-    while zero_bubble and w_done < len(backward_ops):
-        add_w()
-    return jobs
+
+_KIND_TABLE: list[Any] = []  # JobKind members in an object array, made on first use
+
+
+_KINDS = tuple(JobKind)
+_CODE_F, _CODE_B, _CODE_I, _CODE_W = (_KINDS.index(k) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W))
+_NEW = tuple.__new__
 
 
 @register(
@@ -324,10 +354,19 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
     p, m, v = num_ranks, num_microbatches, chunks
     per_round = _interleaved_rounds("Interleaved1F1B", p, m)
     ranks: list[list[Job | None]] = []
+    parts: list[tuple[Any, Any, Any]] = []
     for s in range(p):
         warmup = min(v * m, (v - 1) * per_round + 2 * (p - 1 - s))
-        ranks.append(_rank_ops_1f1b(s, p, v, m, per_round, warmup, zero_bubble=False))
-    return _finish("Interleaved1F1B", m, loop_placement(p, v), ranks, optimizer, v=v)
+        jobs, arrays = _rank_ops_1f1b(s, p, v, m, per_round, warmup, zero_bubble=False)
+        ranks.append(jobs)
+        parts.append(arrays)
+    placement = loop_placement(p, v)
+    _with_opt(p, ranks, optimizer, placement)
+    # Stages chunk * p + s on rank s: on their ranks by construction.
+    schedule = Schedule._of_checked_jobs("Interleaved1F1B", m, placement, tuple(tuple(r) for r in ranks), {"v": v})
+    if not optimizer:
+        _keep_arrays(schedule, parts)
+    return schedule
 
 
 @register(
@@ -379,7 +418,7 @@ def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
     ranks: list[list[Job | None]] = []
     for s in range(p):
         warmup = min(m, p - 1 - s)
-        ranks.append(_rank_ops_1f1b(s, p, 1, m, m, warmup, zero_bubble=True, deferred_w=s))
+        ranks.append(_rank_ops_1f1b(s, p, 1, m, m, warmup, zero_bubble=True, deferred_w=s)[0])
     return _finish("ZB-H1", m, loop_placement(p), ranks, optimizer)
 
 

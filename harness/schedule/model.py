@@ -21,8 +21,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from itertools import chain
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from harness.errors import ScheduleError
 
@@ -90,6 +93,71 @@ class Job(NamedTuple):
 
     def __repr__(self) -> str:
         return f"Job({self})"
+
+
+_KIND_IDS: list[Any] = []  # numpy arrays, made on first use: sorted id() of the kinds, their codes
+
+
+def _kind_codes(jobs: Sequence[Job]) -> Any:
+    """Per job its kind's index in ``tuple(JobKind)`` as a numpy int64 array;
+    ``-1`` where the kind is not a :class:`JobKind` member. Looks kinds up by
+    ``id`` in C: hashing an Enum member is a Python-level call."""
+    import numpy as np
+
+    if not _KIND_IDS:
+        pairs = sorted((id(k), i) for i, k in enumerate(JobKind))
+        _KIND_IDS.extend((np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)))
+    ids, codes = _KIND_IDS
+    found = np.fromiter(map(id, map(_KIND_FIELD, jobs)), np.int64, len(jobs))
+    at = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+    return np.where(ids[at] == found, codes[at], -1)
+
+
+_KIND_FIELD = itemgetter(1)
+_MB_FIELD = itemgetter(2)
+_INT_OR_NONE = frozenset({int, type(None)})
+
+
+class _JobArrays(NamedTuple):
+    """A schedule's non-idle jobs, rank by rank, as numpy int64 arrays: stage,
+    kind code (index in ``tuple(JobKind)``) and micro-batch (-1 for ``None``);
+    ``counts`` is the number of non-idle jobs per rank."""
+
+    stage: Any
+    kind: Any
+    mb: Any
+    counts: list[int]
+
+
+def _job_arrays(schedule: Schedule) -> _JobArrays | None:
+    """The schedule's :class:`_JobArrays`, cached on it (attribute ``_arrays``,
+    not a field: a schedule is immutable). ``None`` when a job's fields are not
+    plain (a kind that is not a :class:`JobKind`, a stage that is not an
+    ``int``, a micro-batch that is neither ``None`` nor an ``int >= 0``)."""
+    cache = schedule.__dict__
+    if "_arrays" in cache:
+        return cache["_arrays"]  # type: ignore[no-any-return]
+    import numpy as np
+
+    rows = schedule.ranks
+    jobs: list[Job] = list(chain.from_iterable(row if None not in row else filter(None, row) for row in rows))  # type: ignore[misc]
+    counts = [len(row) - row.count(None) if None in row else len(row) for row in rows]
+    found: _JobArrays | None = None
+    kind = _kind_codes(jobs)
+    stages = list(map(_STAGE_FIELD, jobs))
+    mbs = list(map(_MB_FIELD, jobs))
+    if (not jobs or int(kind.min()) >= 0) and set(map(type, stages)) <= {int} and set(map(type, mbs)) <= _INT_OR_NONE:
+        n_none = mbs.count(None)
+        mb = np.array([-1 if b is None else b for b in mbs] if n_none else mbs, np.int64)
+        if int((mb < 0).sum()) == n_none:
+            found = _JobArrays(np.array(stages, np.int64), kind, mb, counts)
+    object.__setattr__(schedule, "_arrays", found)
+    return found
+
+
+_STAGE_FIELD = itemgetter(0)
+_JOB_OR_NONE = frozenset({Job, type(None)})
+_JOBS_CHECKED: ContextVar[bool] = ContextVar("_JOBS_CHECKED", default=False)
 
 
 def parse_job(text: str) -> Job:
@@ -171,8 +239,18 @@ class Schedule:
             chunk_of.append(counts[rank])
             counts[rank] += 1
         object.__setattr__(self, "_chunk_of", tuple(chunk_of))
+        if _JOBS_CHECKED.get():
+            return
         n_stages = len(self.stage_to_rank)
+        held: list[set[int]] = [set() for _ in range(p)]
+        for stage, rank in enumerate(self.stage_to_rank):
+            held[rank].add(stage)
         for rank, jobs in enumerate(self.ranks):
+            # Fast check in C: only Job/None entries, integer stages held by the rank.
+            if set(map(type, jobs)) <= _JOB_OR_NONE:
+                stages = set(map(_STAGE_FIELD, filter(None, jobs)))
+                if stages <= held[rank] and all(type(s) is int for s in stages):
+                    continue
             for step, job in enumerate(jobs):
                 if job is None:
                     continue
@@ -188,6 +266,19 @@ class Schedule:
                         f"but stage {job.stage} is placed on rank {self.stage_to_rank[job.stage]}",
                         (str(job),),
                     )
+
+    @classmethod
+    def _of_checked_jobs(
+        cls, name: str, num_microbatches: int, stage_to_rank: tuple[int, ...], ranks: tuple[tuple[Job | None, ...], ...], params: dict[str, object]
+    ) -> Schedule:
+        """Construct without the per-job checks, for passes and builders whose
+        rows hold only :class:`Job` objects with integer stages on the ranks that
+        hold them by construction (the placement checks still run)."""
+        token = _JOBS_CHECKED.set(True)
+        try:
+            return cls(name, num_microbatches, stage_to_rank, ranks, params)
+        finally:
+            _JOBS_CHECKED.reset(token)
 
     # --- shape -----------------------------------------------------------
     @property

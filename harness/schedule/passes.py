@@ -21,14 +21,21 @@ its receive, so the sequence is a topological order of the lowered graph.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any
+
+from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _JobArrays
 
 __all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
 
 
+@gc_paused
 def add_communication(schedule: Schedule) -> Schedule:
     """Insert ``SEND_*``/``RECV_*`` jobs between stages placed on different ranks.
 
@@ -44,6 +51,20 @@ def add_communication(schedule: Schedule) -> Schedule:
     Raises:
         ScheduleError: the schedule already has send/receive jobs.
     """
+    fast = _add_communication_fast(schedule)
+    rows = _add_communication_loop(schedule) if fast is None else fast[0]
+    params = dict(schedule.params)
+    params["comm"] = True
+    if fast is None:
+        return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
+    # The new jobs take the stage, and so the rank, of the job they sit beside.
+    lowered = Schedule._of_checked_jobs(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
+    object.__setattr__(lowered, "_arrays", fast[1])  # the job arrays, made along the way
+    return lowered
+
+
+def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
+    """:func:`add_communication`'s rows, job by job; raises its error."""
     rank_of = schedule.stage_to_rank
     last = schedule.num_stages - 1
     F, B, I = _F, _B, _I  # noqa: N806
@@ -78,9 +99,87 @@ def add_communication(schedule: Schedule) -> Schedule:
             else:
                 append(job)
         out.append(row)
-    params = dict(schedule.params)
-    params["comm"] = True
-    return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(tuple(r) for r in out), params)
+    return tuple(tuple(r) for r in out)
+
+
+_SF, _RF, _SB, _RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B
+_CODE = {k: i for i, k in enumerate(JobKind)}
+_CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
+
+
+def _add_communication_fast(schedule: Schedule) -> tuple[tuple[tuple[Job | None, ...], ...], _JobArrays] | None:
+    """:func:`add_communication`'s rows, built with numpy for schedules without
+    idle slots or communication jobs; ``None`` for the others (the job-by-job
+    loop handles them, and raises the error)."""
+    import numpy as np
+
+    rows = schedule.ranks
+    arrays = _job_arrays(schedule)
+    if arrays is None or sum(arrays.counts) != sum(map(len, rows)) or not arrays.counts or not sum(arrays.counts):
+        return None
+    stage, kc, mb, lens = arrays
+    if bool(((kc >= _CSF) & (kc <= _CRB)).any()):
+        return None
+    jobs = list(chain.from_iterable(rows))
+    n = len(jobs)
+    st_rank = np.array(schedule.stage_to_rank, np.int64)
+    n_stages = len(st_rank)
+    # Per stage: whether the previous / next stage sits on another rank.
+    prev_away = np.zeros(n_stages, bool)
+    next_away = np.zeros(n_stages, bool)
+    prev_away[1:] = st_rank[:-1] != st_rank[1:]
+    next_away[:-1] = st_rank[1:] != st_rank[:-1]
+    fwd = kc == _CF
+    bwd = (kc == _CB) | (kc == _CI)
+    before = np.where(fwd, prev_away[stage], bwd & next_away[stage])  # RECV_F / RECV_B
+    after = np.where(fwd, next_away[stage], bwd & prev_away[stage])  # SEND_F / SEND_B
+    # Output slot of each job: jobs before it, receives up to it, sends before it.
+    slot = np.arange(n) + np.cumsum(before) + np.cumsum(after) - after
+    grown = np.zeros(n + 1, np.int64)
+    np.cumsum(1 + before + after, out=grown[1:])
+    row_end = grown[np.cumsum(lens)].tolist()
+    total = row_end[-1]
+    out = np.empty(total, object)
+    out[slot] = np.fromiter(jobs, object, n)
+    out_stage = np.empty(total, np.int64)
+    out_kind = np.empty(total, np.int64)
+    out_mb = np.empty(total, np.int64)
+    out_stage[slot] = stage
+    out_kind[slot] = kc
+    out_mb[slot] = mb
+    for mask, kind, shift in (
+        (before & fwd, _RF, -1),
+        (before & ~fwd, _RB, -1),
+        (after & fwd, _SF, 1),
+        (after & ~fwd, _SB, 1),
+    ):
+        at = np.flatnonzero(mask)
+        if len(at):
+            to = slot[at] + shift
+            out_stage[to] = stage[at]
+            out_kind[to] = _CODE[kind]
+            out_mb[to] = mb[at]
+            mbs = mb[at].tolist()
+            if min(mbs) < 0:
+                mbs = [None if b < 0 else b for b in mbs]
+            made = map(_NEW, repeat(Job), zip(stage[at].tolist(), repeat(kind), mbs))
+            out[to] = np.fromiter(made, object, len(at))
+    flat = out.tolist()
+    out_rows = []
+    lo = 0
+    for hi in row_end:
+        out_rows.append(tuple(flat[lo:hi]))
+        lo = hi
+    made_arrays = _JobArrays(out_stage, out_kind, out_mb, [hi - lo for lo, hi in zip([0, *row_end], row_end)])
+    return tuple(out_rows), made_arrays
+
+
+_STAGE, _MB = itemgetter(0), itemgetter(2)
+
+
+def _one(i: int) -> Callable[[list[Any]], list[Any]]:
+    return lambda seq: [seq[i]]
+_NEW = tuple.__new__
 
 
 def strip_communication(schedule: Schedule) -> Schedule:
