@@ -28,7 +28,12 @@ _NS_PER_MS = 1_000_000
 
 @runtime_checkable
 class CostModel(Protocol):
-    """What the executor and simulator need to know about a job's cost."""
+    """What the executor and simulator need to know about a job's cost.
+
+    Durations may differ by stage and job kind but not by micro-batch: the
+    analytic timeline (:mod:`harness.schedule.analytics`) asks once per
+    ``(stage, kind)``.
+    """
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
         """Duration of ``job`` in ns on a pipeline of ``num_stages`` stages."""
