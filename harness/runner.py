@@ -11,7 +11,8 @@ from typing import Any
 
 from harness import theory
 from harness.case import PipelineCase
-from harness.device import BackendChoice, create_device, resolve_backend
+from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
+from harness.errors import ConfigError
 from harness.executor import execute
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
@@ -122,6 +123,47 @@ def trust_warnings(records: RunRecords) -> list[str]:
     return out
 
 
+#: Longest run, in seconds, the cpu ``compute`` workload may be asked for before
+#: the harness stops and says so (a GPU-sized model on a CPU takes hours).
+CPU_GEMM_LIMIT_S = 600.0
+
+
+def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
+    """Refuse a cpu ``compute`` run whose GEMMs would take longer than
+    :data:`CPU_GEMM_LIMIT_S`, estimated from a quick measurement of this machine's
+    float32 GEMM rate (one thread per stream, at most one stream per core).
+
+    Raises:
+        ConfigError: the estimate is over the limit (gives it, and what to change).
+    """
+    import os
+    import time
+
+    import numpy as np
+
+    n_stages = plan.schedule.num_stages
+    total = sum(case.cost.flops(job, n_stages) for job in plan.jobs) * steps
+    if total <= 0:
+        return
+    from threadpoolctl import threadpool_limits
+
+    a = np.ones((256, 256), dtype=np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):  # as the cpu device runs them: one thread per stream
+        np.matmul(a, a)
+        t0 = time.perf_counter()
+        for _ in range(8):
+            np.matmul(a, a)
+        rate = 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)  # FLOP/s on one core
+    parallel = max(1, min(os.cpu_count() or 1, plan.schedule.num_ranks))
+    estimate = total / (rate * parallel)
+    if estimate > CPU_GEMM_LIMIT_S:
+        raise ConfigError(
+            f"case {case.label()!r}: the compute workload would run {total / 1e12:,.0f} TFLOP of real GEMMs on this CPU, "
+            f"about {estimate / 60:,.0f} min at the {rate / 1e9:.0f} GFLOP/s measured per core; use workload 'timed' "
+            "(jobs last their cost-model durations) or a smaller model for compute cases"
+        )
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -140,7 +182,8 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
 
     Raises:
-        ConfigError: bad case values or backend name.
+        ConfigError: bad case values or backend name, or a cpu ``compute``
+            run that would take more than :data:`CPU_GEMM_LIMIT_S`.
         ScheduleError: the schedule is invalid or deadlocks (before anything runs).
         BackendUnavailable: the backend cannot run here.
         ExecutionError: the run failed or stalled.
@@ -148,6 +191,8 @@ def run_case(
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     schedule = case.build()
     plan = build_plan(schedule)
+    if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
+        _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     device = create_device(choice.name, case.workload, **options)
     try:

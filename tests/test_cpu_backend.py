@@ -142,3 +142,15 @@ def test_short_jobs_on_the_cpu_backend_come_with_a_note():
     assert len(short.warnings) == 1 and "use --backend=sim for exact figures" in short.warnings[0]
     assert run_case(PipelineCase("1F1B", 2, 2, cost=FixedCost.ms(F=2, B=4)), "cpu").warnings == []
     assert run_case(PipelineCase("1F1B", 2, 2, cost=FixedCost(forward_ns=100_000, backward_ns=200_000)), "sim").warnings == []
+
+
+def test_a_gpu_sized_compute_case_on_the_cpu_is_refused_with_an_estimate(monkeypatch):
+    from harness import PipelineCase, TransformerCost, run_case, runner
+
+    monkeypatch.setattr(runner, "CPU_GEMM_LIMIT_S", 5.0)  # well below any CPU's time for 237 TFLOP
+
+    gpt = TransformerCost(hidden_size=2048, seq_len=1024, micro_batch_size=1, num_layers=24, tflops=200.0)
+    with pytest.raises(ConfigError, match=r"the compute workload would run 237 TFLOP of real GEMMs on this CPU, about [\d,]+ min"):
+        run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "cpu")  # 4 steps of 8 micro-batches
+    # the same model with timed jobs, or on sim, runs
+    assert run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "sim").metrics.step_time_median_ns > 0
