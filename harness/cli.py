@@ -383,9 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_schedules)
 
     p = sub.add_parser("show", help="print a schedule's step x rank grid and its figures")
-    p.add_argument("schedule", metavar="SCHEDULE")
-    p.add_argument("-p", type=int, required=True, help="pipeline ranks")
-    p.add_argument("-m", type=int, required=True, help="micro-batches per step")
+    p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name, or a PyTorch pipeline CSV file")
+    p.add_argument("-p", type=int, default=None, help="pipeline ranks (a schedule file gives its own; if given, they must match)")
+    p.add_argument("-m", type=int, default=None, help="micro-batches per step (likewise)")
     p.add_argument("-v", type=int, default=1, help="chunks per rank (interleaved schedules)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")

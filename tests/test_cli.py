@@ -250,3 +250,13 @@ def test_compare_gate_fails_on_missing_or_failed_cases(tmp_path, capsys):
     assert main(["compare", str(base), str(broken), "--fail", "step_time:5%"]) == 1
     assert f"FAIL: 1 case(s) in {broken} ran but their test failed: b" in capsys.readouterr().out
     assert main(["compare", str(base), str(base), "--fail", "step_time:5%"]) == 0
+
+
+def test_show_takes_sizes_from_a_schedule_file(capsys):
+    from harness.cli import main
+
+    csv = "cases/schedules/zb_like_p3_m4.csv"
+    assert main(["show", csv]) == 0
+    assert "zb_like_p3_m4.csv: p=3, m=4, v=1" in capsys.readouterr().out
+    assert main(["show", csv, "-p", "3", "-m", "8"]) == 2
+    assert "has 4 micro-batches, but microbatches=8" in capsys.readouterr().err
