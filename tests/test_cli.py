@@ -255,7 +255,9 @@ def test_compare_gate_fails_on_missing_or_failed_cases(tmp_path, capsys):
 def test_show_takes_sizes_from_a_schedule_file(capsys):
     from harness.cli import main
 
-    csv = "cases/schedules/zb_like_p3_m4.csv"
+    from pathlib import Path
+
+    csv = str(Path(__file__).resolve().parents[1] / "cases" / "schedules" / "zb_like_p3_m4.csv")
     assert main(["show", csv]) == 0
     assert "zb_like_p3_m4.csv: p=3, m=4, v=1" in capsys.readouterr().out
     assert main(["show", csv, "-p", "3", "-m", "8"]) == 2
