@@ -6,6 +6,7 @@ nothing and writes no files.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +129,23 @@ def trust_warnings(records: RunRecords) -> list[str]:
 CPU_GEMM_LIMIT_S = 600.0
 
 
+@functools.cache
+def _one_core_gemm_rate() -> float:
+    """float32 GEMM rate of one core in FLOP/s, measured once per process (a few ms)."""
+    import time
+
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    a = np.ones((256, 256), dtype=np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):  # as the cpu device runs them: one thread per stream
+        np.matmul(a, a)
+        t0 = time.perf_counter()
+        for _ in range(8):
+            np.matmul(a, a)
+        return 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)
+
+
 def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
     """Refuse a cpu ``compute`` run whose GEMMs would take longer than
     :data:`CPU_GEMM_LIMIT_S`, estimated from a quick measurement of this machine's
@@ -137,23 +155,12 @@ def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
         ConfigError: the estimate is over the limit (gives it, and what to change).
     """
     import os
-    import time
-
-    import numpy as np
 
     n_stages = plan.schedule.num_stages
     total = sum(case.cost.flops(job, n_stages) for job in plan.jobs) * steps
     if total <= 0:
         return
-    from threadpoolctl import threadpool_limits
-
-    a = np.ones((256, 256), dtype=np.float32)
-    with threadpool_limits(limits=1, user_api="blas"):  # as the cpu device runs them: one thread per stream
-        np.matmul(a, a)
-        t0 = time.perf_counter()
-        for _ in range(8):
-            np.matmul(a, a)
-        rate = 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)  # FLOP/s on one core
+    rate = _one_core_gemm_rate()
     parallel = max(1, min(os.cpu_count() or 1, plan.schedule.num_ranks))
     estimate = total / (rate * parallel)
     if estimate > CPU_GEMM_LIMIT_S:

@@ -253,9 +253,9 @@ def test_compare_gate_fails_on_missing_or_failed_cases(tmp_path, capsys):
 
 
 def test_show_takes_sizes_from_a_schedule_file(capsys):
-    from harness.cli import main
-
     from pathlib import Path
+
+    from harness.cli import main
 
     csv = str(Path(__file__).resolve().parents[1] / "cases" / "schedules" / "zb_like_p3_m4.csv")
     assert main(["show", csv]) == 0

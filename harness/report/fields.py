@@ -114,34 +114,27 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
         problem = _value_problem(f"metrics.{key}", metrics.get(key), _is_number)
         if problem:
             return problem
-    for key in ("step_time_min_ns", "step_time_max_ns", "bubble_over_ideal", "span_bubble_ratio"):
-        if metrics.get(key) is not None:
-            problem = _value_problem(f"metrics.{key}", metrics[key], _is_number)
-            if problem:
-                return problem
     problem = _list_problem("metrics.peak_inflight", metrics.get("peak_inflight"), _is_int)
     if problem:
         return problem
     theory = case.get("theory")
-    if theory is not None:
-        if not isinstance(theory, dict):
-            return f"theory is {_show(theory)}, expected an object"
-        if theory.get("bubble_ratio") is not None:
-            problem = _value_problem("theory.bubble_ratio", theory["bubble_ratio"], _is_number)
+    if theory is not None and not isinstance(theory, dict):
+        return f"theory is {_show(theory)}, expected an object"
+    theory = theory or {}
+    # Optional fields: checked only where present.
+    optional: list[tuple[str, Any, Callable[[str, Any, Callable[[Any], bool]], str | None], Callable[[Any], bool]]] = [
+        *((f"metrics.{key}", metrics.get(key), _value_problem, _is_number)
+          for key in ("step_time_min_ns", "step_time_max_ns", "bubble_over_ideal", "span_bubble_ratio")),
+        ("theory.bubble_ratio", theory.get("bubble_ratio"), _value_problem, _is_number),
+        ("theory.peak_inflight", theory.get("peak_inflight"), _list_problem, _is_int),
+        ("outcome", case.get("outcome"), _value_problem, _is_str),
+        ("warnings", case.get("warnings"), _list_problem, _is_str),
+    ]
+    for name, value, check, accept in optional:
+        if value is not None:
+            problem = check(name, value, accept)
             if problem:
                 return problem
-        if theory.get("peak_inflight") is not None:
-            problem = _list_problem("theory.peak_inflight", theory["peak_inflight"], _is_int)
-            if problem:
-                return problem
-    if case.get("outcome") is not None:
-        problem = _value_problem("outcome", case["outcome"], _is_str)
-        if problem:
-            return problem
-    if case.get("warnings") is not None:
-        problem = _list_problem("warnings", case["warnings"], _is_str)
-        if problem:
-            return problem
     overlaps = case.get("overlaps")
     if overlaps is not None:
         if not isinstance(overlaps, list):
