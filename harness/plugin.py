@@ -26,7 +26,8 @@ from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
 
 _KEY = pytest.StashKey["HarnessConfig"]()
-_FEEDS_BENCHMARK = pytest.StashKey[bool]()
+_FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
+_FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
 
 
 @dataclass
@@ -180,6 +181,7 @@ class PipelineRunner:
         if not request.node.stash.get(_FEEDS_BENCHMARK, False):
             return
         step_times = [s.step_time_ns / 1e9 for s in result.metrics.steps]
+        request.node.stash[_FED_BENCHMARK] = True
         bench = request.getfixturevalue("benchmark")  # set up with the item, timer = _CLOCK
         it = iter(step_times)
 
@@ -236,6 +238,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "benchmark" not in names:  # parametrized items may share one list
             names.append("benchmark")
         item.stash[_FEEDS_BENCHMARK] = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """Keep pytest-benchmark from warning "Benchmark fixture was not used at all" about
+    the fixture this plugin added to a case whose test never got as far as a run (a
+    bad case, a failure before ``pipeline(...)``): the test did not ask for it. Runs
+    before the fixture's finalizer; tests that request ``benchmark`` themselves keep
+    the warning."""
+    if item.stash.get(_FEEDS_BENCHMARK, False) and not item.stash.get(_FED_BENCHMARK, False):
+        bench = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        if bench is not None:
+            bench.skipped = True  # pytest-benchmark's own switch: its cleanup warns only when unused and not skipped
+    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -232,3 +232,30 @@ render.os.replace = _replace
     doc = json.loads((pytester.path / "reports" / "results.json").read_text())
     assert len(doc["cases"]) == 3
     assert len(list((pytester.path / "reports" / "traces").iterdir())) == 3
+
+
+def test_failed_cases_get_no_benchmark_fixture_warning(pytester):
+    pytester.makepyfile(test_cases="""
+from harness.case import PipelineCase
+
+def test_zero_microbatches(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=0))
+
+def test_unknown_schedule(pipeline):
+    pipeline(PipelineCase("2F2B", stages=2, microbatches=4))
+
+def test_runs(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=4))
+
+def test_own_benchmark_unused(benchmark):
+    pass
+""")
+    out = pytester.path / "bench.json"
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert (outcomes["failed"], outcomes["passed"]) == (2, 2)
+    # pytest-benchmark's warning is left where the test asked for the fixture itself, and only there
+    assert outcomes["warnings"] == 1
+    assert result.stdout.str().count("Benchmark fixture was not used at all in this test!") == 1
+    result.stdout.fnmatch_lines(["test_cases.py::test_own_benchmark_unused", "*PytestBenchmarkWarning: Benchmark fixture was not used at all*"])
+    assert [b["name"] for b in json.loads(out.read_text())["benchmarks"]] == ["test_runs"]
