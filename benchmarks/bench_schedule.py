@@ -4,7 +4,11 @@ Run: ``python -m pytest benchmarks/bench_schedule.py --benchmark-only``.
 
 The headline figure (issue 3) is an interleaved 1F1B schedule with p = 64,
 m = 1024, v = 2 and communication jobs: 782,336 jobs. ``extra_info`` carries
-jobs/s for the whole chain and per phase. The scaling benchmarks time the
+jobs/s for the whole chain and per phase. Schedules and plans are held as
+numpy columns and make their per-job objects on first access; a second
+benchmark times that access (``schedule.ranks``, ``plan.jobs``, ``plan.deps``,
+...), which a run on a backend pays and a pure analysis does not, and
+:func:`~harness.schedule.analytics.analyze` on the same plan. The scaling benchmarks time the
 validator (``build_plan``) and the comm pass alone at three sizes (m = 256,
 512, 1024) and record ns per job, which stays flat when the work is linear.
 Nothing here asserts a duration.
@@ -19,7 +23,7 @@ import pytest
 from harness.cost import FixedCost
 from harness.plan import build_plan
 from harness.schedule import build_schedule
-from harness.schedule.analytics import simulate
+from harness.schedule.analytics import analyze, simulate
 from harness.schedule.passes import add_communication
 
 COST = FixedCost(forward_ns=1000, backward_ns=2000, p2p_latency_ns=100, activation_bytes=1 << 20, p2p_gbytes_per_s=50)
@@ -61,6 +65,27 @@ def test_interleaved_p64_m1024_v2_with_comm(benchmark):
             "aim": ">= 1,000,000 jobs/s end to end",
         }
     )
+
+
+def test_interleaved_p64_m1024_v2_per_job_views(benchmark):
+    """Making the per-job Python objects of the headline case, and analyze()."""
+    out: dict[str, float] = {}
+
+    def run() -> None:
+        s = add_communication(build_schedule("Interleaved1F1B", P, 1024, V))
+        plan = build_plan(s)
+        t0 = time.perf_counter()
+        s.ranks  # noqa: B018
+        plan.jobs  # noqa: B018
+        plan.rank, plan.step, plan.stream, plan.chunk  # noqa: B018
+        plan.deps, plan.start_deps  # noqa: B018
+        t1 = time.perf_counter()
+        analyze(plan, COST)
+        t2 = time.perf_counter()
+        out.update(views_s=t1 - t0, analyze_s=t2 - t1, jobs=plan.num_jobs)
+
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
+    benchmark.extra_info.update({**out, "views_ns_per_job": out["views_s"] * 1e9 / out["jobs"], "analyze_jobs_per_s": out["jobs"] / out["analyze_s"]})
 
 
 @pytest.mark.parametrize("m", [256, 512, 1024])

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain, pairwise
 from typing import Any, NamedTuple
 
 from harness._gcpause import gc_paused
@@ -33,53 +35,140 @@ from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _kind_codes
 from harness.schedule.validate import check_counts, check_order
 
-__all__ = ["Plan", "build_plan"]
+__all__ = ["Plan", "PlanArrays", "build_plan"]
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
 _SF, _RF, _SB, _RB, _OPT = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B, JobKind.OPT
+
+
+class PlanArrays(NamedTuple):
+    """A plan's jobs as columns: per job ``j`` (``0 <= j < n``) numpy int64 arrays
+    of shape ``(n,)``, and its dependency graph in CSR form.
+
+    Attributes:
+        stage, kind, microbatch: the job (``kind`` is the index of its
+            :class:`JobKind` in ``tuple(JobKind)``; ``microbatch`` is ``-1`` for ``OPT``).
+        rank, step, stream, chunk: where it runs (see :class:`Plan`).
+        deps_ptr, deps_idx: ``Plan.deps[j]`` is ``deps_idx[deps_ptr[j]:deps_ptr[j + 1]]``;
+            ``deps_ptr`` has shape ``(n + 1,)``.
+        start_ptr, start_idx: the same for ``Plan.start_deps``.
+    """
+
+    stage: Any
+    kind: Any
+    microbatch: Any
+    rank: Any
+    step: Any
+    stream: Any
+    chunk: Any
+    deps_ptr: Any
+    deps_idx: Any
+    start_ptr: Any
+    start_idx: Any
 
 
 @dataclass(frozen=True, eq=False)
 class Plan:
     """A validated schedule as a dependency graph over flat per-job arrays.
 
-    Job ``j`` (``0 <= j < len(jobs)``) is ``jobs[j]`` on rank ``rank[j]``, at grid
-    step ``step[j]`` of that rank's list, on stream ``stream[j]``.
+    Job ``j`` (``0 <= j < num_jobs``) is ``jobs[j]`` on rank ``rank[j]``, at grid
+    step ``step[j]`` of that rank's list, on stream ``stream[j]``. The plan
+    holds its jobs as columns (:attr:`arrays`); the per-job tuples below are made
+    from them on first access, so code that only needs the arrays (simulation,
+    analysis of large schedules) never creates per-job Python objects.
 
     Attributes:
         schedule: the schedule this plan was built from.
-        jobs: every non-idle job, rank by rank in listed order.
-        rank, step, stream, chunk: per-job integers.
+        arrays: the jobs and the graph as numpy columns (:class:`PlanArrays`).
         stream_names: per stream, ``"rank{r}/compute"`` or ``"rank{r}/comm↔{q}"``
             (one comm stream per pair of ranks ``r``, ``q`` that exchange data).
         stream_rank: per stream, its rank.
+        order: the enqueue order, a topological order of the graph including
+            stream order.
+        jobs: every non-idle job, rank by rank in listed order.
+        rank, step, stream, chunk: per-job integers (tuples of length ``num_jobs``).
         deps: per job, the jobs whose *end* it waits for (data dependencies,
             excluding the previous job on its own stream).
         start_deps: per job, the jobs whose *start* it waits for (a receive
             waits for its send to begin).
-        order: the enqueue order, a topological order of the graph including
-            stream order.
     """
 
     schedule: Schedule
-    jobs: tuple[Job, ...]
-    rank: tuple[int, ...]
-    step: tuple[int, ...]
-    stream: tuple[int, ...]
-    chunk: tuple[int, ...]
+    arrays: PlanArrays
     stream_names: tuple[str, ...]
-    deps: tuple[tuple[int, ...], ...]
-    start_deps: tuple[tuple[int, ...], ...]
+    stream_rank: tuple[int, ...]
     order: tuple[int, ...]
-    stream_rank: tuple[int, ...] = ()
 
     @property
     def num_jobs(self) -> int:
-        return len(self.jobs)
+        return len(self.arrays.stage)
+
+    @cached_property
+    def jobs(self) -> tuple[Job, ...]:
+        rows = self.schedule.ranks
+        flat = chain.from_iterable(rows)
+        return tuple(flat if sum(map(len, rows)) == self.num_jobs else filter(None, flat))  # type: ignore[arg-type]
+
+    @cached_property
+    def rank(self) -> tuple[int, ...]:
+        return tuple(self.arrays.rank.tolist())
+
+    @cached_property
+    def step(self) -> tuple[int, ...]:
+        return tuple(self.arrays.step.tolist())
+
+    @cached_property
+    def stream(self) -> tuple[int, ...]:
+        return tuple(self.arrays.stream.tolist())
+
+    @cached_property
+    def chunk(self) -> tuple[int, ...]:
+        return tuple(self.arrays.chunk.tolist())
+
+    @cached_property
+    def deps(self) -> tuple[tuple[int, ...], ...]:
+        return _csr_tuples(self.arrays.deps_ptr, self.arrays.deps_idx)
+
+    @cached_property
+    def start_deps(self) -> tuple[tuple[int, ...], ...]:
+        return _csr_tuples(self.arrays.start_ptr, self.arrays.start_idx)
 
     def streams_used(self) -> list[int]:
         """Indices of streams that carry at least one job, ascending."""
-        return sorted(set(self.stream))
+        import numpy as np
+
+        return np.unique(self.arrays.stream).tolist()  # type: ignore[no-any-return]
+
+
+@gc_paused
+def _csr_tuples(ptr: Any, idx: Any) -> tuple[tuple[int, ...], ...]:
+    """Per row of a CSR graph (``ptr`` of shape ``(n + 1,)``), its indices as a tuple."""
+    import numpy as np
+
+    n = len(ptr) - 1
+    counts = np.diff(ptr)
+    if n and int(counts.max()) <= 2:
+        out = np.empty(n, object)
+        out.fill(())
+        at = ptr[:-1]
+        for width in (1, 2):
+            rows = np.flatnonzero(counts == width)
+            if len(rows):
+                cols = [idx[at[rows] + k].tolist() for k in range(width)]
+                out[rows] = np.fromiter(zip(*cols), object, len(rows))
+        return tuple(out.tolist())
+    flat = idx.tolist()
+    bounds = ptr.tolist()
+    return tuple(tuple(flat[a:b]) for a, b in pairwise(bounds))
+
+
+def _csr(rows: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]) -> tuple[Any, Any]:
+    """CSR form (``ptr``, ``idx``) of per-row index tuples."""
+    import numpy as np
+
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=ptr[1:])
+    return ptr, np.fromiter(chain.from_iterable(rows), np.int64, int(ptr[-1]))
 
 
 def _assign_streams(
@@ -225,19 +314,27 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     # Same-stream dependencies stay in the graph for validation; the plan keeps
     # only cross-stream ones, since stream order already covers the rest.
     order = _readiness_order(schedule, jobs, rank_of, step_of, stream_of, deps, start_deps)
-    return Plan(
-        schedule=schedule,
-        jobs=tuple(jobs),
-        rank=tuple(rank_of),
-        step=tuple(step_of),
-        stream=tuple(stream_of),
-        chunk=tuple(chunk_of),
-        stream_names=stream_names,
-        deps=tuple(tuple(d for d in ds if stream_of[d] != stream_of[j]) for j, ds in enumerate(deps)),
-        start_deps=tuple(start_deps),
-        order=order,
-        stream_rank=stream_rank,
+    import numpy as np
+
+    cross = tuple(tuple(d for d in ds if stream_of[d] != stream_of[j]) for j, ds in enumerate(deps))
+    deps_ptr, deps_idx = _csr(cross)
+    start_ptr, start_idx = _csr(start_deps)
+    arrays = PlanArrays(
+        stage=np.array([job.stage for job in jobs], np.int64),
+        kind=np.array([_CODE[id(job.kind)] for job in jobs], np.int64),
+        microbatch=np.array([-1 if job.microbatch is None else job.microbatch for job in jobs], np.int64),
+        rank=np.array(rank_of, np.int64),
+        step=np.array(step_of, np.int64),
+        stream=np.array(stream_of, np.int64),
+        chunk=np.array(chunk_of, np.int64),
+        deps_ptr=deps_ptr,
+        deps_idx=deps_idx,
+        start_ptr=start_ptr,
+        start_idx=start_idx,
     )
+    plan = Plan(schedule, arrays, stream_names, stream_rank, order)
+    plan.__dict__.update(jobs=tuple(jobs), deps=cross, start_deps=tuple(start_deps))
+    return plan
 
 
 def _readiness_order(
@@ -337,31 +434,34 @@ def build_plan(schedule: Schedule) -> Plan:
     """
     import numpy as np
 
-    ranks = schedule.ranks
     m = schedule.num_microbatches
     n_stages = schedule.num_stages
     m1 = m + 1
     width = n_stages * m1  # one block of keys per kind
     arrays = _job_arrays(schedule)
-    jobs: list[Job] = []
-    steps_of: list[range | list[int]] = []
-    for r, row in enumerate(ranks):
-        if (arrays.counts[r] != len(row)) if arrays is not None else (None in row):
-            steps = [s for s, job in enumerate(row) if job is not None]
-            jobs.extend(row[s] for s in steps)  # type: ignore[misc]
-            steps_of.append(steps)
-        else:
-            jobs.extend(row)  # type: ignore[arg-type]
-            steps_of.append(range(len(row)))
-    n = len(jobs)
-    if n == 0 or m < 1:
-        return _build_plan_checked(schedule)
     if arrays is None:
-        kc = _kind_codes(jobs)
-        if int(kc.min()) < 0:
-            raise KeyError(id(jobs[int(np.flatnonzero(kc < 0)[0])][1]))  # as a lookup of an unknown kind always did
+        jobs = list(filter(None, chain.from_iterable(schedule.ranks)))
+        if jobs:
+            kc = _kind_codes(jobs)
+            if int(kc.min()) < 0:
+                raise KeyError(id(jobs[int(np.flatnonzero(kc < 0)[0])][1]))  # as a lookup of an unknown kind always did
         return _build_plan_checked(schedule)  # not integers: let the reference path judge
     stage, kc, mb, counts = arrays
+    n = len(stage)
+    if n == 0 or m < 1:
+        return _build_plan_checked(schedule)
+    mb_given = mb
+    n_ranks = len(counts)
+    jidx = np.arange(n, dtype=np.int64)
+    rank = np.repeat(np.arange(n_ranks, dtype=np.int64), counts)
+    if schedule._lazy_arrays() is not None or all(len(row) == c for row, c in zip(schedule.ranks, counts)):
+        row_start = np.zeros(n_ranks, np.int64)
+        np.cumsum(counts[:-1], out=row_start[1:])
+        step = jidx - row_start[rank]  # no idle slots: a job's step is its place in its row
+    else:
+        step = np.fromiter(
+            chain.from_iterable((s for s, job in enumerate(row) if job is not None) for row in schedule.ranks), np.int64, n
+        )
     no_mb = mb < 0  # None (OPT): key slot m
     if no_mb.any():
         given = mb[~no_mb]
@@ -372,7 +472,6 @@ def build_plan(schedule: Schedule) -> Plan:
         return _build_plan_checked(schedule)
     keys = kc * width + stage * m1 + mb
     pos = np.full(len(_KINDS) * width, -1, np.int64)
-    jidx = np.arange(n, dtype=np.int64)
     pos[keys] = jidx
     if not (pos[keys] == jidx).all():  # a key listed twice
         return _build_plan_checked(schedule)
@@ -388,8 +487,7 @@ def build_plan(schedule: Schedule) -> Plan:
     has_comm = bool(((kc >= _CSF) & (kc <= _CRB)).any())
     # Streams: key rank * (p + 1) for compute, + 1 + peer rank for comm.
     st_rank = np.array(schedule.stage_to_rank, np.int64)
-    p1 = schedule.num_ranks + 1
-    rank = np.repeat(np.arange(len(ranks), dtype=np.int64), counts)
+    p1 = n_ranks + 1
     skey = rank * p1
     if has_comm:
         comm = (kc >= _CSF) & (kc <= _CRB)
@@ -397,8 +495,8 @@ def build_plan(schedule: Schedule) -> Plan:
         inside = (nb >= 0) & (nb < n_stages)
         peer = np.where(inside, st_rank[np.where(inside, nb, 0)], rank)
         skey = skey + np.where(comm, 1 + peer, 0)
-    used = np.flatnonzero(np.bincount(skey, minlength=len(ranks) * p1))
-    lut = np.zeros(len(ranks) * p1, np.int64)
+    used = np.flatnonzero(np.bincount(skey, minlength=n_ranks * p1))
+    lut = np.zeros(n_ranks * p1, np.int64)
     lut[used] = np.arange(len(used))
     stream = lut[skey]
     used_l = used.tolist()
@@ -484,13 +582,26 @@ def build_plan(schedule: Schedule) -> Plan:
             return _build_plan_checked(schedule)
     if later.any():
         return _build_plan_checked(schedule)
-    # Plan.deps: the cross-stream end dependencies, in (d1, d2) order.
+    # Plan.deps: the cross-stream end dependencies, in (d1, d2) order (CSR).
     c1 = np.where(cross1, d1, np.where(cross2, d2, -1))
     c2 = np.where(cross1 & cross2, d2, -1)
-    deps = _tuples(np, n, c1, c2)
+    n_deps = (c1 >= 0).astype(np.int64) + (c2 >= 0)
     for j in opt_l:
-        deps[j] = opt_cross[j]
-    start_deps = _tuples(np, n, np.where(sd >= 0, sd, -1), none)
+        n_deps[j] = len(opt_cross[j])
+    deps_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(n_deps, out=deps_ptr[1:])
+    deps_idx = np.empty(int(deps_ptr[-1]), np.int64)
+    at = deps_ptr[:-1]
+    one = c1 >= 0
+    deps_idx[at[one]] = c1[one]
+    two = c2 >= 0
+    deps_idx[at[two] + 1] = c2[two]
+    for j in opt_l:
+        deps_idx[deps_ptr[j] : deps_ptr[j + 1]] = opt_cross[j]
+    has_sd = sd >= 0
+    start_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(has_sd, out=start_ptr[1:])
+    start_idx = sd[has_sd]
     n_gates = cross1.astype(np.int8) + cross2 + cross_s
     for j in opt_l:
         n_gates[j] = len(opt_cross[j])
@@ -501,64 +612,31 @@ def build_plan(schedule: Schedule) -> Plan:
         full = [tuple(x for x in pair if x >= 0) for pair in zip(d1.tolist(), d2.tolist())]
         for j in opt_l:
             full[j] = opt_deps[j]
-        order = _fast_order(n, stream_l, full, list(start_deps), len(used_l))
+        start_deps: list[tuple[int, ...]] = [(x,) if x >= 0 else () for x in sd.tolist()]
+        order = _fast_order(n, stream.tolist(), full, start_deps, len(used_l))
     if order is None:
         return _build_plan_checked(schedule)
-    chunk = np.array(schedule._chunk_of, np.int64)[stage]
-    longest = max(counts)
-    shared = list(range(longest))  # step numbers, one int object per value
-    rank_list: list[int] = []
-    step_list: list[int] = []
-    for r, (c, s) in enumerate(zip(counts, steps_of)):
-        rank_list += [r] * c
-        step_list += shared[:c] if isinstance(s, range) else s
     # For simulate: per job the one time it waits for, in a list of ends (j) and
     # starts (n + j), 2n for none; only when no job waits for more than one.
     wait = None
-    if not (c2 >= 0).any() and not ((c1 >= 0) & (sd >= 0)).any() and not any(opt_cross.values()):
-        wait = np.where(c1 >= 0, c1, np.where(sd >= 0, n + sd, 2 * n))
-    plan = Plan(
-        schedule=schedule,
-        jobs=tuple(jobs),
-        rank=tuple(rank_list),
-        step=tuple(step_list),
-        stream=tuple(stream_l),
-        chunk=tuple(chunk.tolist()),
-        stream_names=stream_names,
-        deps=tuple(deps),
-        start_deps=tuple(start_deps),
-        order=tuple(order),
-        stream_rank=stream_rank,
+    if not two.any() and not (one & has_sd).any() and not any(opt_cross.values()):
+        wait = np.where(one, c1, np.where(has_sd, n + sd, 2 * n))
+    columns = PlanArrays(
+        stage=stage,
+        kind=kc,
+        microbatch=mb_given,
+        rank=rank,
+        step=step,
+        stream=stream,
+        chunk=np.array(schedule._chunk_of, np.int64)[stage],
+        deps_ptr=deps_ptr,
+        deps_idx=deps_idx,
+        start_ptr=start_ptr,
+        start_idx=start_idx,
     )
-    object.__setattr__(plan, "_arrays", _PlanArrays(stage, kc, wait))
+    plan = Plan(schedule, columns, stream_names, stream_rank, tuple(order))
+    object.__setattr__(plan, "_wait", wait)
     return plan
-
-
-class _PlanArrays(NamedTuple):
-    """Numpy arrays :func:`build_plan` leaves on the plans it makes (attribute
-    ``_arrays``, not a field), so that simulation need not read them back from
-    the jobs: per job its stage, kind code (index in ``tuple(JobKind)``) and
-    ``wait`` (see :func:`harness.schedule.analytics.simulate`), or ``None``."""
-
-    stage: Any
-    kind: Any
-    wait: Any
-
-
-
-
-def _tuples(np: Any, n: int, first: Any, second: Any) -> list[tuple[int, ...]]:
-    """Per job ``()``, ``(first,)`` or ``(first, second)`` (``-1`` = absent; a
-    second only where a first is)."""
-    out = np.empty(n, object)
-    out.fill(())
-    one = np.flatnonzero((first >= 0) & (second < 0))
-    if len(one):
-        out[one] = np.fromiter(zip(first[one].tolist()), object, len(one))
-    two = np.flatnonzero(second >= 0)
-    if len(two):
-        out[two] = np.fromiter(zip(first[two].tolist(), second[two].tolist()), object, len(two))
-    return out.tolist()  # type: ignore[no-any-return]
 
 
 def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> list[int] | None:

@@ -23,16 +23,15 @@ Everything is one pass over flat per-job arrays: linear in the number of jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
+from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.cost import CostModel
 from harness.plan import Plan, build_plan
-from harness.schedule.model import Job, JobKind, Schedule, _kind_codes
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
-_COMPUTE = frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT})
 
 
 @dataclass(frozen=True)
@@ -62,18 +61,11 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     """
     import numpy as np
 
-    jobs = plan.jobs
-    n = len(jobs)
+    n = plan.num_jobs
     if n == 0:
         return []
-    arrays = getattr(plan, "_arrays", None)
-    if arrays is not None:
-        stage, kc = arrays.stage, arrays.kind
-    else:
-        kc = _kind_codes(jobs)
-        stage = np.array(list(map(_STAGE, jobs)))
-        if int(kc.min()) < 0 or stage.dtype.kind not in "iu" or int(stage.min()) < 0:
-            return _durations_loop(plan, cost)
+    cols = plan.arrays
+    stage, kc, mb = cols.stage, cols.kind, cols.microbatch
     n_stages = plan.schedule.num_stages
     key = stage * _N_KINDS + kc
     size = int(key.max()) + 1
@@ -81,24 +73,13 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     np.minimum.at(first, key, np.arange(n, dtype=np.int64))
     table = np.zeros(size, object)  # the cost model's int objects, shared by all jobs of a key
     for j in np.sort(first[first < n]).tolist():
-        table[key[j]] = int(cost.duration_ns(jobs[j], n_stages))
+        b = int(mb[j])
+        job = Job(int(stage[j]), _KINDS[int(kc[j])], None if b < 0 else b)
+        table[key[j]] = int(cost.duration_ns(job, n_stages))
     return table[key].tolist()  # type: ignore[no-any-return]
 
 
-def _durations_loop(plan: Plan, cost: CostModel) -> list[int]:
-    n_stages = plan.schedule.num_stages
-    cache: dict[tuple[int, JobKind], int] = {}
-    out = [0] * plan.num_jobs
-    for j, job in enumerate(plan.jobs):
-        key = (job.stage, job.kind)
-        d = cache.get(key)
-        if d is None:
-            d = cache[key] = int(cost.duration_ns(job, n_stages))
-        out[j] = d
-    return out
-
-
-_STAGE = itemgetter(0)
+_KINDS = tuple(JobKind)
 _N_KINDS = len(JobKind)
 
 
@@ -112,13 +93,13 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     dur = durations(plan, cost)
     n = plan.num_jobs
     free = [0] * len(plan.stream_names)
-    stream, deps, sdeps = plan.stream, plan.deps, plan.start_deps
-    arrays = getattr(plan, "_arrays", None)
-    if arrays is not None and arrays.wait is not None:
+    stream = plan.arrays.stream.tolist()
+    wait = getattr(plan, "_wait", None)
+    if wait is not None:
         # Each job waits for at most one time (an end or a start): one list of
         # times, ends at j and starts at n + j, and per job the index it waits on.
         times = [0] * (2 * n + 1)
-        wait = arrays.wait.tolist()
+        wait = wait.tolist()
         for j in plan.order:
             s = stream[j]
             t = free[s]
@@ -130,6 +111,7 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
             times[j] = t
             free[s] = t
         return Timeline(plan, times[n : 2 * n], times[:n], dur)
+    deps, sdeps = plan.deps, plan.start_deps
     start = [0] * n
     end = [0] * n
     for j in plan.order:
@@ -192,32 +174,53 @@ class ScheduleAnalytics:
         return max(self.span_bubble_ns, default=0)
 
 
-def _peaks(plan: Plan, tl: Timeline, key: list[int], size: int) -> list[int]:
-    """Peak of held activations per ``key`` group (rank or stage); releases count
-    before acquisitions at equal times, as :func:`harness.metrics.peak_inflight_of`."""
-    jobs = plan.jobs
-    split = {(job.stage, job.microbatch) for job in jobs if job.kind is JobKind.W}
-    events: list[list[tuple[int, int]]] = [[] for _ in range(size)]
-    for j, job in enumerate(jobs):
-        kind = job.kind
-        if kind is JobKind.F:
-            events[key[j]].append((tl.start[j], 1))
-        elif kind is JobKind.B or kind is JobKind.W or (kind is JobKind.I and (job.stage, job.microbatch) not in split):
-            events[key[j]].append((tl.end[j], -1))
-    peaks = [0] * size
-    for g, evs in enumerate(events):
-        evs.sort()
-        cur = peak = 0
-        for _, delta in evs:
-            cur += delta
-            if cur > peak:
-                peak = cur
-        peaks[g] = peak
-    return peaks
+def _segment_max(values: Any, group: Any, size: int) -> list[int]:
+    """Per group ``g < size``, the maximum of ``values[group == g]`` (``0`` for an
+    empty group); ``group`` must be sorted ascending."""
+    import numpy as np
+
+    out = np.zeros(size, np.int64)
+    if len(values):
+        starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+        out[group[starts]] = np.maximum.reduceat(values, starts)
+    return out.tolist()  # type: ignore[no-any-return]
 
 
+def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
+    """Peak of held activations per ``key`` group (rank or stage of each job, a
+    numpy int64 array): a forward's start acquires one, the end of its backward
+    (``B``; ``W`` when split, else ``I``) releases it. Releases count before
+    acquisitions at equal times, as :func:`harness.metrics.peak_inflight_of`."""
+    import numpy as np
+
+    cols = plan.arrays
+    kind, stage, mb = cols.kind, cols.stage, cols.microbatch
+    is_w = kind == _CW
+    split = np.zeros((plan.schedule.num_stages, plan.schedule.num_microbatches + 1), bool)
+    split[stage[is_w], mb[is_w]] = True
+    acquire = kind == _CF
+    release = (kind == _CB) | is_w | ((kind == _CI) & ~split[stage, mb])
+    at = np.flatnonzero(acquire | release)
+    if not len(at):
+        return [0] * size
+    up = acquire[at]
+    delta = np.where(up, 1, -1)
+    group = key[at]
+    by = np.lexsort((delta, np.where(up, start[at], end[at]), group))  # per group by time, releases first
+    group = group[by]
+    held = np.cumsum(delta[by])  # running sum over all groups; subtract what earlier groups left
+    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    left = np.concatenate(([0], held[starts[1:] - 1]))
+    held -= np.repeat(left, np.diff(np.append(starts, len(held))))
+    return [max(0, peak) for peak in _segment_max(held, group, size)]
+
+
+@gc_paused
 def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
+
+    Numpy over the plan's columns: linear in the number of jobs apart from one
+    sort of the activation events.
 
     Args:
         schedule: a schedule (validated here) or an already built plan.
@@ -226,25 +229,26 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
     """
+    import numpy as np
+
     plan = schedule if isinstance(schedule, Plan) else build_plan(schedule)
     tl = simulate(plan, cost)
     sched = plan.schedule
     p = sched.num_ranks
     makespan = tl.makespan_ns
-    busy = [0] * p
-    first = [-1] * p
-    last = [0] * p
-    for j, job in enumerate(plan.jobs):
-        if job.kind not in _COMPUTE:  # spans are of compute work, as in harness.metrics
-            continue
-        r = plan.rank[j]
-        busy[r] += tl.duration[j]
-        if first[r] < 0 or tl.start[j] < first[r]:
-            first[r] = tl.start[j]
-        if tl.end[j] > last[r]:
-            last[r] = tl.end[j]
+    cols = plan.arrays
+    start = np.array(tl.start, np.int64)
+    end = np.array(tl.end, np.int64)
+    compute = np.flatnonzero(np.isin(cols.kind, _COMPUTE_CODES))  # spans are of compute work, as in harness.metrics
+    rank = cols.rank[compute]  # ascending: jobs are listed rank by rank
+    busy_np = np.zeros(p, np.int64)
+    np.add.at(busy_np, rank, np.array(tl.duration, np.int64)[compute])
+    busy = busy_np.tolist()
+    last = _segment_max(end[compute], rank, p)
+    first = [-t for t in _segment_max(-start[compute], rank, p)]
+    has_compute = np.bincount(rank, minlength=p).tolist()
     idle = [makespan - b for b in busy]
-    span_bubble = [max(0, (last[r] - first[r]) - busy[r]) if first[r] >= 0 else 0 for r in range(p)]
+    span_bubble = [max(0, (last[r] - first[r]) - busy[r]) if has_compute[r] else 0 for r in range(p)]
     total_busy = sum(busy)
     messages, nbytes = _p2p(plan, cost)
     return ScheduleAnalytics(
@@ -254,36 +258,49 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
         bubble_ratio=sum(idle) / (p * makespan) if makespan else 0.0,
         bubble_over_ideal=sum(idle) / total_busy if total_busy else 0.0,
         span_bubble_ns=span_bubble,
-        peak_inflight=_peaks(plan, tl, list(plan.rank), p),
-        peak_inflight_per_stage=_peaks(plan, tl, [job.stage for job in plan.jobs], sched.num_stages),
+        peak_inflight=_peaks(plan, start, end, cols.rank, p),
+        peak_inflight_per_stage=_peaks(plan, start, end, cols.stage, sched.num_stages),
         p2p_messages=messages,
         p2p_bytes=nbytes,
     )
 
 
 def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
-    sched = plan.schedule
-    n_stages = sched.num_stages
-    rank_of = sched.stage_to_rank
-    messages = nbytes = 0
-    has_comm = any(job.kind.is_comm for job in plan.jobs)
-    size: dict[tuple[int, JobKind], int] = {}
-    for job in plan.jobs:
-        kind = job.kind
-        if has_comm:
-            if kind is not JobKind.SEND_F and kind is not JobKind.SEND_B:
-                continue
-            msg = job
-        elif kind is JobKind.F and job.stage + 1 < n_stages and rank_of[job.stage + 1] != rank_of[job.stage]:
-            msg = Job(job.stage, JobKind.SEND_F, job.microbatch)
-        elif (kind is JobKind.B or kind is JobKind.I) and job.stage > 0 and rank_of[job.stage - 1] != rank_of[job.stage]:
-            msg = Job(job.stage, JobKind.SEND_B, job.microbatch)
-        else:
-            continue
-        key = (msg.stage, msg.kind)
-        b = size.get(key)
-        if b is None:
-            b = size[key] = int(cost.nbytes(msg, n_stages))
-        messages += 1
-        nbytes += b
-    return messages, nbytes
+    """Point-to-point message count and bytes: the plan's ``SEND_*`` jobs, or in a
+    schedule without comm jobs the cross-rank edges (``F`` to the next stage,
+    ``B``/``I`` to the previous one). ``cost.nbytes`` is asked once per distinct
+    ``(stage, kind)``."""
+    import numpy as np
+
+    cols = plan.arrays
+    kind, stage, mb = cols.kind, cols.stage, cols.microbatch
+    st_rank = np.array(plan.schedule.stage_to_rank, np.int64)
+    n_stages = len(st_rank)
+    if bool(np.isin(kind, _COMM_CODES).any()):
+        at = np.flatnonzero((kind == _CSF) | (kind == _CSB))
+        msg_kind = kind[at]
+    else:
+        away_next = np.zeros(n_stages, bool)
+        away_next[:-1] = st_rank[1:] != st_rank[:-1]
+        away_prev = np.zeros(n_stages, bool)
+        away_prev[1:] = away_next[:-1]
+        fwd = (kind == _CF) & away_next[stage]
+        bwd = ((kind == _CB) | (kind == _CI)) & away_prev[stage]
+        at = np.flatnonzero(fwd | bwd)
+        msg_kind = np.where(fwd[at], _CSF, _CSB)
+    if not len(at):
+        return 0, 0
+    keys, first, counts = np.unique(stage[at] * _N_KINDS + msg_kind, return_index=True, return_counts=True)
+    nbytes = 0
+    for key, j, count in zip(keys.tolist(), at[first].tolist(), counts.tolist()):
+        b = int(mb[j])
+        msg = Job(key // _N_KINDS, _KINDS[key % _N_KINDS], None if b < 0 else b)
+        nbytes += int(cost.nbytes(msg, n_stages)) * count
+    return len(at), nbytes
+
+
+_CODES = {k: i for i, k in enumerate(JobKind)}
+_CF, _CB, _CI, _CW = _CODES[JobKind.F], _CODES[JobKind.B], _CODES[JobKind.I], _CODES[JobKind.W]
+_CSF, _CSB = _CODES[JobKind.SEND_F], _CODES[JobKind.SEND_B]
+_COMPUTE_CODES = [_CODES[k] for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT)]
+_COMM_CODES = [_CODES[k] for k in (JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 from harness._gcpause import gc_paused
@@ -180,13 +179,30 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
 
 
 # --- helpers shared by the builders below ------------------------------------
-def _keep_arrays(schedule: Schedule, parts: list[tuple[Any, Any, Any]]) -> None:
-    """Leave the per-rank (stage, kind code, micro-batch) arrays a builder made
-    on its schedule, as :func:`harness.schedule.model._job_arrays` would find them."""
+def _from_parts(
+    name: str, m: int, placement: tuple[int, ...], parts: list[tuple[Any, Any, Any]], optimizer: bool, params: dict[str, object]
+) -> Schedule:
+    """A schedule from per-rank (stage, kind code, micro-batch) numpy arrays,
+    held as arrays (:meth:`Schedule._from_arrays`); with ``optimizer`` each rank
+    ends with the ``OPT`` of its stages in stage order, as :func:`_with_opt`."""
     import numpy as np
 
+    if optimizer:
+        p = len(parts)
+        extra: list[list[int]] = [[] for _ in range(p)]
+        for k, rank in enumerate(placement):
+            extra[rank].append(k)
+        parts = [
+            (
+                np.concatenate((st, np.array(extra[r], np.int64))),
+                np.concatenate((kd, np.full(len(extra[r]), _CODE_OPT, np.int64))),
+                np.concatenate((mb, np.full(len(extra[r]), -1, np.int64))),
+            )
+            for r, (st, kd, mb) in enumerate(parts)
+        ]
     stage, kind, mb = (np.concatenate([part[i] for part in parts]) for i in range(3))
-    object.__setattr__(schedule, "_arrays", _JobArrays(stage, kind, mb, [len(part[0]) for part in parts]))
+    arrays = _JobArrays(stage, kind, mb, [len(part[0]) for part in parts])
+    return Schedule._from_arrays(name, m, placement, arrays, params)
 
 
 def _finish(name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object) -> Schedule:
@@ -256,9 +272,10 @@ def _rank_ops_1f1b(
     warmup: int,
     zero_bubble: bool,
     deferred_w: int = 0,
-) -> tuple[list[Job | None], tuple[Any, Any, Any]]:
-    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family, and
-    their stage, kind code and micro-batch as numpy arrays.
+) -> tuple[Any, Any, Any]:
+    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family, as
+    numpy int64 arrays of their stage, kind code (index in ``tuple(JobKind)``)
+    and micro-batch.
 
     A port of ``_get_1f1b_rank_ops`` (torch/distributed/pipelining/schedules.py)
     without the idle padding (slots do not take time here): ``warmup`` forwards,
@@ -304,26 +321,11 @@ def _rank_ops_1f1b(
         steps_w = np.flatnonzero(has_w)
         w_at = np.concatenate((b_at[steps_w] + 1, np.arange(2 * total + len(steps_w), length)))
         stage[w_at], kind[w_at], mb[w_at] = b_chunk * p + rank, _CODE_W, b_mb
-    jobs: list[Job | None] = list(map(_NEW, repeat(Job), zip(stage.tolist(), _KIND_OBJECTS(kind), mb.tolist())))
-    return jobs, (stage, kind, mb)
-
-
-def _KIND_OBJECTS(codes: Any) -> list[JobKind]:  # noqa: N802
-    if not _KIND_TABLE:
-        import numpy as np
-
-        table = np.empty(len(_KINDS), object)
-        table[:] = _KINDS
-        _KIND_TABLE.append(table)
-    return _KIND_TABLE[0][codes].tolist()  # type: ignore[no-any-return]
-
-
-_KIND_TABLE: list[Any] = []  # JobKind members in an object array, made on first use
+    return stage, kind, mb
 
 
 _KINDS = tuple(JobKind)
-_CODE_F, _CODE_B, _CODE_I, _CODE_W = (_KINDS.index(k) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W))
-_NEW = tuple.__new__
+_CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (_KINDS.index(k) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT))
 
 
 @register(
@@ -353,20 +355,12 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
     _check_sizes(num_ranks, num_microbatches, chunks)
     p, m, v = num_ranks, num_microbatches, chunks
     per_round = _interleaved_rounds("Interleaved1F1B", p, m)
-    ranks: list[list[Job | None]] = []
-    parts: list[tuple[Any, Any, Any]] = []
-    for s in range(p):
-        warmup = min(v * m, (v - 1) * per_round + 2 * (p - 1 - s))
-        jobs, arrays = _rank_ops_1f1b(s, p, v, m, per_round, warmup, zero_bubble=False)
-        ranks.append(jobs)
-        parts.append(arrays)
-    placement = loop_placement(p, v)
-    _with_opt(p, ranks, optimizer, placement)
+    parts = [
+        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
+        for s in range(p)
+    ]
     # Stages chunk * p + s on rank s: on their ranks by construction.
-    schedule = Schedule._of_checked_jobs("Interleaved1F1B", m, placement, tuple(tuple(r) for r in ranks), {"v": v})
-    if not optimizer:
-        _keep_arrays(schedule, parts)
-    return schedule
+    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, {"v": v})
 
 
 @register(
@@ -415,11 +409,8 @@ def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
     """
     _check_sizes(num_ranks, num_microbatches)
     p, m = num_ranks, num_microbatches
-    ranks: list[list[Job | None]] = []
-    for s in range(p):
-        warmup = min(m, p - 1 - s)
-        ranks.append(_rank_ops_1f1b(s, p, 1, m, m, warmup, zero_bubble=True, deferred_w=s)[0])
-    return _finish("ZB-H1", m, loop_placement(p), ranks, optimizer)
+    parts = [_rank_ops_1f1b(s, p, 1, m, m, min(m, p - 1 - s), zero_bubble=True, deferred_w=s) for s in range(p)]
+    return _from_parts("ZB-H1", m, loop_placement(p), parts, optimizer, {})
 
 
 @register(

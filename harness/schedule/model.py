@@ -23,10 +23,11 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
 
 __all__ = [
@@ -72,6 +73,7 @@ COMPUTE_KINDS = frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.O
 COMM_KINDS = frozenset({JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B})
 
 _KIND_BY_TOKEN = {k.value: k for k in JobKind}
+_COMM_CODES = (tuple(JobKind).index(JobKind.SEND_F), tuple(JobKind).index(JobKind.RECV_B))  # a contiguous range
 _JOB_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|F|B|I|W)\s*(\d+)?\s*$")
 
 
@@ -155,6 +157,31 @@ def _job_arrays(schedule: Schedule) -> _JobArrays | None:
     return found
 
 
+@gc_paused
+def _rows_of(arrays: _JobArrays) -> tuple[tuple[Job, ...], ...]:
+    """Per rank, the :class:`Job` objects of ``arrays`` (a schedule without idle
+    slots): the rows of a schedule made by :meth:`Schedule._from_arrays`."""
+    if not _KIND_OBJECTS:
+        import numpy as np
+
+        table = np.empty(len(JobKind), object)
+        table[:] = tuple(JobKind)
+        _KIND_OBJECTS.append(table)
+    stage, kind, mb, counts = arrays
+    mbs = mb.tolist()
+    if len(mbs) and min(mbs) < 0:
+        mbs = [None if b < 0 else b for b in mbs]
+    flat = list(map(_NEW_TUPLE, repeat(Job), zip(stage.tolist(), _KIND_OBJECTS[0][kind].tolist(), mbs)))
+    rows = []
+    lo = 0
+    for c in counts:
+        rows.append(tuple(flat[lo : lo + c]))
+        lo += c
+    return tuple(rows)
+
+
+_KIND_OBJECTS: list[Any] = []  # the JobKind members in a numpy object array, made on first use
+_NEW_TUPLE = tuple.__new__
 _STAGE_FIELD = itemgetter(0)
 _JOB_OR_NONE = frozenset({Job, type(None)})
 _JOBS_CHECKED: ContextVar[bool] = ContextVar("_JOBS_CHECKED", default=False)
@@ -280,11 +307,43 @@ class Schedule:
         finally:
             _JOBS_CHECKED.reset(token)
 
+    @classmethod
+    def _from_arrays(
+        cls, name: str, num_microbatches: int, stage_to_rank: tuple[int, ...], arrays: _JobArrays, params: dict[str, object]
+    ) -> Schedule:
+        """A schedule held as job arrays (see :class:`_JobArrays`, no idle slots),
+        for builders and passes that compute their jobs with numpy. Its ``ranks``
+        are made from the arrays on first access (:meth:`__getattr__`), so a
+        pipeline that only validates and simulates never creates per-job objects.
+        The arrays' jobs must sit on the ranks that hold their stages (as
+        :meth:`_of_checked_jobs`); the placement itself is checked."""
+        schedule = cls._of_checked_jobs(name, num_microbatches, stage_to_rank, ((),) * len(arrays.counts), params)
+        del schedule.__dict__["ranks"]
+        object.__setattr__(schedule, "_arrays", arrays)
+        return schedule
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not set: ``ranks`` of a schedule made by
+        # _from_arrays, before its first use.
+        if name == "ranks":
+            arrays = self.__dict__.get("_arrays")
+            if arrays is not None:
+                rows = _rows_of(arrays)
+                object.__setattr__(self, "ranks", rows)
+                return rows
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _lazy_arrays(self) -> _JobArrays | None:
+        """The job arrays of a schedule whose ``ranks`` are not made yet, else ``None``."""
+        d = self.__dict__
+        return None if "ranks" in d else d.get("_arrays")
+
     # --- shape -----------------------------------------------------------
     @property
     def num_ranks(self) -> int:
         """``p``: number of pipeline ranks (devices)."""
-        return len(self.ranks)
+        arrays = self._lazy_arrays()
+        return len(self.ranks) if arrays is None else len(arrays.counts)
 
     @property
     def num_stages(self) -> int:
@@ -314,6 +373,9 @@ class Schedule:
     @property
     def has_comm(self) -> bool:
         """Whether the schedule carries explicit send/receive jobs."""
+        arrays = self._lazy_arrays()
+        if arrays is not None:
+            return bool(((arrays.kind >= _COMM_CODES[0]) & (arrays.kind <= _COMM_CODES[1])).any())
         return any(j is not None and j.kind.is_comm for jobs in self.ranks for j in jobs)
 
     def jobs(self) -> Iterator[tuple[int, int, Job]]:
@@ -325,6 +387,10 @@ class Schedule:
 
     @property
     def num_jobs(self) -> int:
+        """Number of non-idle jobs, all ranks together."""
+        arrays = self._lazy_arrays()
+        if arrays is not None:
+            return sum(arrays.counts)
         return sum(1 for jobs in self.ranks for j in jobs if j is not None)
 
     # --- text ------------------------------------------------------------

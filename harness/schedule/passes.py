@@ -21,11 +21,6 @@ its receive, so the sequence is a topological order of the lowered graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from itertools import chain, repeat
-from operator import itemgetter
-from typing import Any
-
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _JobArrays
@@ -52,15 +47,13 @@ def add_communication(schedule: Schedule) -> Schedule:
         ScheduleError: the schedule already has send/receive jobs.
     """
     fast = _add_communication_fast(schedule)
-    rows = _add_communication_loop(schedule) if fast is None else fast[0]
+    rows = _add_communication_loop(schedule) if fast is None else ()
     params = dict(schedule.params)
     params["comm"] = True
     if fast is None:
         return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
     # The new jobs take the stage, and so the rank, of the job they sit beside.
-    lowered = Schedule._of_checked_jobs(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
-    object.__setattr__(lowered, "_arrays", fast[1])  # the job arrays, made along the way
-    return lowered
+    return Schedule._from_arrays(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, fast, params)
 
 
 def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
@@ -107,21 +100,21 @@ _CODE = {k: i for i, k in enumerate(JobKind)}
 _CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
 
 
-def _add_communication_fast(schedule: Schedule) -> tuple[tuple[tuple[Job | None, ...], ...], _JobArrays] | None:
-    """:func:`add_communication`'s rows, built with numpy for schedules without
-    idle slots or communication jobs; ``None`` for the others (the job-by-job
-    loop handles them, and raises the error)."""
+def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
+    """:func:`add_communication`'s jobs as arrays, computed with numpy for
+    schedules without idle slots or communication jobs; ``None`` for the others
+    (the job-by-job loop handles them, and raises the error)."""
     import numpy as np
 
-    rows = schedule.ranks
     arrays = _job_arrays(schedule)
-    if arrays is None or sum(arrays.counts) != sum(map(len, rows)) or not arrays.counts or not sum(arrays.counts):
+    if arrays is None or not sum(arrays.counts):
         return None
+    if schedule._lazy_arrays() is None and sum(arrays.counts) != sum(map(len, schedule.ranks)):
+        return None  # idle slots
     stage, kc, mb, lens = arrays
     if bool(((kc >= _CSF) & (kc <= _CRB)).any()):
         return None
-    jobs = list(chain.from_iterable(rows))
-    n = len(jobs)
+    n = len(stage)
     st_rank = np.array(schedule.stage_to_rank, np.int64)
     n_stages = len(st_rank)
     # Per stage: whether the previous / next stage sits on another rank.
@@ -137,10 +130,8 @@ def _add_communication_fast(schedule: Schedule) -> tuple[tuple[tuple[Job | None,
     slot = np.arange(n) + np.cumsum(before) + np.cumsum(after) - after
     grown = np.zeros(n + 1, np.int64)
     np.cumsum(1 + before + after, out=grown[1:])
-    row_end = grown[np.cumsum(lens)].tolist()
-    total = row_end[-1]
-    out = np.empty(total, object)
-    out[slot] = np.fromiter(jobs, object, n)
+    row_end = grown[np.cumsum(lens)]
+    total = int(row_end[-1])
     out_stage = np.empty(total, np.int64)
     out_kind = np.empty(total, np.int64)
     out_mb = np.empty(total, np.int64)
@@ -154,32 +145,11 @@ def _add_communication_fast(schedule: Schedule) -> tuple[tuple[tuple[Job | None,
         (after & ~fwd, _SB, 1),
     ):
         at = np.flatnonzero(mask)
-        if len(at):
-            to = slot[at] + shift
-            out_stage[to] = stage[at]
-            out_kind[to] = _CODE[kind]
-            out_mb[to] = mb[at]
-            mbs = mb[at].tolist()
-            if min(mbs) < 0:
-                mbs = [None if b < 0 else b for b in mbs]
-            made = map(_NEW, repeat(Job), zip(stage[at].tolist(), repeat(kind), mbs))
-            out[to] = np.fromiter(made, object, len(at))
-    flat = out.tolist()
-    out_rows = []
-    lo = 0
-    for hi in row_end:
-        out_rows.append(tuple(flat[lo:hi]))
-        lo = hi
-    made_arrays = _JobArrays(out_stage, out_kind, out_mb, [hi - lo for lo, hi in zip([0, *row_end], row_end)])
-    return tuple(out_rows), made_arrays
-
-
-_STAGE, _MB = itemgetter(0), itemgetter(2)
-
-
-def _one(i: int) -> Callable[[list[Any]], list[Any]]:
-    return lambda seq: [seq[i]]
-_NEW = tuple.__new__
+        to = slot[at] + shift
+        out_stage[to] = stage[at]
+        out_kind[to] = _CODE[kind]
+        out_mb[to] = mb[at]
+    return _JobArrays(out_stage, out_kind, out_mb, np.diff(row_end, prepend=0).tolist())
 
 
 def strip_communication(schedule: Schedule) -> Schedule:
