@@ -6,9 +6,12 @@ Cases in ``cases/`` create a :class:`PipelineCase` and hand it to the
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from harness.cost import CostModel, FixedCost
@@ -24,6 +27,36 @@ def _transfers_cost_time(cost: CostModel, schedule: Schedule) -> bool:
     if schedule.has_comm or schedule.num_stages < 2:
         return False
     return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
+
+
+_HARNESS_DIR = Path(__file__).resolve().parent
+
+
+def _declaration_site() -> str | None:
+    """``file:line`` of the code that is constructing a :class:`PipelineCase`, for messages.
+
+    Looks past this module, the generated ``__init__`` and :func:`dataclasses.replace`.
+    ``None`` when that code is the harness itself: the command line builds cases from
+    its arguments, and the pytest plugin passes the test's site as ``declared_at``.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    init_code = PipelineCase.__init__.__code__
+    passed = (_declaration_site.__code__.co_filename, dataclasses.replace.__code__.co_filename)
+    while frame is not None and (frame.f_code is init_code or frame.f_code.co_filename in passed):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename
+    if filename.startswith("<"):  # python -c, exec(): as the warnings module shows it
+        return f"{filename}:{frame.f_lineno}"
+    path = Path(filename).resolve()
+    if path.is_relative_to(_HARNESS_DIR):
+        return None
+    try:
+        shown = path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = path
+    return f"{shown}:{frame.f_lineno}"
 
 
 def _looks_like_path(text: str) -> bool:
@@ -60,11 +93,15 @@ class PipelineCase:
         device_options: keyword arguments for the backend's device, applied
             only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
             "l2_flush": True}}``.
+        declared_at: where the case was declared, ``"file:line"``; by default
+            the code that constructed it (outside the harness). Errors about
+            the case's values name it. Not compared.
 
     Raises:
         ConfigError: on construction, for a cost that is not a cost model or a
-            non-positive size; on :meth:`build`, for unknown schedule names,
-            missing sizes, or a file that does not match ``stages``/``microbatches``.
+            non-positive size (the message starts with ``declared_at``); on
+            :meth:`build`, for unknown schedule names, missing sizes, or a file
+            that does not match ``stages``/``microbatches``.
     """
 
     schedule: str | Schedule | Path
@@ -78,20 +115,27 @@ class PipelineCase:
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.declared_at is None:  # replace() passes the original's on
+            object.__setattr__(self, "declared_at", _declaration_site())
         if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
             object.__setattr__(self, "schedule", Path(self.schedule))
         if not isinstance(self.schedule, (str, Schedule, Path)):
-            raise ConfigError(f"case {self.name or ''!r}: schedule must be a name, a Schedule or a path, got {type(self.schedule).__name__}")
+            raise self._error(f"case {self.name or ''!r}: schedule must be a name, a Schedule or a path, got {type(self.schedule).__name__}")
         if not isinstance(self.cost, CostModel):
-            raise ConfigError(
+            raise self._error(
                 f"case {self.label()!r}: cost must be a cost model such as FixedCost.ms(F=1, B=2) or TransformerCost(...), "
                 f"got {self.cost!r}"
             )
         for label, value in (("stages", self.stages), ("microbatches", self.microbatches), ("chunks", self.chunks)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ConfigError(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
+                raise self._error(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
+
+    def _error(self, message: str) -> ConfigError:
+        """A ConfigError whose message starts with where the case was declared."""
+        return ConfigError(f"{self.declared_at}: {message}" if self.declared_at else message)
 
     @property
     def schedule_name(self) -> str:

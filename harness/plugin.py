@@ -13,8 +13,10 @@ import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType, TracebackType
 from typing import Any
 
+import pluggy
 import pytest
 
 from harness.case import PipelineCase
@@ -28,6 +30,9 @@ from harness.session import ProfileSession
 _KEY = pytest.StashKey["HarnessConfig"]()
 _FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
 _FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
+_CASE_FIXTURES = frozenset({"pipeline", "pipeline_result"})
+# Frames a user's case never lives in: the harness and the pytest machinery that calls the test.
+_NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager))
 
 
 @dataclass
@@ -107,6 +112,29 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def _user_site(filename: str, lineno: int) -> str | None:
+    """``file:line`` for messages, or ``None`` for the harness's or pytest's own code."""
+    if filename.startswith("<"):
+        return None
+    path = Path(filename).resolve()
+    if any(path.is_relative_to(d) for d in _NOT_USER_DIRS):
+        return None
+    return f"{_shown(path)}:{lineno}"
+
+
+def _frame_site(frame: FrameType) -> str | None:
+    return _user_site(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _raised_at(tb: TracebackType | None) -> str | None:
+    """The innermost user-code ``file:line`` of a traceback (the line in the case that led to the error)."""
+    site = None
+    while tb is not None:
+        site = _user_site(tb.tb_frame.f_code.co_filename, tb.tb_lineno) or site
+        tb = tb.tb_next
+    return site
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     hc = config.stash.get(_KEY, None)
     if hc is None:
@@ -147,8 +175,9 @@ class PipelineRunner:
         self._runs = 0
 
     def __call__(self, case: PipelineCase | None = None, **fields: Any) -> CaseResult:
+        run_at = _frame_site(sys._getframe(1))  # None when pipeline_result runs the case
         if case is None:
-            case = PipelineCase(**fields)
+            case = PipelineCase(**{"declared_at": run_at, **fields})
         elif fields:
             raise TypeError("pass either a PipelineCase or its fields as keywords, not both")
         hc = self._hc
@@ -165,9 +194,9 @@ class PipelineRunner:
         except HarnessError as exc:
             error = exc
         if error is not None:  # outside the except block: one message, no chained traceback
-            caller = sys._getframe(1)
-            where = f"{_shown(Path(caller.f_code.co_filename))}:{caller.f_lineno}"
-            pytest.fail(f"{type(error).__name__}: {error}\n(case run at {where})", pytrace=False)
+            declared_at = case.declared_at if case.declared_at != run_at else None
+            where = ", ".join(f"{what} at {site}" for what, site in (("declared", declared_at), ("run", run_at)) if site)
+            pytest.fail(f"{type(error).__name__}: {error}" + (f"\n(case {where})" if where else ""), pytrace=False)
         hc.results.append(result)
         hc.by_node.setdefault(node.nodeid, []).append(result)
         if hc.session is not None:
@@ -217,7 +246,11 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     marker = request.node.get_closest_marker("pipeline")
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid}: pipeline_result needs @pytest.mark.pipeline(...)")
-    return pipeline(PipelineCase(*marker.args, **marker.kwargs))
+    function = getattr(request.node, "function", None)
+    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+    # a decorated function's first line is its first decorator's, where the mark usually is
+    declared_at = _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
+    return pipeline(PipelineCase(*marker.args, **{"declared_at": declared_at, **marker.kwargs}))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -254,10 +287,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return (yield)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # tryfirst: sees the report after the xfail handling
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Note the pytest outcome of each test on the cases it ran (failed cases are marked in reports)."""
+    """Note the pytest outcome of each test on the cases it ran (failed cases are marked in reports),
+    and report a harness error from a pipeline case as its message and the case's line, not a
+    traceback through the harness (``--fulltrace`` keeps the traceback)."""
     report = yield
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if (report.failed and isinstance(exc, HarnessError) and _CASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+            and not item.config.getoption("fulltrace", False)):
+        message = f"{type(exc).__name__}: {exc}"
+        where = _raised_at(exc.__traceback__)
+        report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
     hc = item.config.stash.get(_KEY, None)
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if results:

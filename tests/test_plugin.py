@@ -6,6 +6,7 @@ import json
 import os
 import stat
 
+import numpy  # noqa: F401 - imported before pytester's in-process runs, which drop modules first imported inside them (numpy cannot load twice)
 import pytest
 
 from harness.report.tracecheck import check_trace
@@ -138,15 +139,17 @@ def test_too_many_stages_for_layers(pipeline):
 
 def test_bad_cases_fail_with_clear_messages(pytester):
     pytester.makepyfile(test_bad=BAD_CASES)
-    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "-p", "no:benchmark")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines([
         "*ConfigError: unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
-        "*ConfigError: case *: stages must be a positive integer, got 0*",
+        "(case run at test_bad.py:5)",
+        "ConfigError: test_bad.py:8: case '1F1B p=0 m=8': stages must be a positive integer, got 0",
         "*ConfigError: DualPipeV needs m >= 2p micro-batches (one per stage); got p=4, m=6*",
         "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
     ])
-    assert "Traceback" not in result.stdout.str()
+    out = result.stdout.str()
+    assert "Traceback" not in out and "harness/case.py" not in out and "PytestBenchmarkWarning" not in out
 
 
 def test_failed_run_keeps_previous_reports(pytester):

@@ -1,0 +1,139 @@
+"""A bad case's error names the file and line that declared it, and pytest shows it without a traceback into the harness."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy  # noqa: F401 - imported before pytester's in-process runs, which drop modules first imported inside them (numpy cannot load twice)
+import pytest
+
+from harness.case import PipelineCase
+from harness.cli import main
+from harness.errors import ConfigError
+
+HERE = Path(__file__).name
+
+
+def _line() -> int:
+    """The caller's line number."""
+    return sys._getframe(1).f_lineno
+
+
+def _make_case(**fields: object) -> PipelineCase:
+    return PipelineCase("1F1B", **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).parent)
+
+
+@pytest.mark.usefixtures("in_tests_dir")
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"stages": 2, "microbatches": 0}, "case '1F1B p=2 m=0': microbatches must be a positive integer, got 0"),
+        ({"stages": -1, "microbatches": 4}, "case '1F1B p=-1 m=4': stages must be a positive integer, got -1"),
+        ({"stages": 2, "microbatches": 4, "chunks": True}, "case '1F1B p=2 m=4': chunks must be a positive integer, got True"),
+        ({"stages": 2, "microbatches": 4, "cost": "1ms"},
+         "case '1F1B p=2 m=4': cost must be a cost model such as FixedCost.ms(F=1, B=2) or TransformerCost(...), got '1ms'"),
+    ],
+)
+def test_construction_error_starts_with_the_declaring_line(fields, message):
+    with pytest.raises(ConfigError) as info:
+        line = _line(); PipelineCase("1F1B", **fields)  # noqa: E702 - the line number is the point
+    assert str(info.value) == f"{HERE}:{line}: {message}"
+
+
+@pytest.mark.usefixtures("in_tests_dir")
+def test_declaration_site_is_the_constructing_code_and_survives_replace():
+    line = _line(); case = PipelineCase("1F1B", stages=2, microbatches=4)  # noqa: E702
+    assert case.declared_at == f"{HERE}:{line}"
+    assert replace(case, name="renamed").declared_at == f"{HERE}:{line}"
+    assert replace(case, declared_at="elsewhere.py:3") == case  # not compared
+    assert "declared_at" not in repr(case)
+    helper_line = _make_case.__code__.co_firstlineno + 1  # a helper that builds cases: its own line
+    assert _make_case(stages=2, microbatches=4).declared_at == f"{HERE}:{helper_line}"
+    with pytest.raises(ConfigError, match=r"^given\.py:7: case '1F1B p=2 m=0': microbatches"):
+        PipelineCase("1F1B", stages=2, microbatches=0, declared_at="given.py:7")
+
+
+def test_outside_the_current_folder_the_path_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = _line(); case = PipelineCase("1F1B", stages=2, microbatches=4)  # noqa: E702
+    assert case.declared_at == f"{Path(__file__).resolve()}:{line}"
+
+
+def test_command_line_errors_carry_no_harness_location(capsys):
+    assert main(["show", "1F1B", "-p", "0", "-m", "4"]) == 2
+    assert capsys.readouterr().err.strip() == "error: case '1F1B p=0 m=4': stages must be a positive integer, got 0"
+
+
+CASES = """
+import pytest
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+
+def test_zero_microbatches(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=0))
+
+def test_keywords(pipeline):
+    pipeline(schedule="1F1B", stages=0, microbatches=4)
+
+UNKNOWN = PipelineCase("2F2B", stages=2, microbatches=4)
+
+def test_declared_elsewhere(pipeline):
+    pipeline(UNKNOWN)
+
+@pytest.mark.pipeline(schedule="1F1B", stages=3, microbatches=0)
+def test_marker(pipeline_result):
+    pass
+
+@pytest.mark.pipeline(schedule="4F4B", stages=3, microbatches=3)
+def test_marker_unknown(pipeline_result):
+    pass
+
+def test_bad_cost(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=-1, B=2)))
+
+@pytest.mark.xfail(raises=ValueError, strict=True)
+def test_expected_to_fail(pipeline):
+    PipelineCase("1F1B", stages=2, microbatches=0)
+"""
+
+
+def test_pytest_shows_the_case_line_not_a_traceback(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=4, errors=2, xfailed=1)
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at setup of test_marker _*",
+        "ConfigError: test_cases.py:16: case '1F1B p=3 m=0': microbatches must be a positive integer, got 0",
+        "*_ ERROR at setup of test_marker_unknown _*",
+        "ConfigError: unknown schedule '4F4B'; valid schedules: *",
+        "(case declared at test_cases.py:20)",
+        "*_ test_zero_microbatches _*",
+        "ConfigError: test_cases.py:6: case '1F1B p=2 m=0': microbatches must be a positive integer, got 0",
+        "*_ test_keywords _*",
+        "ConfigError: test_cases.py:9: case '1F1B p=0 m=4': stages must be a positive integer, got 0",
+        "*_ test_declared_elsewhere _*",
+        "ConfigError: unknown schedule '2F2B'; valid schedules: *",
+        "(case declared at test_cases.py:11, run at test_cases.py:14)",
+        "*_ test_bad_cost _*",
+        "ConfigError: cost model: forward_ns must be positive, got -1000000",
+        "(raised at test_cases.py:25)",
+        "*short test summary info*",
+        "FAILED test_cases.py::test_zero_microbatches - ConfigError: test_cases.py:6*",
+    ])
+    out = result.stdout.str()
+    assert "harness/" not in out and "Traceback" not in out and "PytestBenchmarkWarning" not in out
+    assert "raise self._error" not in out
+
+
+def test_fulltrace_keeps_the_traceback(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--fulltrace", "-k", "zero_microbatches", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*harness/case.py:*: ConfigError"])
