@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy  # noqa: F401  # loaded once, before pytester's in-process runs snapshot sys.modules (numpy cannot be imported twice)
 import pytest
 
 from harness.cost import FixedCost
