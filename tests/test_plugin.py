@@ -258,7 +258,7 @@ def test_own_benchmark_unused(benchmark):
     outcomes = result.parseoutcomes()
     assert (outcomes["failed"], outcomes["passed"]) == (2, 2)
     # pytest-benchmark's warning is left where the test asked for the fixture itself, and only there
-    assert outcomes["warnings"] == 1
+    # (other warnings, e.g. pytester's assertion-rewrite note in an editable install, are not ours to count)
     assert result.stdout.str().count("Benchmark fixture was not used at all in this test!") == 1
     result.stdout.fnmatch_lines(["test_cases.py::test_own_benchmark_unused", "*PytestBenchmarkWarning: Benchmark fixture was not used at all*"])
     assert [b["name"] for b in json.loads(out.read_text())["benchmarks"]] == ["test_runs"]
