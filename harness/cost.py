@@ -30,9 +30,9 @@ _NS_PER_MS = 1_000_000
 class CostModel(Protocol):
     """What the executor and simulator need to know about a job's cost.
 
-    Durations may differ by stage and job kind but not by micro-batch: the
-    analytic timeline (:mod:`harness.schedule.analytics`) asks once per
-    ``(stage, kind)``.
+    Durations, FLOPs and bytes may differ by stage and job kind but not by
+    micro-batch: the analytic timeline (:mod:`harness.schedule.analytics`) and
+    the executor ask once per ``(stage, kind)``.
     """
 
     def duration_ns(self, job: Job, num_stages: int) -> int:

@@ -47,25 +47,30 @@ def parse_steps(text: str) -> range:
 
 
 def _works(plan: Plan, cost: CostModel) -> list[Work]:
+    """Per job its :class:`Work`. The cost model is asked once per ``(stage, kind)``
+    (costs do not depend on the micro-batch, see :class:`~harness.cost.CostModel`)."""
     schedule = plan.schedule
     n_stages = schedule.num_stages
+    per_key: dict[tuple[int, JobKind], tuple[int, float, int, bool, int | None]] = {}
     out = []
     for job in plan.jobs:
-        peer = None
-        if job.kind is JobKind.SEND_F and job.stage + 1 < n_stages:
-            peer = schedule.rank_of(job.stage + 1)
-        elif job.kind is JobKind.SEND_B and job.stage > 0:
-            peer = schedule.rank_of(job.stage - 1)
-        out.append(
-            Work(
-                duration_ns=int(cost.duration_ns(job, n_stages)),
-                flops=float(cost.flops(job, n_stages)),
-                nbytes=int(cost.nbytes(job, n_stages)),
-                is_copy=job.kind.is_comm,
-                label=str(job),
-                peer_rank=peer,
+        key = (job.stage, job.kind)
+        fields = per_key.get(key)
+        if fields is None:
+            peer = None
+            if job.kind is JobKind.SEND_F and job.stage + 1 < n_stages:
+                peer = schedule.rank_of(job.stage + 1)
+            elif job.kind is JobKind.SEND_B and job.stage > 0:
+                peer = schedule.rank_of(job.stage - 1)
+            fields = per_key[key] = (
+                int(cost.duration_ns(job, n_stages)),
+                float(cost.flops(job, n_stages)),
+                int(cost.nbytes(job, n_stages)),
+                job.kind.is_comm,
+                peer,
             )
-        )
+        duration, flops, nbytes, is_copy, peer = fields
+        out.append(Work(duration, flops, nbytes, is_copy, str(job), peer))
     return out
 
 
@@ -120,13 +125,9 @@ def execute(
     first = streams[stream_ids[0]]
     others = [streams[s] for s in stream_ids[1:]]
     base_ref: Any = None
-    schedule = plan.schedule
     # Per-job fields that do not change between steps, computed once.
-    static = [
-        (j, (plan.rank[j], plan.stream_names[plan.stream[j]], plan.jobs[j].stage, plan.jobs[j].kind.value,
-             plan.jobs[j].microbatch, schedule.chunk_of(plan.jobs[j].stage)))
-        for j in order
-    ]
+    jobs, rank_of, chunk_of, stream_of, names = plan.jobs, plan.rank, plan.chunk, plan.stream, plan.stream_names
+    static = [(j, (rank_of[j], names[stream_of[j]], jobs[j][0], jobs[j][1].value, jobs[j][2], chunk_of[j])) for j in order]
     record, wait, launch = device.record, device.wait, device.launch
     clock = time.perf_counter_ns
     enqueue_of = [0] * n
