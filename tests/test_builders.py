@@ -10,7 +10,7 @@ from harness.errors import ConfigError
 from harness.plan import build_plan
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.analytics import analyze
-from harness.schedule.model import JobKind, loop_placement, v_placement
+from harness.schedule.model import Job, JobKind, loop_placement, v_placement
 from harness.schedule.passes import add_communication
 from tests._sched_helpers import cost
 
@@ -180,3 +180,17 @@ def test_v_placement_schedules_accept_their_own_chunk_count(name):
     assert build_schedule(name, 4, 8).chunks_per_rank == 2
     with pytest.raises(ConfigError, match=rf"schedule '{name}' has 2 chunks \(its placement fixes them\) per rank; got v=3"):
         build_schedule(name, 4, 8, 3)
+
+
+def test_unknown_builder_option_is_a_config_error_listing_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"schedule '1F1B' has no option 'frobnicate'; its options are optimizer$"):
+        build_schedule("1F1B", 4, 8, frobnicate=1)
+    with pytest.raises(ConfigError, match=r"schedule 'Interleaved1F1B' has no option 'a', 'b'; its options are optimizer$"):
+        build_schedule("Interleaved1F1B", 4, 8, 2, b=1, a=2)
+    assert build_schedule("1F1B", 2, 2, optimizer=True).ranks[1][-1] == Job(1, JobKind.OPT, None)
+
+
+def test_interleaved_m_hint_lists_the_nearest_valid_values() -> None:
+    # p=4, m=9: rounds = 2 does not divide 9; the valid m closest to 9 are 8 and 10.
+    with pytest.raises(ConfigError, match=r"Nearby valid m: 3, 4, 5, 6, 7, 8, 10, 12$"):
+        build_schedule("Interleaved1F1B", 4, 9, 2)

@@ -7,6 +7,7 @@ Each builder is registered under a case-insensitive name (and aliases) with
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     """
     info = builder_info(name)
     _check_sizes(num_ranks, num_microbatches, chunks)
+    _check_options(info, options)
     if info.takes_chunks:
         return info.build(num_ranks, num_microbatches, chunks, **options)
     schedule = info.build(num_ranks, num_microbatches, **options)
@@ -107,6 +109,19 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         hint = " (use an interleaved schedule for v > 1)" if fixed == 1 else f"; leave v at 1 or give {fixed}"
         raise ConfigError(f"schedule {info.name!r} has {what} per rank; got v={chunks}{hint}")
     return schedule
+
+
+def _check_options(info: BuilderInfo, options: dict[str, object]) -> None:
+    """Raise :class:`ConfigError` for options the builder does not take, listing those it does."""
+    params = inspect.signature(info.build).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
+    valid = [n for i, (n, p) in enumerate(params.items()) if i >= sizes and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        takes = f"its options are {', '.join(valid)}" if valid else "it takes no options"
+        raise ConfigError(f"schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
 
 
 def _check_sizes(p: int, m: int, v: int = 1) -> None:
@@ -254,7 +269,8 @@ def _interleaved_rounds(name: str, p: int, m: int) -> int:
     """
     rounds = max(1, m // p)
     if m % rounds:
-        ok = [k for k in range(max(1, m - 2 * p), m + 2 * p) if k % max(1, k // p) == 0]
+        ok = sorted((k for k in range(max(1, m - 2 * p), m + 2 * p) if k % max(1, k // p) == 0), key=lambda k: (abs(k - m), k))
+        ok = sorted(ok[:8])
         raise ConfigError(
             f"{name} needs the number of micro-batches m to be a multiple of its number of rounds "
             f"max(1, m // p) = {rounds} (PyTorch ScheduleInterleaved1F1B); got p={p}, m={m}. "
