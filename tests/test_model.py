@@ -61,3 +61,14 @@ def test_grid_marks_cells():
     assert lines[0].split() == ["step", "rank", "0", "rank", "1"]
     assert lines[2].split() == ["1", ".", ">>1B0"]
     assert lines[-1] == ">> rank 1, step 1: look here"
+
+
+def test_cut_grids_say_how_many_steps_they_hide() -> None:
+    s = Schedule.from_text("long", [[f"0F{i}" for i in range(20)] + [f"0B{i}" for i in range(20)]], 20)
+    lines = s.format_grid({(0, 20): "here"}, max_steps=10).splitlines()
+    assert lines[1:6] == [f"{i:<5} 0F{i}" for i in range(5)]
+    assert lines[6] == "  ... (12 steps not shown)"
+    assert [ln.split()[0] for ln in lines[7:14]] == [str(i) for i in range(17, 24)]
+    assert lines[14] == "  ... (16 more steps, 40 in all)"
+    assert lines[15] == ">> rank 0, step 20: here"
+    assert "steps not shown" not in Schedule.from_text("short", [["0F0", "0B0"]], 1).format_grid(max_steps=10)

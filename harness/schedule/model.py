@@ -439,7 +439,8 @@ class Schedule:
 
         ``marks`` maps ``(rank, step)`` to a short note; marked cells get a
         ``>>`` prefix and the notes are listed under the grid. Grids longer than
-        ``max_steps`` rows are cut around the marked cells.
+        ``max_steps`` rows are cut around the marked cells (and the first
+        steps); each cut is a line saying how many steps it hides.
         """
         marks = marks or {}
         n_steps = max((len(r) for r in self.ranks), default=0)
@@ -456,7 +457,7 @@ class Schedule:
         prev = -1
         for step in rows_to_show:
             if step != prev + 1:
-                lines.append("  ...")
+                lines.append(f"  ... ({step - prev - 1} steps not shown)")
             prev = step
             row = []
             for rank in range(self.num_ranks):
@@ -466,6 +467,8 @@ class Schedule:
                     text = ">>" + text
                 row.append(text.ljust(width))
             lines.append(f"{step:<5} " + "".join(row).rstrip())
+        if prev < n_steps - 1:
+            lines.append(f"  ... ({n_steps - 1 - prev} more steps, {n_steps} in all)")
         for (rank, step), note in sorted(marks.items()):
             lines.append(f">> rank {rank}, step {step}: {note}")
         return "\n".join(lines)
