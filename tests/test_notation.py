@@ -15,6 +15,7 @@ from harness.schedule.model import Job, JobKind, Schedule
 from harness.schedule.notation import (
     dumps_csv,
     from_paddle_jobs,
+    load_csv,
     load_schedule_file,
     loads_csv,
     paddle_type,
@@ -63,6 +64,20 @@ def test_b_with_w_is_read_as_input_backward() -> None:
     assert [j.kind for j in s.ranks[0] if j] == [JobKind.F, JobKind.I, JobKind.W]
     # Without a W, B stays a full backward (PyTorch's meaning).
     assert loads_csv("0F0,0B0\n").ranks[0][1] == Job(0, JobKind.B, 0)
+
+
+def test_order_error_in_a_file_says_which_b_was_read_as_i(tmp_path) -> None:
+    f = tmp_path / "w_first.csv"
+    f.write_text("0F0,0W0,0B0\n0F1,0B1,0W1\n".replace("\n0F1", ",0F1"))
+    with pytest.raises(ScheduleError) as info:
+        load_csv(f)
+    msg = str(info.value)
+    assert msg.startswith(f"schedule '{f}' is invalid: 1 job(s) out of order on their rank: 0W0 is listed before its 0I0 (step 2)")
+    assert msg.endswith("so the file's 0B0 is 0I0 above)")
+    # Without the rewrite the message is the validator's alone.
+    with pytest.raises(ScheduleError) as plain:
+        loads_csv("0B0,0F0\n", name="plain.csv")
+    assert "0B0 is listed before its 0F0" in str(plain.value) and "read as I" not in str(plain.value)
 
 
 def test_fsdp_actions_are_idle() -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from harness.errors import InputFormatError, ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job, v_placement
-from harness.schedule.validate import check_counts
+from harness.schedule.validate import check_counts, check_order
 
 __all__ = [
     "dump_csv",
@@ -124,24 +124,40 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
             f"{name}: stage(s) {', '.join(map(str, absent))} appear on no row, but stage {n_stages - 1} does; stages must be numbered 0..S-1"
         )
     placement = tuple(where[k][0] for k in range(n_stages))
-    _read_b_as_i(parsed)
+    rewritten = _read_b_as_i(parsed)
     m = num_microbatches
     if m is None:
         m = 1 + max((j.microbatch for row in parsed for j in row if j is not None and j.microbatch is not None), default=0)
     sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), {"source": name})
-    check_counts(sched)  # the message names the schedule, i.e. the file
+    try:  # the messages name the schedule, i.e. the file
+        check_counts(sched)
+        check_order(sched)
+    except ScheduleError as exc:
+        if not rewritten:
+            raise
+        named = set(exc.jobs) | set(re.findall(r"\b\d+I\d+\b", str(exc)))
+        shown = [b for b in rewritten if b.replace("B", "I", 1) in named] or rewritten[:1]
+        raise ScheduleError(
+            f"{exc}\n(this file writes backward-for-inputs as B: a B whose stage and micro-batch also have a W "
+            f"is read as I, so the file's {shown[0]} is {shown[0].replace('B', 'I', 1)} above)",
+            exc.jobs,
+        ) from None
     return sched
 
 
-def _read_b_as_i(rows: list[list[Job | None]]) -> None:
-    """Apply the ``B``-with-``W`` rule in place: a ``B`` whose ``W`` is listed becomes ``I``."""
+def _read_b_as_i(rows: list[list[Job | None]]) -> list[str]:
+    """Apply the ``B``-with-``W`` rule in place: a ``B`` whose ``W`` is listed becomes ``I``.
+    Returns the text of the rewritten jobs as the file has them (``"0B3"``)."""
     has_w = {(j.stage, j.microbatch) for row in rows for j in row if j is not None and j.kind is JobKind.W}
+    done: list[str] = []
     if not has_w:
-        return
+        return done
     for row in rows:
         for c, j in enumerate(row):
             if j is not None and j.kind is JobKind.B and (j.stage, j.microbatch) in has_w:
                 row[c] = Job(j.stage, JobKind.I, j.microbatch)
+                done.append(str(j))
+    return done
 
 
 def load_csv(path: str | Path, num_microbatches: int | None = None) -> Schedule:
