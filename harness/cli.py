@@ -18,6 +18,7 @@ of the harness that prints.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 import warnings
@@ -32,6 +33,9 @@ from harness.errors import ConfigError, HarnessError, InputFormatError
 __all__ = ["Threshold", "cases_by_id", "compare_documents", "main", "package_version", "parse_threshold", "setup_mismatches"]
 
 _METRICS = {"step_time": "median step time", "bubble": "bubble ratio (idle share of total)"}
+#: The unit a gate's LIMIT is read in, per metric: the step time's change is
+#: relative (percent), the bubble's absolute (percentage points: it is a share).
+_UNIT = {"step_time": "%", "bubble": "pp"}
 
 
 @dataclass(frozen=True)
@@ -43,20 +47,49 @@ class Threshold:
     metric: str
     limit: float
 
+    def describe(self) -> str:
+        """The gate as the command line takes it: ``step_time +5%``, ``bubble +2pp``."""
+        return f"{self.metric} +{round(100 * self.limit, 9):g}{_UNIT[self.metric]}"
+
 
 def parse_threshold(text: str) -> Threshold:
-    """Parse ``"step_time:5%"``, ``"bubble:2%"`` (or ``bubble:2pp``, ``step_time:0.05``).
+    """Parse a ``--fail METRIC:LIMIT`` gate.
+
+    LIMIT is a number in the metric's unit, optionally with the unit spelled
+    out: percent for ``step_time`` (``step_time:5`` = ``step_time:5%``, the
+    median step time may grow by 5% of the base), percentage points for
+    ``bubble`` (``bubble:2`` = ``bubble:2pp`` = ``bubble:2%``, the bubble ratio
+    may grow from e.g. 10% to 12% of the step time).
 
     Raises:
-        ConfigError: unknown metric or a value that is not a non-negative number.
+        ConfigError: unknown metric; a LIMIT that is not a number, negative,
+            NaN or infinite; ``pp`` on ``step_time`` (a relative change); a
+            bubble LIMIT over 100 points (the bubble is a share of the step).
     """
-    m = re.fullmatch(r"\s*([a-z_]+)\s*:\s*([0-9]*\.?[0-9]+)\s*(%|pp)?\s*", text)
-    if not m:
-        raise ConfigError(f"--fail {text!r}: expected METRIC:VALUE like step_time:5% or bubble:2%")
-    metric, value, unit = m.group(1), float(m.group(2)), m.group(3)
+    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*:\s*(.*?)\s*", text)
+    if not m or not m.group(2):
+        raise ConfigError(f"--fail {text!r}: expected METRIC:LIMIT like step_time:5% or bubble:2pp")
+    metric, limit = m.group(1), m.group(2)
     if metric not in _METRICS:
         raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; use one of {', '.join(_METRICS)}")
-    return Threshold(metric, value / 100 if unit in ("%", "pp") else value)
+    unit = next((u for u in ("pp", "%") if limit.endswith(u)), "")
+    number = limit[: len(limit) - len(unit)].strip()
+    usage = ("step_time takes percent (step_time:5 or step_time:5%)" if metric == "step_time"
+             else "bubble takes percentage points (bubble:2 or bubble:2pp)")
+    try:
+        value = float(number)
+    except ValueError:
+        raise ConfigError(f"--fail {text!r}: {number!r} is not a number; {usage}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"--fail {text!r}: the limit must be a finite number, got {number!r}; {usage}")
+    if value < 0:
+        raise ConfigError(f"--fail {text!r}: the limit must not be negative (it is how much the {metric} may grow); {usage}")
+    if metric == "step_time" and unit == "pp":
+        raise ConfigError(f"--fail {text!r}: the step time's change is relative, in percent, not percentage points; {usage}")
+    if metric == "bubble" and value > 100:
+        raise ConfigError(f"--fail {text!r}: the bubble is a share of the step time (0 to 100%), so it cannot grow by "
+                          f"more than 100 percentage points; {usage}")
+    return Threshold(metric, value / 100)
 
 
 @dataclass(frozen=True)
@@ -220,7 +253,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for cid in only_new:
         print(f"only in {args.new}: {cid}", file=out)
     failed = [d for d in deltas if d.failed]
-    gates = ", ".join(f"{t.metric} +{100 * t.limit:g}" + ("%" if t.metric == "step_time" else "pp") for t in thresholds) or "none"
+    gates = ", ".join(t.describe() for t in thresholds) or "none"
     print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})", file=out)
     broken = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]
     if thresholds and only_base:
@@ -359,8 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
-                   help="fail when step_time grows by more than LIMIT (relative, e.g. step_time:5%%) or "
-                        "bubble by more than LIMIT percentage points (e.g. bubble:2%%); repeatable")
+                   help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
+                        "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
+                        "bubble:2pp or bubble:2%%: e.g. 10%% -> 12%% of the step time); repeatable")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")

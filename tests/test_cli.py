@@ -53,6 +53,69 @@ def test_threshold_parsing():
         parse_threshold("latency:5%")
 
 
+@pytest.mark.parametrize(("text", "limit", "shown"), [
+    ("step_time:5", 0.05, "step_time +5%"),  # a plain number is in the metric's unit: percent ...
+    ("step_time:5%", 0.05, "step_time +5%"),
+    ("step_time:0.5", 0.005, "step_time +0.5%"),
+    ("bubble:2", 0.02, "bubble +2pp"),  # ... and percentage points for the bubble
+    ("bubble:2pp", 0.02, "bubble +2pp"),
+    ("bubble:2%", 0.02, "bubble +2pp"),
+    (" bubble : 2.5 pp ", 0.025, "bubble +2.5pp"),
+    ("step_time:0", 0.0, "step_time +0%"),
+])
+def test_a_plain_limit_is_in_percent_for_step_time_and_points_for_bubble(text, limit, shown):
+    t = parse_threshold(text)
+    assert t.limit == pytest.approx(limit) and t.describe() == shown
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("step_time:-5", "--fail 'step_time:-5': the limit must not be negative"),
+    ("bubble:-2pp", "--fail 'bubble:-2pp': the limit must not be negative"),
+    ("bubble:nan", "--fail 'bubble:nan': the limit must be a finite number, got 'nan'"),
+    ("step_time:inf%", "--fail 'step_time:inf%': the limit must be a finite number, got 'inf'"),
+    ("step_time:5pp", "--fail 'step_time:5pp': the step time's change is relative, in percent, not percentage points"),
+    ("bubble:150", "--fail 'bubble:150': the bubble is a share of the step time (0 to 100%), so it cannot grow by more than 100"),
+    ("bubble:two", "--fail 'bubble:two': 'two' is not a number; bubble takes percentage points (bubble:2 or bubble:2pp)"),
+    ("bubble:", "--fail 'bubble:': expected METRIC:LIMIT"),
+])
+def test_wrong_limits_are_refused_with_what_is_wrong(text, message):
+    with pytest.raises(ConfigError) as exc:
+        parse_threshold(text)
+    assert str(exc.value).startswith(message)
+
+
+def _with_metrics(path, step_ns, bubble):
+    doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 2), "sim", case_id="c"))])
+    doc["cases"][0]["metrics"].update(step_time_median_ns=step_ns, bubble_ratio=bubble)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_compare_gates_read_plain_limits_as_percent_and_points(tmp_path, capsys):
+    base = _with_metrics(tmp_path / "base.json", 100e6, 0.10)
+    new = _with_metrics(tmp_path / "new.json", 104e6, 0.13)  # +4% step time, +3 points of bubble
+    assert main(["compare", str(base), str(new), "--fail", "bubble:2"]) == 1
+    out = capsys.readouterr().out
+    assert "+3.00pp  FAIL bubble" in out and "1 past a threshold (gates: bubble +2pp)" in out
+    assert main(["compare", str(base), str(new), "--fail", "bubble:4"]) == 0
+    assert "0 past a threshold (gates: bubble +4pp)" in capsys.readouterr().out
+    assert main(["compare", str(base), str(new), "--fail", "step_time:5"]) == 0
+    assert "0 past a threshold (gates: step_time +5%)" in capsys.readouterr().out
+    assert main(["compare", str(base), str(new), "--fail", "step_time:3"]) == 1
+    assert "1 past a threshold (gates: step_time +3%)" in capsys.readouterr().out
+    assert main(["compare", str(base), str(new), "--fail", "step_time:-5"]) == 2
+    assert capsys.readouterr().err.startswith("error: --fail 'step_time:-5': the limit must not be negative")
+
+
+def test_compare_help_states_the_units():
+    from harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    text = " ".join(sub.choices["compare"].format_help().split())
+    assert "by more than LIMIT percent (relative: step_time:5 or step_time:5%)" in text
+    assert "by more than LIMIT percentage points (absolute: bubble:2, bubble:2pp or bubble:2%" in text
+
+
 def test_import_paddle_flags_overlap(tmp_path, capsys):
     logs = tmp_path / "logs"
     logs.mkdir()
