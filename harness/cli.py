@@ -326,10 +326,23 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from harness.cost import FixedCost
     from harness.plan import build_plan
     from harness.runner import theory_for
+    from harness.schedule import analytics
+    from harness.schedule.builders import builder_info
 
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
     case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
+    if isinstance(case.schedule, str):  # a name, not a file: is it one we know, then are the sizes there?
+        info = builder_info(case.schedule)  # raises for an unknown name, listing the valid ones
+        missing = [flag for flag, value in (("-p (pipeline ranks)", args.p), ("-m (micro-batches per step)", args.m)) if value is None]
+        if missing:
+            raise ConfigError(f"schedule {info.name!r} needs its sizes: give {' and '.join(missing)}, "
+                              f"e.g. show {args.schedule} -p {args.p or 4} -m {args.m or 8}")
     schedule = case.build()
+    # Validate (and time) before printing anything: a schedule that is out of order or
+    # deadlocks is shown once, in the error's grid, not also above it.
+    plan = build_plan(schedule)
+    a = analytics.analyze(plan, cost)
+    th = theory_for(case, plan)
     print(schedule.format_grid())
     print()
     p, m, v = schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank
@@ -339,12 +352,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
-    from harness.schedule import analytics
-
-    a = analytics.analyze(schedule, cost)
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
     print(f"step time {makespan / 1e6:.3f} ms (analytic timeline)")
-    th = theory_for(case, build_plan(schedule))
     bubble_th = th.get("bubble_ratio")
     print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
           + (f"; theory {100 * bubble_th:.2f}% of total" if bubble_th is not None else "; no closed-form theory for this schedule and these sizes"))

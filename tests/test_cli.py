@@ -325,3 +325,35 @@ def test_show_takes_sizes_from_a_schedule_file(capsys):
     assert "zb_like_p3_m4.csv: p=3, m=4, v=1" in capsys.readouterr().out
     assert main(["show", csv, "-p", "3", "-m", "8"]) == 2
     assert "has 4 micro-batches, but microbatches=8" in capsys.readouterr().err
+
+
+def test_show_an_unknown_schedule_says_so_and_lists_the_known_ones(capsys):
+    from harness.schedule.builders import schedule_names
+
+    assert main(["show", "NOPE"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown schedule 'NOPE'; valid schedules: 1F1B (") and err.count("\n") == 1
+    assert all(name in err for name in schedule_names()) and "give stages" not in err
+
+
+def test_show_a_known_schedule_without_sizes_names_the_missing_flags(capsys):
+    assert main(["show", "zb-h1"]) == 2
+    assert capsys.readouterr().err == ("error: schedule 'ZB-H1' needs its sizes: give -p (pipeline ranks) and "
+                                       "-m (micro-batches per step), e.g. show zb-h1 -p 4 -m 8\n")
+    assert main(["show", "1F1B", "-p", "2"]) == 2
+    assert capsys.readouterr().err == "error: schedule '1F1B' needs its sizes: give -m (micro-batches per step), e.g. show 1F1B -p 2 -m 8\n"
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    # 0B0 waits for 1B0, which rank 1 lists after 1F1, which waits for 0F1, listed after 0B0.
+    (["0F0,0B0,0F1,0B1", ",1F0,1F1,1B1,1B0"], "deadlocks: 6 of 8 jobs can never run"),
+    (["0F0,0F1,0B0,0B1", "1B0,1F0,1F1,1B1"], "1 job(s) out of order on their rank: 1B0 is listed before its 1F0"),
+])
+def test_show_a_broken_schedule_file_draws_its_grid_once_in_the_error(tmp_path, capsys, rows, message):
+    csv = tmp_path / "broken.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    assert main(["show", str(csv)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no grid or figures before the error
+    assert captured.err.startswith("error: schedule '") and message in captured.err.splitlines()[0]
+    assert captured.err.count("step  rank 0    rank 1") == 1
