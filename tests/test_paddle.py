@@ -129,6 +129,20 @@ def test_garbage_lines_warn_with_file_and_line(tmp_path):
     assert len(case["jobs"]["kind"]) == 1
 
 
+def test_a_negative_micro_batch_id_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
+    def line(mb, a, b):
+        return f"Profiler Info: Job ({mb}), type = forward, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {b:.6f}"
+
+    path = _write(tmp_path, "workerlog.0", [line(0, 1000, 1001), line(-4, 1001, 1002), line(1, 1002, 1003)])
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:2: job forward has micro_batch_id -4 (negative; micro-batches count from 0), skipped"
+    ]
+    assert case["jobs"]["microbatch"] == [0, 1] and case["schedule"]["m"] == 2
+    assert case["warnings"] == [str(w.message) for w in record]
+
+
 def test_empty_folder_and_folder_without_profiler_lines_are_clear_errors(tmp_path):
     with pytest.raises(InputFormatError, match="no PaddlePaddle worker logs found"):
         import_paddle_logs(tmp_path)

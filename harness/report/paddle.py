@@ -37,7 +37,8 @@ document (:mod:`harness.report.results`), so every report renders from it:
 * the job number ``N`` is not used (its meaning changed between versions).
 
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
-parse give a :class:`PaddleLogWarning` naming file and line (and the same
+parse, and job lines with a negative ``micro_batch_id`` or an end before their
+start, are skipped with a :class:`PaddleLogWarning` naming file and line (and the same
 text lands in ``case["warnings"]``); other lines are ignored.
 
 :func:`paddle_log_lines` and :func:`write_paddle_logs` print a case of ours as
@@ -168,6 +169,12 @@ def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | Non
             m = _JOB_RE.search(line)
             if m is None:
                 problems.append(f"{path}:{lineno}: a 'Profiler Info' line that does not parse, skipped: {line.strip()[:160]!r}")
+                continue
+            if int(m.group("mb")) < 0:  # Paddle's Job::SetMicroBatchId refuses negative ids: the line is corrupt
+                problems.append(
+                    f"{path}:{lineno}: job {m.group('type')} has micro_batch_id {m.group('mb')} (negative; "
+                    "micro-batches count from 0), skipped"
+                )
                 continue
             start, end = _ms_to_ns(m.group("start")), _ms_to_ns(m.group("end"))
             if start <= 0 or end < start:
