@@ -138,9 +138,27 @@ class FixedCost:
         Raises:
             ConfigError: a value that is not a finite number, or see the class.
         """
+        # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
         for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {value!r}")
+            if value <= 0:
+                raise ConfigError(f"cost model: {name} must be positive, got {value!r} ms")
+            if round(value * _NS_PER_MS) == 0:
+                raise ConfigError(f"cost model: {name} must be at least 1 ns (0.000001 ms), got {value!r} ms")
+        if I is not None and W is not None and round(I * _NS_PER_MS) + round(W * _NS_PER_MS) != round(B * _NS_PER_MS):
+            raise ConfigError(
+                f"cost model: I + W = {I!r} + {W!r} ms must equal B = {B!r} ms (a split backward does the same work as the full one)"
+            )
+        if (I is None) != (W is None):
+            i, w = (I, B - I) if I is not None else (B - (W or 0), W or 0)
+            if round(i * _NS_PER_MS) <= 0 or round(w * _NS_PER_MS) <= 0:
+                raise ConfigError(
+                    f"cost model: the backward of B = {B:g} ms cannot split into I = {i:g} ms and W = {w:g} ms; "
+                    "give I or W below B (both must be positive)"
+                )
         return cls(
             forward_ns=round(F * _NS_PER_MS),
             backward_ns=round(B * _NS_PER_MS),

@@ -122,7 +122,7 @@ def test_pytest_shows_the_case_line_not_a_traceback(pytester):
         "ConfigError: unknown schedule '2F2B'; valid schedules: *",
         "(case declared at test_cases.py:11, run at test_cases.py:14)",
         "*_ test_bad_cost _*",
-        "ConfigError: cost model: forward_ns must be positive, got -1000000",
+        "ConfigError: cost model: F must be positive, got -1 ms",
         "(raised at test_cases.py:25)",
         "*short test summary info*",
         "FAILED test_cases.py::test_zero_microbatches - ConfigError: test_cases.py:6*",

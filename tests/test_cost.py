@@ -84,7 +84,7 @@ def test_attention_backward_goes_to_the_input_gradient():
 
 
 def test_split_backward_must_add_up_and_bandwidth_must_be_positive():
-    with pytest.raises(ConfigError, match=r"1500000 \+ 1500000 ns must equal backward_ns = 2000000 ns"):
+    with pytest.raises(ConfigError, match=r"^cost model: I \+ W = 1\.5 \+ 1\.5 ms must equal B = 2 ms \(a split"):
         FixedCost.ms(F=1, B=2, I=1.5, W=1.5)
     assert FixedCost.ms(F=1, B=3, I=1.5, W=1.5).duration_ns(W0, 2) == 1_500_000
     with pytest.raises(ConfigError, match=r"p2p_gbytes_per_s \(gigabytes per second; divide Gbit/s by 8\) must be positive"):
@@ -94,10 +94,47 @@ def test_split_backward_must_add_up_and_bandwidth_must_be_positive():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    (dict(F=1, B=2, W=3), r"cannot split into I = -1000000 ns and W = 3000000 ns"),
-    (dict(F=1, B=2, I=2), r"cannot split into I = 2000000 ns and W = 0 ns"),
+    (dict(F=1, B=2, W=3), r"^cost model: the backward of B = 2 ms cannot split into I = -1 ms and W = 3 ms; give I or W below B"),
+    (dict(F=1, B=2, I=2), r"^cost model: the backward of B = 2 ms cannot split into I = 2 ms and W = 0 ms; give I or W below B"),
     (dict(F=float("nan"), B=2), r"F must be a finite number of milliseconds, got nan"),
 ])
 def test_impossible_fixed_costs_are_refused(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         FixedCost.ms(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (dict(F=-1, B=2), "cost model: F must be positive, got -1 ms"),
+        (dict(F=1, B=0), "cost model: B must be positive, got 0 ms"),
+        (dict(F=1, B=2, W=-0.5), "cost model: W must be positive, got -0.5 ms"),
+        (dict(F=1e-8, B=2), "cost model: F must be at least 1 ns (0.000001 ms), got 1e-08 ms"),
+        (dict(F=1, B=2, I=1, W=2), "cost model: I + W = 1 + 2 ms must equal B = 2 ms (a split backward does the same work as the full one)"),
+        (dict(F=1, B=2, I=3),
+         "cost model: the backward of B = 2 ms cannot split into I = 3 ms and W = -1 ms; give I or W below B (both must be positive)"),
+        (dict(F=1, B=2, W=2.3),  # no float noise in the derived I
+         "cost model: the backward of B = 2 ms cannot split into I = -0.3 ms and W = 2.3 ms; give I or W below B (both must be positive)"),
+        (dict(F=float("inf"), B=2), "cost model: F must be a finite number of milliseconds, got inf"),
+        (dict(F=1, B=2, p2p_latency_ns=-5), "cost model: p2p_latency_ns must be non-negative, got -5"),  # given in ns by its own name
+    ],
+)
+def test_fixed_cost_ms_errors_speak_in_milliseconds(given, message):
+    with pytest.raises(ConfigError) as info:
+        FixedCost.ms(**given)
+    assert str(info.value) == message
+
+
+def test_fixed_cost_ns_errors_keep_the_field_names():
+    with pytest.raises(ConfigError) as info:
+        FixedCost(forward_ns=-1_000_000, backward_ns=2_000_000)
+    assert str(info.value) == "cost model: forward_ns must be positive, got -1000000"
+    with pytest.raises(ConfigError) as info:
+        FixedCost(forward_ns=1, backward_ns=2, backward_input_ns=3)
+    assert str(info.value) == ("cost model: the backward of 2 ns cannot split into I = 3 ns and W = -1 ns; "
+                               "give I or W below B (both must be positive)")
+
+
+def test_fixed_cost_ms_split_in_milliseconds():
+    c = FixedCost.ms(F=1, B=2, I=0.5, W=1.5)
+    assert [c.duration_ns(j, 2) for j in (F0, B0, I0, W0)] == [1_000_000, 2_000_000, 500_000, 1_500_000]
