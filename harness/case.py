@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 
 from harness.cost import CostModel, FixedCost
+from harness.device import check_device_options, check_workload
 from harness.errors import ConfigError
 from harness.schedule.builders import build_schedule, builder_info
 from harness.schedule.model import Job, JobKind, Schedule
@@ -92,14 +93,17 @@ class PipelineCase:
         name: a label for reports; default derived from schedule, p, m, v.
         device_options: keyword arguments for the backend's device, applied
             only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
-            "l2_flush": True}}``.
+            "l2_flush": True}}``. Every backend named is checked against its
+            device's constructor when the case is built, whichever backend runs.
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared.
 
     Raises:
-        ConfigError: on construction, for a cost that is not a cost model or a
-            non-positive size (the message starts with ``declared_at``); on
+        ConfigError: on construction, for a cost that is not a cost model, a
+            non-positive size, an unknown workload, or ``device_options`` naming
+            an unknown backend or an option its device does not take (the
+            message starts with ``declared_at``); on
             :meth:`build`, for unknown schedule names, missing sizes, or a file
             that does not match ``stages``/``microbatches``.
     """
@@ -132,6 +136,31 @@ class PipelineCase:
         for label, value in (("stages", self.stages), ("microbatches", self.microbatches), ("chunks", self.chunks)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise self._error(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
+        if self.workload is not None:
+            try:
+                check_workload(self.workload)
+            except ConfigError as exc:
+                raise self._error(f"case {self.label()!r}: {exc}") from None
+        self._check_device_options()
+
+    def _check_device_options(self) -> None:
+        """Every backend named in ``device_options`` exists and takes the options given for it,
+        whichever backend this run uses: a misspelt option must not wait for the one machine that has it."""
+        if not isinstance(self.device_options, Mapping):
+            raise self._error(
+                f"case {self.label()!r}: device_options must map a backend name to its options, "
+                f"e.g. {{'cuda': {{'l2_flush': True}}}}, got {self.device_options!r}"
+            )
+        problems = []
+        for backend, options in self.device_options.items():
+            try:
+                if not isinstance(options, Mapping):
+                    raise ConfigError(f"the options for {backend!r} must be a mapping of keyword arguments, got {options!r}")
+                check_device_options(backend, options)
+            except ConfigError as exc:
+                problems.append(str(exc))
+        if problems:  # all of them: the next backend's may only show on another machine
+            raise self._error(f"case {self.label()!r}: device_options: {'; '.join(problems)}")
 
     def _error(self, message: str) -> ConfigError:
         """A ConfigError whose message starts with where the case was declared."""

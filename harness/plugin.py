@@ -20,7 +20,7 @@ import pluggy
 import pytest
 
 from harness.case import PipelineCase
-from harness.device import BACKENDS, WORKLOAD_NAMES, BackendChoice, resolve_backend
+from harness.device import BACKENDS, BackendChoice, check_workload, resolve_backend
 from harness.errors import ConfigError, HarnessError
 from harness.executor import parse_steps
 from harness.report.render import ReportFiles, ReportInterrupted
@@ -82,8 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if backend.strip().lower() not in BACKENDS:
             resolve_backend(backend)  # raises with the list of valid names
         workload = config.getoption("--workload")
-        if workload is not None and workload.strip().lower() not in WORKLOAD_NAMES:
-            raise ConfigError(f"unknown workload {workload!r}; valid workloads: {', '.join(WORKLOAD_NAMES)}")
+        if workload is not None:
+            check_workload(workload)
         report_dir = config.getoption("--report-dir")
         hc = HarnessConfig(
             profile=config.getoption("--profile-jobs"),

@@ -90,7 +90,8 @@ def test_auto_backend_says_why_in_the_header(pytester):
         (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda*"),
         (["--profile-steps=3"], "*profile steps must look like START:END*"),
         (["--profile-steps=4:2"], "*need 0 <= START < END*"),
-        (["--workload=gpu"], "*unknown workload 'gpu'; valid workloads: timed, compute, sleep, matmul, spin, gemm*"),
+        (["--workload=gpu"], "ERROR: unknown workload 'gpu'; valid workloads: timed, compute (any backend), "
+                             "or a backend's own name: sleep, matmul (cpu); spin, gemm (cuda)"),
         (["--backend=cuda"], "*the cuda backend cannot run here: *pip install -e .[[]cuda[]]*"),
     ],
 )

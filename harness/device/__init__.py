@@ -7,6 +7,9 @@ PyCUDA and a GPU are usable and ``cpu`` otherwise, and says why.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.device.base import Device, Work
@@ -20,7 +23,10 @@ __all__ = [
     "Device",
     "Work",
     "backend_workload",
+    "check_device_options",
+    "check_workload",
     "create_device",
+    "device_option_names",
     "resolve_backend",
 ]
 
@@ -35,8 +41,67 @@ WORKLOAD_ALIASES = {
     "cuda": {"timed": "spin", "compute": "gemm", "sleep": "spin", "matmul": "gemm"},
 }
 
+#: The portable names, meaningful on every backend (``sim`` ignores them).
+PORTABLE_WORKLOADS = ("timed", "compute")
+#: Each backend's own names, as its device class takes them.
+BACKEND_WORKLOADS = {"cpu": ("sleep", "matmul"), "cuda": ("spin", "gemm")}
 #: Every workload name ``--workload`` and ``PipelineCase.workload`` accept.
-WORKLOAD_NAMES = ("timed", "compute", "sleep", "matmul", "spin", "gemm")
+WORKLOAD_NAMES = PORTABLE_WORKLOADS + tuple(name for names in BACKEND_WORKLOADS.values() for name in names)
+
+#: Where each backend's device class lives. Imported only to read a constructor's
+#: signature or create a device; ``harness.device.cuda`` imports PyCUDA only then.
+_DEVICE_CLASSES = {
+    "sim": ("harness.device.sim", "SimDevice"),
+    "cpu": ("harness.device.cpu", "CpuDevice"),
+    "cuda": ("harness.device.cuda", "CudaDevice"),
+}
+
+
+def check_workload(workload: str) -> None:
+    """Raise :class:`ConfigError` unless ``workload`` is one of :data:`WORKLOAD_NAMES`
+    (case and surrounding blanks ignored); the one message for every place that takes one."""
+    if not isinstance(workload, str) or workload.strip().lower() not in WORKLOAD_NAMES:
+        own = "; ".join(f"{', '.join(names)} ({backend})" for backend, names in BACKEND_WORKLOADS.items())
+        raise ConfigError(
+            f"unknown workload {workload!r}; valid workloads: {', '.join(PORTABLE_WORKLOADS)} (any backend), "
+            f"or a backend's own name: {own}"
+        )
+
+
+def device_option_names(backend: str) -> tuple[str, ...] | None:
+    """The keyword options backend ``backend``'s device takes (its constructor's
+    parameters but ``workload``, which a case sets with its own field); ``None``
+    when it takes any.
+
+    Raises:
+        ConfigError: ``backend`` is not ``sim``, ``cpu`` or ``cuda``.
+    """
+    if backend not in _DEVICE_CLASSES:
+        raise ConfigError(f"unknown backend {backend!r} (valid backends: {', '.join(_DEVICE_CLASSES)})")
+    module, name = _DEVICE_CLASSES[backend]
+    params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(n for n, p in params.items() if p.kind in keyword and n != "workload")
+
+
+def check_device_options(backend: str, options: Mapping[str, object]) -> None:
+    """Raise :class:`ConfigError` for options ``backend``'s device does not take, naming them and those it does.
+
+    Raises:
+        ConfigError: an unknown backend, or an option its constructor has no parameter for.
+    """
+    valid = device_option_names(backend)
+    if valid is None:
+        return
+    unknown = sorted(str(k) for k in options if k not in valid)
+    if unknown:
+        takes = f"valid: {', '.join(valid)}" if valid else "it takes none"
+        if "workload" in unknown:
+            takes += "; the workload is the case's own field"
+        names = f"option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+        raise ConfigError(f"the {backend} backend has no device {names} ({takes})")
 
 
 def backend_workload(backend: str, workload: str | None) -> str:
@@ -96,9 +161,12 @@ def create_device(name: str, workload: str | None = None, **options: object) -> 
         options: passed to the backend's constructor.
 
     Raises:
-        ConfigError: unknown backend or workload.
+        ConfigError: unknown backend, workload or option.
         BackendUnavailable: the backend cannot run here.
     """
+    if workload is not None:
+        check_workload(workload)
+    check_device_options(name, options)
     if name == "sim":
         from harness.device.sim import SimDevice
 
