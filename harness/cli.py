@@ -411,7 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", default="reports-paddle",
                    help="report folder (default: reports-paddle, beside the pytest report folder reports/, which pytest runs rewrite)")
     p.add_argument("--name", help="case id (default: paddle:<folder name>)")
-    p.add_argument("--schedule", default="PaddlePaddle log", help="schedule name shown in the report")
+    p.add_argument("--schedule", default="PaddlePaddle log",
+                   help="schedule name shown in the report; a built-in one (see 'schedules', e.g. ZB-V) also gives the stage "
+                        "placement, else stage = chunk * p + rank")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_import_paddle)

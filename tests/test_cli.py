@@ -357,3 +357,20 @@ def test_show_a_broken_schedule_file_draws_its_grid_once_in_the_error(tmp_path, 
     assert captured.out == ""  # no grid or figures before the error
     assert captured.err.startswith("error: schedule '") and message in captured.err.splitlines()[0]
     assert captured.err.count("step  rank 0    rank 1") == 1
+
+
+@pytest.mark.parametrize(("schedule", "v", "placement"), [
+    ("ZB-V", 1, [0, 1, 2, 3, 3, 2, 1, 0]),
+    ("Interleaved1F1B", 2, [0, 1, 2, 3, 0, 1, 2, 3]),
+])
+def test_export_then_import_paddle_keeps_a_named_schedules_placement(tmp_path, capsys, schedule, v, placement):
+    case = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=8, chunks=v), "sim", range(0, 2), case_id="c"))
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(results_document([case])))
+    assert main(["export-paddle", str(res), "--out", str(tmp_path / "logs")]) == 0
+    assert main(["import-paddle", str(tmp_path / "logs"), "--schedule", schedule, "--out", str(tmp_path / "back"), "-q", "--no-hta"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    back = json.loads((tmp_path / "back" / "results.json").read_text())["cases"][0]
+    assert back["schedule"]["stage_to_rank"] == placement
+    assert sorted(zip(back["jobs"]["rank"], back["jobs"]["chunk"], back["jobs"]["stage"])) == \
+        sorted(zip(case["jobs"]["rank"], case["jobs"]["chunk"], case["jobs"]["stage"]))

@@ -169,3 +169,42 @@ def test_our_run_exports_as_paddle_lines_and_imports_back(tmp_path):
     got = sorted((key(dst, i), dst["end_ns"][i] - dst["start_ns"][i]) for i in range(len(dst["kind"])))
     assert got == orig
     assert back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"])
+
+
+@pytest.mark.parametrize(("schedule", "v", "placement"), [
+    ("ZB-V", 1, [0, 1, 2, 3, 3, 2, 1, 0]),
+    ("Interleaved1F1B", 2, [0, 1, 2, 3, 0, 1, 2, 3]),
+    ("DualPipeV", 1, [0, 1, 2, 3, 3, 2, 1, 0]),
+])
+def test_a_named_schedule_keeps_its_placement_through_export_and_import(tmp_path, schedule, v, placement):
+    case = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=8, chunks=v), "sim", range(1, 3)))
+    assert case["schedule"]["stage_to_rank"] == placement
+    write_paddle_logs(tmp_path, case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        back = import_paddle_logs(tmp_path, schedule_name=schedule)
+    assert back["schedule"]["stage_to_rank"] == placement
+    assert back["schedule"]["ranks"] == case["schedule"]["ranks"]  # one step's jobs per rank, with their stages
+    cols = ("rank", "step", "stage", "kind", "microbatch", "chunk")
+    src, dst = case["jobs"], back["jobs"]
+    orig = sorted((*(src[c][i] for c in cols), src["end_ns"][i] - src["start_ns"][i]) for i in range(len(src["kind"])))
+    got = sorted((*(dst[c][i] for c in cols), dst["end_ns"][i] - dst["start_ns"][i]) for i in range(len(dst["kind"])))
+    assert got == orig
+
+
+def test_an_unnamed_or_unplaceable_schedule_gets_the_looped_placement(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("ZB-V", stages=2, microbatches=4), "sim", range(1, 2)))
+    write_paddle_logs(tmp_path, case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        plain = import_paddle_logs(tmp_path)  # the default name is no built-in schedule: looped, no warning
+    assert plain["schedule"]["stage_to_rank"] == [0, 1, 0, 1]
+    assert sorted(set(zip(plain["jobs"]["rank"], plain["jobs"]["chunk"], plain["jobs"]["stage"]))) == [
+        (0, 0, 0), (0, 1, 2), (1, 0, 1), (1, 1, 3)]
+    with pytest.warns(PaddleLogWarning) as record:
+        odd = import_paddle_logs(tmp_path, schedule_name="1F1B")  # 1F1B has one chunk per rank, the logs two
+    assert [str(w.message) for w in record] == [
+        "schedule '1F1B' cannot be placed on the logs' p=2, m=4, v=2 (it has 1 chunk(s) per rank, the logs 2); "
+        "stages placed looped instead (stage = chunk * p + rank)"
+    ]
+    assert odd["schedule"]["stage_to_rank"] == [0, 1, 0, 1]

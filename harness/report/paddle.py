@@ -33,7 +33,14 @@ document (:mod:`harness.report.results`), so every report renders from it:
 * a step is one printed block: a new step begins when a (type, micro-batch)
   pair repeats on a device; steps are numbered from ``S`` of the profiler line
   (default 0);
-* stages assume Paddle's looped placement: ``stage = chunk * p + rank``;
+* stages follow the placement of the schedule named by ``schedule_name`` when
+  it is a built-in one (:func:`harness.schedule.builders.schedule_names`):
+  the builder is run for the log's ``p``, ``m`` and ``v`` and its
+  ``stage_to_rank`` taken, so ZB-V's and DualPipeV's V placement (rank ``r``
+  holds stages ``r`` and ``2p - 1 - r``) survives an export and import; any
+  other name gets Paddle's looped placement, ``stage = chunk * p + rank`` (a
+  built-in name whose builder cannot give the log's sizes falls back to it
+  with a warning);
 * the job number ``N`` is not used (its meaning changed between versions).
 
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
@@ -277,7 +284,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         log_dir: a folder of ``workerlog.<device>`` files (or ``machine*/``
             folders of them), or one log file.
         name: the case id (default ``"paddle:<folder name>"``).
-        schedule_name: the schedule name shown in reports.
+        schedule_name: the schedule name shown in reports; a built-in schedule's
+            name (``"ZB-V"``) also gives the stage placement (see module doc).
 
     Returns:
         A case dict (wrap it with :func:`harness.report.results.results_document`);
@@ -289,7 +297,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             (names the folder).
 
     Warns:
-        PaddleLogWarning: per unparsable profiler line, odd job, or overlap.
+        PaddleLogWarning: per unparsable profiler line, odd job, overlap, or a
+            built-in ``schedule_name`` that cannot be placed on the logs' sizes.
     """
     log_dir = Path(log_dir)
     logs = find_worker_logs(log_dir)
@@ -325,6 +334,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     base = min(f[5] for f in flat)
     v = max(f[4] for f in flat) + 1
     m = max((f[3] for f in flat), default=-1) + 1
+    stage_to_rank = _placement(schedule_name, p, m, v, problems)
+    stages_of: list[list[int]] = [[] for _ in range(p)]  # chunk c of rank r is stage stages_of[r][c]
+    for stage, r in enumerate(stage_to_rank):
+        stages_of[r].append(stage)
     starts = [f[5] - base for f in flat]
     ends = [f[6] - base for f in flat]
     # Place overlapping jobs of one device on extra streams.
@@ -353,8 +366,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             overlaps.append([earlier, i])
             fe, fi = flat[earlier], flat[i]
             problems.append(
-                f"{fi[7]}: {labels[fi[0]]}: job {job_label(fi[4] * p + fi[0], fi[2], fi[3])} starts "
-                f"{(ends[earlier] - starts[i]) / 1e6:.3f} ms before {job_label(fe[4] * p + fe[0], fe[2], fe[3])} "
+                f"{fi[7]}: {labels[fi[0]]}: job {job_label(stages_of[fi[0]][fi[4]], fi[2], fi[3])} starts "
+                f"{(ends[earlier] - starts[i]) / 1e6:.3f} ms before {job_label(stages_of[fe[0]][fe[4]], fe[2], fe[3])} "
                 f"({fe[7]}) ends: overlapping jobs on one device (host start stamps); kept on stream "
                 f"{streams[stream_index[(fi[0], track[i])]].split('/')[1]!r}"
             )
@@ -363,7 +376,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         rank, step, kind, mb, chunk = f[0], f[1], f[2], f[3], f[4]
         cols["rank"].append(rank)
         cols["stream"].append(stream_index[(rank, track[i])])
-        cols["stage"].append(chunk * p + rank)
+        cols["stage"].append(stages_of[rank][chunk])
         cols["kind"].append(kind)
         cols["microbatch"].append(None if kind == "OPT" else mb)
         cols["chunk"].append(chunk)
@@ -388,7 +401,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         "label": case_id,
         "schedule": {
             "name": schedule_name, "p": p, "m": m, "v": v,
-            "stage_to_rank": [r for _ in range(v) for r in range(p)],
+            "stage_to_rank": stage_to_rank,
             "ranks": ranks_text,
             "params": {"source": "paddle"},
         },
@@ -411,6 +424,34 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         "overlaps": overlaps,
         "warnings": problems,
     }
+
+
+def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) -> list[int]:
+    """The stage-to-rank map for an import: the built-in schedule ``schedule_name``'s
+    for ``p``, ``m`` and ``v`` (its builder run for them), else the looped one; a
+    built-in name whose builder cannot give these sizes adds a note to ``problems``."""
+    from harness.errors import ConfigError, HarnessError
+    from harness.schedule.builders import build_schedule, builder_info
+
+    loop = [r for _ in range(v) for r in range(p)]
+    try:
+        info = builder_info(schedule_name)
+    except ConfigError:  # a name for the report, not a built-in schedule
+        return loop
+    why = ""
+    try:
+        built = build_schedule(info.name, p, m, v if info.takes_chunks else 1)
+    except HarnessError as exc:
+        why = str(exc).splitlines()[0]
+    else:
+        if built.num_ranks == p and built.chunks_per_rank == v:
+            return list(built.stage_to_rank)
+        why = f"it has {built.chunks_per_rank} chunk(s) per rank, the logs {v}"
+    problems.append(
+        f"schedule {info.name!r} cannot be placed on the logs' p={p}, m={m}, v={v} ({why}); "
+        "stages placed looped instead (stage = chunk * p + rank)"
+    )
+    return loop
 
 
 def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: list[int], step_end: list[int]) -> dict[str, Any]:
