@@ -245,7 +245,16 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     """Run the case declared by ``@pytest.mark.pipeline(schedule=..., stages=..., ...)``."""
     marker = request.node.get_closest_marker("pipeline")
     if marker is None:
-        raise pytest.UsageError(f"{request.node.nodeid}: pipeline_result needs @pytest.mark.pipeline(...)")
+        node = request.node
+        test = getattr(node, "originalname", node.name)
+        pytest.fail(
+            f"{node.nodeid}: the pipeline_result fixture runs the case declared by a pipeline marker, and this test has none; "
+            "declare the case above the test:\n\n"
+            '    @pytest.mark.pipeline(schedule="1F1B", stages=4, microbatches=8)\n'
+            f"    def {test}(pipeline_result):\n\n"
+            "or take the pipeline fixture instead and run a case with pipeline(PipelineCase(...))",
+            pytrace=False,
+        )
     function = getattr(request.node, "function", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     # a decorated function's first line is its first decorator's, where the mark usually is

@@ -263,3 +263,37 @@ def test_own_benchmark_unused(benchmark):
     assert result.stdout.str().count("Benchmark fixture was not used at all in this test!") == 1
     result.stdout.fnmatch_lines(["test_cases.py::test_own_benchmark_unused", "*PytestBenchmarkWarning: Benchmark fixture was not used at all*"])
     assert [b["name"] for b in json.loads(out.read_text())["benchmarks"]] == ["test_runs"]
+
+
+def test_pipeline_result_without_a_marker_fails_that_test_with_the_fix(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+
+def test_forgot_the_marker(pipeline_result):
+    pass
+
+@pytest.mark.parametrize("m", [4])
+def test_forgot_it_too(pipeline_result, m):
+    pass
+
+def test_other():
+    pass
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=2)  # the session goes on: only those tests fail
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at setup of test_forgot_the_marker _*",
+        "test_cases.py::test_forgot_the_marker: the pipeline_result fixture runs the case declared by a pipeline marker, "
+        "and this test has none; declare the case above the test:",
+        "",
+        '    @pytest.mark.pipeline(schedule="1F1B", stages=4, microbatches=8)',
+        "    def test_forgot_the_marker(pipeline_result):",
+        "",
+        "or take the pipeline fixture instead and run a case with pipeline(PipelineCase(...))",
+        "*_ ERROR at setup of test_forgot_it_too[[]4[]] _*",
+        "test_cases.py::test_forgot_it_too[[]4[]]: the pipeline_result fixture *",
+        "    def test_forgot_it_too(pipeline_result):",
+    ])
+    out = result.stdout.str()
+    assert "UsageError" not in out and "harness/plugin.py" not in out and "Traceback" not in out
+    assert "Benchmark fixture was not used" not in out
