@@ -30,6 +30,7 @@ from harness.session import ProfileSession
 _KEY = pytest.StashKey["HarnessConfig"]()
 _FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
 _FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
+_SESSION = pytest.StashKey[pytest.Session]()
 _CASE_FIXTURES = frozenset({"pipeline", "pipeline_result"})
 # Frames a user's case never lives in: the harness and the pytest machinery that calls the test.
 _NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager))
@@ -282,18 +283,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[_FEEDS_BENCHMARK] = True
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+def _quiet_unfed_benchmark(item: pytest.Item) -> None:
     """Keep pytest-benchmark from warning "Benchmark fixture was not used at all" about
     the fixture this plugin added to a case whose test never got as far as a run (a
-    bad case, a failure before ``pipeline(...)``): the test did not ask for it. Runs
-    before the fixture's finalizer; tests that request ``benchmark`` themselves keep
-    the warning."""
+    bad case, a failure or Ctrl-C before the run finished): the test did not ask for
+    it. Must run before the fixture's finalizer; tests that request ``benchmark``
+    themselves keep the warning."""
     if item.stash.get(_FEEDS_BENCHMARK, False) and not item.stash.get(_FED_BENCHMARK, False):
         bench = (getattr(item, "funcargs", None) or {}).get("benchmark")
         if bench is not None:
             bench.skipped = True  # pytest-benchmark's own switch: its cleanup warns only when unused and not skipped
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """A case that failed before its run finished: no "fixture not used" warning (see above)."""
+    _quiet_unfed_benchmark(item)
     return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A case interrupted by Ctrl-C: pytest skips the test's teardown hook and finalizes its
+    fixtures at the end of the session, so quiet the benchmark fixture here (see above)."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        _quiet_unfed_benchmark(item)
+        raise
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # tryfirst: sees the report after the xfail handling
@@ -324,6 +341,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_SESSION] = session  # for the exit status of a summary cut short
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hc = session.config.stash.get(_KEY, None)
     if hc is None or hc.session is None or not hc.session.results:
@@ -351,6 +372,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if hc is None or not hc.results:
         return
     tr = terminalreporter
+    try:
+        _write_summary(tr, hc)
+    except KeyboardInterrupt:  # the cases ran and the report was settled before this table: say so in one line
+        if hc.written:
+            done = f"; the report was already complete: {_shown(hc.written.index)}"
+        elif hc.interrupted:
+            done = f"; reports in {_shown(hc.report_dir)}/ were left as they were"
+        else:
+            done = ""
+        tr.write_line(f"pipeline cases summary interrupted (Ctrl-C){done}")
+        session = config.stash.get(_SESSION, None)
+        if session is not None:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+
+def _write_summary(tr: Any, hc: HarnessConfig) -> None:
+    """The "pipeline cases" section: one row per case, notes, failed cases, where the report is."""
     tr.section("pipeline cases")
     rows = []
     for r in hc.results:

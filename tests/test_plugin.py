@@ -297,3 +297,81 @@ def test_other():
     out = result.stdout.str()
     assert "UsageError" not in out and "harness/plugin.py" not in out and "Traceback" not in out
     assert "Benchmark fixture was not used" not in out
+
+
+def test_interrupted_case_gets_no_benchmark_fixture_warning(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+import harness.runner
+from harness.case import PipelineCase
+
+def test_runs(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt  # as Ctrl-C in the middle of the case's run
+
+def test_interrupted(pipeline, monkeypatch):
+    monkeypatch.setattr(harness.runner, "execute", _interrupt)
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+def test_never_reached(pipeline_result):
+    pass
+""")
+    result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*test_cases.py:9: KeyboardInterrupt", "*1 passed*"])
+    assert "Benchmark fixture was not used" not in result.stdout.str() + result.stderr.str()
+
+
+def test_interrupted_test_that_asked_for_benchmark_keeps_its_warning(pytester):
+    pytester.makepyfile(test_cases="""
+def test_own_benchmark(benchmark):
+    raise KeyboardInterrupt
+""")
+    result = pytester.runpytest_subprocess("--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "Benchmark fixture was not used at all" in result.stdout.str() + result.stderr.str()
+
+
+SIGINT_ON_SUMMARY_LINE = """
+import os, signal
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    real = terminalreporter.write_line
+
+    def write_line(line, **kw):
+        if line.startswith({start!r}):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this line is written
+        real(line, **kw)
+
+    terminalreporter.write_line = write_line
+"""
+
+
+def test_ctrl_c_during_the_summary_table_prints_one_line(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makeconftest(SIGINT_ON_SUMMARY_LINE.format(start="bubble ="))
+    result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "test_case?FThenB?  FThenB*",
+        "pipeline cases summary interrupted (Ctrl-C); the report was already complete: reports/index.html",
+        "*3 passed*",
+    ])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert "KeyboardInterrupt" not in result.stderr.str() + result.stdout.str()
+    assert len(json.loads((pytester.path / "reports" / "results.json").read_text())["cases"]) == 3
+
+
+def test_ctrl_c_during_the_summary_without_reports(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makeconftest(SIGINT_ON_SUMMARY_LINE.format(start="case "))
+    result = pytester.runpytest_subprocess("--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.stdout.str().count("pipeline cases summary interrupted (Ctrl-C)\n") == 1
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert not (pytester.path / "reports").exists()
