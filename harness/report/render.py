@@ -11,6 +11,16 @@ Every file is first rendered into a hidden staging folder inside ``out_dir``;
 only when all of them rendered are they moved into place (``os.replace``,
 atomic per file), so a malformed case or a full disk never leaves a half
 report, and an earlier report stays as it was.
+
+A staging folder is named ``.render-<host>-<pid>-<random>`` after the render
+that owns it. One left behind by a render that was killed (SIGKILL, a crash,
+a power cut) is removed by the next :func:`write_report` into the same folder:
+one of this host whose process is gone, or that this process no longer
+renders into; one of another host, or named before the owner was recorded
+(``.render-<random>``), once nothing in it changed for a day. A live render's
+staging folder is never touched. SIGTERM while rendering (where its handler is
+the default) removes the staging folder, then terminates; while publishing,
+like Ctrl-C, it is held until the report is whole.
 """
 
 from __future__ import annotations
@@ -21,8 +31,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +46,14 @@ from harness.report.atomic import atomic_write, atomic_write_json, ensure_writab
 __all__ = ["ReportFiles", "case_filename", "write_report"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+_STAGE_PREFIX = ".render-"
+#: ``.render-<host>-<pid>-<mkdtemp's random part>``; the host tag has no ``-``.
+_STAGE_NAME = re.compile(r"\.render-(?P<host>[A-Za-z0-9_]+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
+#: A staging folder whose owner cannot be asked (another host, or an unnamed
+#: owner) is stale once nothing in it changed for this long.
+STALE_UNOWNED_AFTER_S = 24 * 3600.0
+_live_stages: set[Path] = set()  # staging folders this process renders into now
+_stages_lock = threading.Lock()
 
 
 def case_filename(case_id: str, taken: set[str] | None = None) -> str:
@@ -59,12 +79,122 @@ class ReportFiles:
     hta: dict[str, Path] = field(default_factory=dict)
 
 
+def _host_tag() -> str:
+    """This host's name as it goes into staging folder names (no ``-``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:64] or "host"
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (``True`` where that cannot be told)."""
+    if os.name != "posix":  # os.kill(pid, 0) is no probe on Windows: it would stop the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
+        return False
+    except OSError:  # e.g. EPERM: it exists, owned by another user
+        return True
+    return True
+
+
+def _newest_change(root: Path) -> float:
+    """The latest modification time of ``root`` or anything under it."""
+    newest = root.lstat().st_mtime
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+    return newest
+
+
+def _stale_stage(path: Path, now: float) -> str | None:
+    """Why the staging folder ``path`` is stale (left by a render that is gone), or
+    ``None`` while it may belong to a live render. Call with ``_stages_lock`` held."""
+    m = _STAGE_NAME.fullmatch(path.name)
+    if m is not None and m.group("host") == _host_tag():
+        pid = int(m.group("pid"))
+        if pid == os.getpid():  # ours: live only while a render of this process uses it
+            return None if path in _live_stages else f"left by an earlier process {pid}"
+        return None if _process_alive(pid) else f"its render, process {pid}, is gone"
+    try:
+        idle = now - _newest_change(path)
+    except OSError:
+        return None
+    if idle < STALE_UNOWNED_AFTER_S:
+        return None
+    owner = f"a render on host {m.group('host')}" if m is not None else "an earlier version's render"
+    return f"left by {owner}, unchanged for {idle / 3600:.0f} h"
+
+
+def _remove_stale_stages(out_dir: Path, progress: Callable[[str], None] | None) -> list[Path]:
+    """Remove the staging folders in ``out_dir`` left by renders that were killed
+    (see module doc); returns them. Never one a live render owns."""
+    removed = []
+    now = time.time()
+    with _stages_lock:
+        try:
+            entries = [e for e in os.scandir(out_dir) if e.name.startswith(_STAGE_PREFIX) and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        for entry in entries:
+            path = Path(entry.path)
+            why = _stale_stage(path, now)
+            if why is None:
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
+                if progress:
+                    progress(f"removed {path}: a staging folder of an interrupted render ({why})")
+    return removed
+
+
+def _new_stage(out_dir: Path) -> Path:
+    """Create this render's staging folder, named after its owner, and record it as live."""
+    with _stages_lock:
+        stage = Path(tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-", dir=out_dir))
+        _live_stages.add(stage)
+    return stage
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a report was rendered; unwinds so the staging folder is removed."""
+
+
+@contextlib.contextmanager
+def _terminate_after_cleanup() -> Iterator[None]:
+    """Make SIGTERM raise :class:`_Terminated` in the block, so ``finally`` clauses
+    (the staging folder's removal) run; then terminate as SIGTERM would have.
+    Only in the main thread, and only where SIGTERM's handler is the default
+    (a handler someone installed keeps deciding what SIGTERM does)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    try:
+        signal.signal(signal.SIGTERM, terminate)
+    except (ValueError, OSError):  # not allowed here: SIGTERM stays fatal, the next render cleans up
+        yield
+        return
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # terminates here, with SIGTERM's status
+        raise SystemExit(128 + signal.SIGTERM) from None  # pragma: no cover - SIGTERM blocked in this thread
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def _interrupts_deferred() -> Iterator[list[int]]:
     """Hold SIGINT/SIGTERM for the duration of the block (main thread only); yields
-    the list of held signals. A held SIGTERM is re-sent on exit; a held SIGINT is
-    left to the caller (who raises :class:`ReportInterrupted` once its work is
-    whole). The block must be short: it is the few renames that publish a report."""
+    the list of held signals, which the caller acts on once its work is whole and
+    its staging folder removed (SIGINT: :class:`ReportInterrupted`; SIGTERM:
+    re-sent). The block must be short: it is the few renames that publish a report."""
     held: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield held
@@ -80,8 +210,6 @@ def _interrupts_deferred() -> Iterator[list[int]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if signal.SIGTERM in held:
-            os.kill(os.getpid(), signal.SIGTERM)
 
 
 class ReportInterrupted(KeyboardInterrupt):
@@ -164,6 +292,11 @@ def write_report(
         OSError: writing failed; files already in place are unchanged.
         ReportInterrupted: Ctrl-C arrived while the finished report was being
             moved into place; it was completed first (a ``KeyboardInterrupt``).
+
+    Staging folders of earlier renders into ``out_dir`` that were killed are
+    removed first (see module doc). SIGTERM terminates the process as usual,
+    but only after the staging folder is removed and, while publishing, after
+    the report is whole.
     """
     from harness.report.fields import check_cases
     from harness.report.hta import hta_rank_trace
@@ -174,58 +307,64 @@ def write_report(
     out_dir = Path(out_dir)
     created = _first_missing(out_dir)
     out_dir = ensure_writable_dir(out_dir)
-    stage = Path(tempfile.mkdtemp(prefix=".render-", dir=out_dir))
-    done = False
-    try:
-        trace_hrefs: dict[str, str] = {}
-        hta_hrefs: dict[str, str] = {}
-        taken: set[str] = set()
-        cases = doc["cases"]
-        for n, case in enumerate(cases, 1):
-            cid = str(case.get("id", f"#{n}"))
-            try:
-                stem = case_filename(cid, taken)
-                if traces:
-                    atomic_write_json(stage / "traces" / f"{stem}.json", case_trace(case))
-                    trace_hrefs[cid] = f"traces/{stem}.json"
-                if hta:
-                    for rank in range(int(case["schedule"]["p"])):
-                        d = hta_rank_trace(case, rank)
-                        atomic_write(stage / "hta" / stem / f"rank{rank}.json", lambda fh, d=d: json.dump(d, fh, allow_nan=False))  # type: ignore[misc]
-                    hta_hrefs[cid] = f"hta/{stem}/"
-            except (KeyError, TypeError, ValueError, IndexError) as exc:
-                raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None
-            if progress:
-                progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
+    _remove_stale_stages(out_dir, progress)
+    with _terminate_after_cleanup():  # SIGTERM while rendering: remove the staging folder, then terminate
+        stage = _new_stage(out_dir)
+        done = False
         try:
-            html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
-        (stage / "index.html").write_text(html, encoding="utf-8")
-        if write_results:
-            atomic_write_json(stage / "results.json", doc)
-        # Everything rendered: move into place, file by file (each move is atomic),
-        # with Ctrl-C held back so the folder never mixes two runs.
-        written: set[Path] = set()
-        with _interrupts_deferred() as held:
-            for src in sorted(p for p in stage.rglob("*") if p.is_file()):
-                dst = out_dir / src.relative_to(stage)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(src, dst)
-                written.add(dst)
-            if prune:
-                _prune(out_dir, written)
-        done = True
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        if not done and created is not None:
-            _remove_empty_tree(created)
+            trace_hrefs: dict[str, str] = {}
+            hta_hrefs: dict[str, str] = {}
+            taken: set[str] = set()
+            cases = doc["cases"]
+            for n, case in enumerate(cases, 1):
+                cid = str(case.get("id", f"#{n}"))
+                try:
+                    stem = case_filename(cid, taken)
+                    if traces:
+                        atomic_write_json(stage / "traces" / f"{stem}.json", case_trace(case))
+                        trace_hrefs[cid] = f"traces/{stem}.json"
+                    if hta:
+                        for rank in range(int(case["schedule"]["p"])):
+                            d = hta_rank_trace(case, rank)
+                            atomic_write(stage / "hta" / stem / f"rank{rank}.json", lambda fh, d=d: json.dump(d, fh, allow_nan=False))  # type: ignore[misc]
+                        hta_hrefs[cid] = f"hta/{stem}/"
+                except (KeyError, TypeError, ValueError, IndexError) as exc:
+                    raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None
+                if progress:
+                    progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
+            try:
+                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
+            (stage / "index.html").write_text(html, encoding="utf-8")
+            if write_results:
+                atomic_write_json(stage / "results.json", doc)
+            # Everything rendered: move into place, file by file (each move is atomic),
+            # with Ctrl-C and SIGTERM held back so the folder never mixes two runs.
+            written: set[Path] = set()
+            with _interrupts_deferred() as held:
+                for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+                    dst = out_dir / src.relative_to(stage)
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(src, dst)
+                    written.add(dst)
+                if prune:
+                    _prune(out_dir, written)
+            done = True
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+            with _stages_lock:
+                _live_stages.discard(stage)
+            if not done and created is not None:
+                _remove_empty_tree(created)
     files = ReportFiles(
         index=out_dir / "index.html",
         results=out_dir / "results.json" if write_results else None,
         traces={k: out_dir / v for k, v in trace_hrefs.items()},
         hta={k: out_dir / v for k, v in hta_hrefs.items()},
     )
-    if held:
+    if signal.SIGTERM in held:  # held while publishing: the report is whole and the staging folder gone
+        os.kill(os.getpid(), signal.SIGTERM)
+    if signal.SIGINT in held:
         raise ReportInterrupted(files)
     return files
