@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
                    help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
                         "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
-                        "bubble:2pp or bubble:2%%: e.g. 10%% -> 12%% of the step time); repeatable")
+                        "bubble:2pp and bubble:2%% all let it grow from 10%% to 12%% of the step time); repeatable")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")

@@ -113,7 +113,7 @@ def test_compare_help_states_the_units():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     text = " ".join(sub.choices["compare"].format_help().split())
     assert "by more than LIMIT percent (relative: step_time:5 or step_time:5%)" in text
-    assert "by more than LIMIT percentage points (absolute: bubble:2, bubble:2pp or bubble:2%" in text
+    assert "by more than LIMIT percentage points (absolute: bubble:2, bubble:2pp and bubble:2% all let it grow from 10% to 12%" in text
 
 
 def test_import_paddle_flags_overlap(tmp_path, capsys):
