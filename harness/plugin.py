@@ -28,6 +28,7 @@ from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
 
 _KEY = pytest.StashKey["HarnessConfig"]()
+_BENCHMARK_FIXTURE = pytest.StashKey[Any]()  # that fixture, kept for an interrupted case (see pytest_runtest_call)
 _FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
 _FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
 _SESSION = pytest.StashKey[pytest.Session]()
@@ -290,7 +291,7 @@ def _quiet_unfed_benchmark(item: pytest.Item) -> None:
     it. Must run before the fixture's finalizer; tests that request ``benchmark``
     themselves keep the warning."""
     if item.stash.get(_FEEDS_BENCHMARK, False) and not item.stash.get(_FED_BENCHMARK, False):
-        bench = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        bench = (getattr(item, "funcargs", None) or {}).get("benchmark") or item.stash.get(_BENCHMARK_FIXTURE, None)
         if bench is not None:
             bench.skipped = True  # pytest-benchmark's own switch: its cleanup warns only when unused and not skipped
 
@@ -299,6 +300,18 @@ def _quiet_unfed_benchmark(item: pytest.Item) -> None:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     """A case that failed before its run finished: no "fixture not used" warning (see above)."""
     _quiet_unfed_benchmark(item)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Keep the benchmark fixture this plugin added: after Ctrl-C, newer pytest releases
+    have dropped ``item.funcargs`` by the time :func:`pytest_runtest_protocol` sees the
+    interrupt, while the fixture is finalized later, at the end of the session."""
+    if item.stash.get(_FEEDS_BENCHMARK, False):
+        bench = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        if bench is not None:
+            item.stash[_BENCHMARK_FIXTURE] = bench
     return (yield)
 
 
