@@ -74,6 +74,10 @@ def test_order_error_in_a_file_says_which_b_was_read_as_i(tmp_path) -> None:
     msg = str(info.value)
     assert msg.startswith(f"schedule '{f}' is invalid: 1 job(s) out of order on their rank: 0W0 is listed before its 0I0 (step 2)")
     assert msg.endswith("so the file's 0B0 is 0I0 above)")
+    # Several B read as I: the note names the one in the error, not the first in the file.
+    with pytest.raises(ScheduleError) as many:
+        loads_csv("0F0,0F1,0W0,0B1,0B0,0W1\n", name="many.csv")
+    assert str(many.value).endswith("so the file's 0B0 is 0I0 above)")
     # Without the rewrite the message is the validator's alone.
     with pytest.raises(ScheduleError) as plain:
         loads_csv("0B0,0F0\n", name="plain.csv")

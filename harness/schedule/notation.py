@@ -135,8 +135,8 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
     except ScheduleError as exc:
         if not rewritten:
             raise
-        named = set(exc.jobs) | set(re.findall(r"\b\d+I\d+\b", str(exc)))
-        shown = [b for b in rewritten if b.replace("B", "I", 1) in named] or rewritten[:1]
+        was = {b.replace("B", "I", 1): b for b in rewritten}
+        shown = [was[j] for j in exc.jobs if j in was] or rewritten[:1]  # the jobs in the order the message names them
         raise ScheduleError(
             f"{exc}\n(this file writes backward-for-inputs as B: a B whose stage and micro-batch also have a W "
             f"is read as I, so the file's {shown[0]} is {shown[0].replace('B', 'I', 1)} above)",
