@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _kind_codes
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _kind_codes
 from harness.schedule.validate import check_counts, check_order
 
 __all__ = ["Plan", "PlanArrays", "build_plan"]
@@ -47,7 +47,11 @@ class PlanArrays(NamedTuple):
 
     Attributes:
         stage, kind, microbatch: the job (``kind`` is the index of its
-            :class:`JobKind` in ``tuple(JobKind)``; ``microbatch`` is ``-1`` for ``OPT``).
+            :class:`JobKind` in ``tuple(JobKind)``; ``microbatch`` is ``-1`` where
+            the job has none, as ``OPT``).
+
+    The arrays are read-only (``writeable=False``): a plan, like its schedule,
+    does not change.
         rank, step, stream, chunk: where it runs (see :class:`Plan`).
         deps_ptr, deps_idx: ``Plan.deps[j]`` is ``deps_idx[deps_ptr[j]:deps_ptr[j + 1]]``;
             ``deps_ptr`` has shape ``(n + 1,)``.
@@ -332,6 +336,8 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         start_ptr=start_ptr,
         start_idx=start_idx,
     )
+    for column in arrays:
+        column.setflags(write=False)
     plan = Plan(schedule, arrays, stream_names, stream_rank, order)
     plan.__dict__.update(jobs=tuple(jobs), deps=cross, start_deps=tuple(start_deps))
     return plan
@@ -411,7 +417,7 @@ def _readiness_order(
 # Kind codes follow JobKind's declaration order; ids avoid Enum.__hash__ (a
 # Python-level call) on the hot path.
 _KINDS = tuple(JobKind)
-_CODE = {id(k): i for i, k in enumerate(_KINDS)}
+_CODE = {id(k): code for k, code in KIND_CODE.items()}  # by id: hashing an Enum member is a Python-level call
 _CF, _CB, _CI, _CW = _CODE[id(_F)], _CODE[id(_B)], _CODE[id(_I)], _CODE[id(_W)]
 _CSF, _CRF, _CSB, _CRB, _COPT = _CODE[id(_SF)], _CODE[id(_RF)], _CODE[id(_SB)], _CODE[id(_RB)], _CODE[id(_OPT)]
 
@@ -495,10 +501,14 @@ def build_plan(schedule: Schedule) -> Plan:
         inside = (nb >= 0) & (nb < n_stages)
         peer = np.where(inside, st_rank[np.where(inside, nb, 0)], rank)
         skey = skey + np.where(comm, 1 + peer, 0)
-    used = np.flatnonzero(np.bincount(skey, minlength=n_ranks * p1))
-    lut = np.zeros(n_ranks * p1, np.int64)
-    lut[used] = np.arange(len(used))
-    stream = lut[skey]
+    if n_ranks * p1 <= max(1 << 20, 4 * n):  # a lookup table over all keys: linear
+        used = np.flatnonzero(np.bincount(skey, minlength=n_ranks * p1))
+        lut = np.zeros(n_ranks * p1, np.int64)
+        lut[used] = np.arange(len(used))
+        stream = lut[skey]
+    else:  # very many ranks, few jobs each: the (p + 1)^2 table would not fit; sort instead
+        used, stream = np.unique(skey, return_inverse=True)
+        stream = stream.reshape(-1)
     used_l = used.tolist()
     stream_names = tuple(f"rank{key // p1}/compute" if key % p1 == 0 else f"rank{key // p1}/comm↔{key % p1 - 1}" for key in used_l)
     stream_rank = tuple(key // p1 for key in used_l)
@@ -634,6 +644,8 @@ def build_plan(schedule: Schedule) -> Plan:
         start_ptr=start_ptr,
         start_idx=start_idx,
     )
+    for column in columns:
+        column.setflags(write=False)  # shared with the schedule's arrays; a plan is immutable
     plan = Plan(schedule, columns, stream_names, stream_rank, tuple(order))
     object.__setattr__(plan, "_wait", wait)
     return plan

@@ -125,3 +125,42 @@ def test_analyze_peaks_and_spans_match_measured_metrics(name: str, comm: bool) -
     spans = [a.span_bubble_ns[r] for r in range(4)]
     busy = a.busy_ns
     assert sum(spans) / (sum(spans) + sum(busy)) == pytest.approx(mt.span_bubble_ratio)
+
+
+def test_job_arrays_are_read_only() -> None:
+    s = build_schedule("ZB-H1", 2, 2)
+    plan = build_plan(s)
+    for column in plan.arrays:
+        with pytest.raises(ValueError, match="read-only"):
+            column[0] = 1
+    assert [str(j) for j in s.ranks[0][:2]] == ["0F0", "0F1"]
+    checked = _build_plan_checked(s)
+    with pytest.raises(ValueError, match="read-only"):
+        checked.arrays.deps_idx[:1] = 0
+
+
+def test_an_error_inside_a_property_is_not_masked() -> None:
+    # A kind that is not a JobKind fails inside has_comm: that error shows, not "no attribute 'has_comm'".
+    s = Schedule("x", 1, (0,), ((Job(0, "F", 0), Job(0, "B", 0)),))  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="'str' object has no attribute 'is_comm'"):
+        s.has_comm  # noqa: B018
+
+
+def test_rows_are_made_once_when_threads_race() -> None:
+    import threading
+
+    s = add_communication(build_schedule("Interleaved1F1B", 8, 64, 2))
+    seen: list[object] = []
+    start = threading.Barrier(4)
+
+    def read() -> None:
+        start.wait()
+        seen.append(s.ranks)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 4 and all(rows is seen[0] for rows in seen)
+    assert s.num_jobs == sum(map(len, seen[0]))  # type: ignore[call-overload]

@@ -17,7 +17,9 @@ same FIFO streams, a shared start per step), so the two agree to the ns.
 * peak in-flight micro-batches (activations held) per rank and per stage;
 * point-to-point message count and bytes.
 
-Everything is one pass over flat per-job arrays: linear in the number of jobs.
+The simulation is one pass over the plan in its enqueue order and the figures
+numpy over the plan's columns: linear in the number of jobs, apart from the
+sort of activation events behind the peaks (``O(n log n)``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from harness._gcpause import gc_paused
 from harness.cost import CostModel
 from harness.plan import Plan, build_plan
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -174,15 +176,18 @@ class ScheduleAnalytics:
         return max(self.span_bubble_ns, default=0)
 
 
-def _segment_max(values: Any, group: Any, size: int) -> list[int]:
+def _group_max(values: Any, group: Any, size: int) -> list[int]:
     """Per group ``g < size``, the maximum of ``values[group == g]`` (``0`` for an
-    empty group); ``group`` must be sorted ascending."""
+    empty group)."""
     import numpy as np
 
     out = np.zeros(size, np.int64)
+    has = np.zeros(size, bool)
+    has[group] = True
     if len(values):
-        starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
-        out[group[starts]] = np.maximum.reduceat(values, starts)
+        low = np.full(size, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(low, group, values)
+        out[has] = low[has]
     return out.tolist()  # type: ignore[no-any-return]
 
 
@@ -212,15 +217,16 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
     starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
     left = np.concatenate(([0], held[starts[1:] - 1]))
     held -= np.repeat(left, np.diff(np.append(starts, len(held))))
-    return [max(0, peak) for peak in _segment_max(held, group, size)]
+    return [max(0, peak) for peak in _group_max(held, group, size)]
 
 
 @gc_paused
 def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
-    Numpy over the plan's columns: linear in the number of jobs apart from one
-    sort of the activation events.
+    Numpy over the plan's columns: linear in the number of jobs apart from
+    sorting the activation events (twice: per rank and per stage), so
+    ``O(n log n)``.
 
     Args:
         schedule: a schedule (validated here) or an already built plan.
@@ -244,8 +250,8 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     busy_np = np.zeros(p, np.int64)
     np.add.at(busy_np, rank, np.array(tl.duration, np.int64)[compute])
     busy = busy_np.tolist()
-    last = _segment_max(end[compute], rank, p)
-    first = [-t for t in _segment_max(-start[compute], rank, p)]
+    last = _group_max(end[compute], rank, p)
+    first = [-t for t in _group_max(-start[compute], rank, p)]
     has_compute = np.bincount(rank, minlength=p).tolist()
     idle = [makespan - b for b in busy]
     span_bubble = [max(0, (last[r] - first[r]) - busy[r]) if has_compute[r] else 0 for r in range(p)]
@@ -299,7 +305,7 @@ def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
     return len(at), nbytes
 
 
-_CODES = {k: i for i, k in enumerate(JobKind)}
+_CODES = KIND_CODE
 _CF, _CB, _CI, _CW = _CODES[JobKind.F], _CODES[JobKind.B], _CODES[JobKind.I], _CODES[JobKind.W]
 _CSF, _CSB = _CODES[JobKind.SEND_F], _CODES[JobKind.SEND_B]
 _COMPUTE_CODES = [_CODES[k] for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT)]

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError
-from harness.schedule.model import Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
 
 __all__ = [
     "BuilderInfo",
@@ -340,8 +340,7 @@ def _rank_ops_1f1b(
     return stage, kind, mb
 
 
-_KINDS = tuple(JobKind)
-_CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (_KINDS.index(k) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT))
+_CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (KIND_CODE[k] for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT))
 
 
 @register(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from harness.errors import ScheduleError
 __all__ = [
     "COMM_KINDS",
     "COMPUTE_KINDS",
+    "KIND_CODE",
     "Job",
     "JobKind",
     "Schedule",
@@ -73,7 +75,13 @@ COMPUTE_KINDS = frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.O
 COMM_KINDS = frozenset({JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B})
 
 _KIND_BY_TOKEN = {k.value: k for k in JobKind}
-_COMM_CODES = (tuple(JobKind).index(JobKind.SEND_F), tuple(JobKind).index(JobKind.RECV_B))  # a contiguous range
+KIND_CODE: dict[JobKind, int] = {k: i for i, k in enumerate(JobKind)}
+"""Each kind's code, its index in ``tuple(JobKind)``: the ``kind`` column of job
+arrays (:class:`harness.plan.PlanArrays`). The one table every module uses."""
+_COMM_CODES = (KIND_CODE[JobKind.SEND_F], KIND_CODE[JobKind.RECV_B])  # a contiguous range:
+assert [KIND_CODE[k] for k in (JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B)] == list(
+    range(_COMM_CODES[0], _COMM_CODES[1] + 1)
+), "the send/receive kinds must be declared together (code ranges test them)"
 _JOB_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|F|B|I|W)\s*(\d+)?\s*$")
 
 
@@ -153,6 +161,8 @@ def _job_arrays(schedule: Schedule) -> _JobArrays | None:
         mb = np.array([-1 if b is None else b for b in mbs] if n_none else mbs, np.int64)
         if int((mb < 0).sum()) == n_none:
             found = _JobArrays(np.array(stages, np.int64), kind, mb, counts)
+            for column in found[:3]:
+                column.setflags(write=False)
     object.__setattr__(schedule, "_arrays", found)
     return found
 
@@ -235,6 +245,9 @@ class Schedule:
         stage_to_rank: rank of each global stage; its length is the stage count
             ``p * v``. Chunk ``c`` of a rank is its ``c``-th stage in index order.
         ranks: per rank, the jobs in execution order; ``None`` marks an idle slot.
+            Schedules from the numpy builders and from
+            :func:`~harness.schedule.passes.add_communication` hold their jobs
+            as arrays and make these rows on first access (thread-safe, once).
         params: builder parameters worth reporting (e.g. ``{"v": 2}``).
 
     Raises:
@@ -313,25 +326,16 @@ class Schedule:
     ) -> Schedule:
         """A schedule held as job arrays (see :class:`_JobArrays`, no idle slots),
         for builders and passes that compute their jobs with numpy. Its ``ranks``
-        are made from the arrays on first access (:meth:`__getattr__`), so a
+        are made from the arrays on first access (:class:`_RowsFromArrays`), so a
         pipeline that only validates and simulates never creates per-job objects.
         The arrays' jobs must sit on the ranks that hold their stages (as
         :meth:`_of_checked_jobs`); the placement itself is checked."""
         schedule = cls._of_checked_jobs(name, num_microbatches, stage_to_rank, ((),) * len(arrays.counts), params)
         del schedule.__dict__["ranks"]
+        for column in arrays[:3]:
+            column.setflags(write=False)  # the only record of the jobs: nobody may change it
         object.__setattr__(schedule, "_arrays", arrays)
         return schedule
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes not set: ``ranks`` of a schedule made by
-        # _from_arrays, before its first use.
-        if name == "ranks":
-            arrays = self.__dict__.get("_arrays")
-            if arrays is not None:
-                rows = _rows_of(arrays)
-                object.__setattr__(self, "ranks", rows)
-                return rows
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _lazy_arrays(self) -> _JobArrays | None:
         """The job arrays of a schedule whose ``ranks`` are not made yet, else ``None``."""
@@ -373,7 +377,7 @@ class Schedule:
     @property
     def has_comm(self) -> bool:
         """Whether the schedule carries explicit send/receive jobs."""
-        arrays = self._lazy_arrays()
+        arrays = self.__dict__.get("_arrays")  # made from the rows, or the rows are made from it
         if arrays is not None:
             return bool(((arrays.kind >= _COMM_CODES[0]) & (arrays.kind <= _COMM_CODES[1])).any())
         return any(j is not None and j.kind.is_comm for jobs in self.ranks for j in jobs)
@@ -388,7 +392,7 @@ class Schedule:
     @property
     def num_jobs(self) -> int:
         """Number of non-idle jobs, all ranks together."""
-        arrays = self._lazy_arrays()
+        arrays = self.__dict__.get("_arrays")
         if arrays is not None:
             return sum(arrays.counts)
         return sum(1 for jobs in self.ranks for j in jobs if j is not None)
@@ -472,3 +476,27 @@ class Schedule:
         for (rank, step), note in sorted(marks.items()):
             lines.append(f">> rank {rank}, step {step}: {note}")
         return "\n".join(lines)
+
+
+class _RowsFromArrays:
+    """``Schedule.ranks`` for a schedule made by :meth:`Schedule._from_arrays`:
+    a non-data descriptor, so rows already in the instance's ``__dict__`` (every
+    other schedule, and this one after first access) are found before it. Made
+    under a lock, once, also when several threads ask at the same time."""
+
+    _lock = threading.Lock()
+
+    def __get__(self, schedule: Schedule | None, owner: type | None = None) -> Any:
+        if schedule is None:
+            return self
+        d = schedule.__dict__
+        with self._lock:
+            if "ranks" not in d:
+                arrays = d.get("_arrays")
+                if arrays is None:
+                    raise AttributeError("'Schedule' object has no attribute 'ranks'")
+                d["ranks"] = _rows_of(arrays)
+        return d["ranks"]
+
+
+Schedule.ranks = _RowsFromArrays()  # type: ignore[assignment]  # after @dataclass, which saw no default

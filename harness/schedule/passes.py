@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule, _job_arrays, _JobArrays
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _JobArrays
 
 __all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
 
@@ -96,7 +96,7 @@ def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...],
 
 
 _SF, _RF, _SB, _RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B
-_CODE = {k: i for i, k in enumerate(JobKind)}
+_CODE = KIND_CODE
 _CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
 
 
