@@ -164,3 +164,12 @@ def test_rows_are_made_once_when_threads_race() -> None:
         t.join()
     assert len(seen) == 4 and all(rows is seen[0] for rows in seen)
     assert s.num_jobs == sum(map(len, seen[0]))  # type: ignore[call-overload]
+
+
+def test_many_ranks_few_jobs_use_sorted_stream_keys() -> None:
+    # p = 1200, m = 1: the (p+1)^2 stream-key table would dwarf the ~7k jobs; both ways agree.
+    s = add_communication(build_schedule("1F1B", 1200, 1))
+    plan, ref = build_plan(s), _build_plan_checked(s)
+    assert np.array_equal(plan.arrays.stream, ref.arrays.stream)
+    assert plan.stream_names == ref.stream_names and len(plan.stream_names) == 1200 + 2 * 1199
+    assert plan.stream_names[:3] == ("rank0/compute", "rank0/comm↔1", "rank1/compute")
