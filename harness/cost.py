@@ -14,6 +14,7 @@ A cost model answers per job and knows the stage count, so stages may differ
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -68,6 +69,28 @@ def _transfer_ns(nbytes: int, latency_ns: int, gbytes_per_s: float | None) -> in
 def _bandwidth(value: float | None) -> None:
     if value is not None:
         _positive("p2p_gbytes_per_s (gigabytes per second; divide Gbit/s by 8)", value)
+
+
+#: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
+_MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
+#: The fields :meth:`FixedCost.ms` passes through as they are.
+_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes")
+
+
+def _check_ms_keywords(kw: dict[str, Any]) -> None:
+    """Refuse keywords :meth:`FixedCost.ms` does not take, in its own name (the constructor would name ``__init__``)."""
+    for key in kw:
+        if key in _MS_PASSED:
+            continue
+        if key in _MS_NAMES:
+            raise ConfigError(f"cost model: FixedCost.ms() takes {key} as {_MS_NAMES[key]}, in milliseconds")
+        names = {name.lower(): name for name in ("F", "B", "I", "W", *_MS_PASSED)}  # f -> F
+        close = difflib.get_close_matches(str(key).lower(), names, n=1)
+        hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
+        raise ConfigError(
+            f"cost model: FixedCost.ms() got an unexpected keyword argument {key!r}{hint}; "
+            f"it takes F, B, I, W (ms) and {', '.join(_MS_PASSED)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -136,9 +159,11 @@ class FixedCost:
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
 
         Raises:
-            ConfigError: a value that is not a finite number, or see the class.
+            ConfigError: a value that is not a finite number, a keyword it does
+                not take (named as this method's), or see the class.
         """
         # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
+        _check_ms_keywords(kw)
         for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
             if value is None:
                 continue

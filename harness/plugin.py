@@ -249,11 +249,12 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     if marker is None:
         node = request.node
         test = getattr(node, "originalname", node.name)
+        params = "self, pipeline_result" if getattr(node, "cls", None) is not None else "pipeline_result"  # a test method
         pytest.fail(
             f"{node.nodeid}: the pipeline_result fixture runs the case declared by a pipeline marker, and this test has none; "
             "declare the case above the test:\n\n"
             '    @pytest.mark.pipeline(schedule="1F1B", stages=4, microbatches=8)\n'
-            f"    def {test}(pipeline_result):\n\n"
+            f"    def {test}({params}):\n\n"
             "or take the pipeline fixture instead and run a case with pipeline(PipelineCase(...))",
             pytrace=False,
         )

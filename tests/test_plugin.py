@@ -278,9 +278,13 @@ def test_forgot_it_too(pipeline_result, m):
 
 def test_other():
     pass
+
+class TestGroup:
+    def test_forgot_in_a_class(self, pipeline_result):
+        pass
 """)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, errors=2)  # the session goes on: only those tests fail
+    result.assert_outcomes(passed=1, errors=3)  # the session goes on: only those tests fail
     result.stdout.fnmatch_lines([
         "*_ ERROR at setup of test_forgot_the_marker _*",
         "test_cases.py::test_forgot_the_marker: the pipeline_result fixture runs the case declared by a pipeline marker, "
@@ -293,6 +297,9 @@ def test_other():
         "*_ ERROR at setup of test_forgot_it_too[[]4[]] _*",
         "test_cases.py::test_forgot_it_too[[]4[]]: the pipeline_result fixture *",
         "    def test_forgot_it_too(pipeline_result):",
+        "*_ ERROR at setup of TestGroup.test_forgot_in_a_class _*",
+        "test_cases.py::TestGroup::test_forgot_in_a_class: the pipeline_result fixture *",
+        "    def test_forgot_in_a_class(self, pipeline_result):",  # a method's hint keeps self
     ])
     out = result.stdout.str()
     assert "UsageError" not in out and "harness/plugin.py" not in out and "Traceback" not in out
