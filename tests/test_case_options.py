@@ -53,6 +53,41 @@ def test_bad_device_options_fail_when_the_case_is_built(options, message):
     assert str(info.value) == f"{HERE}:{line}: case '1F1B p=2 m=4': device_options: {message}"
 
 
+SECONDS = "a positive number of seconds (at most 1000000)"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"cpu": {"stall_timeout_s": "soon"}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got 'soon'"),
+        ({"cpu": {"stall_timeout_s": 0}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got 0"),
+        ({"cpu": {"stall_timeout_s": -1}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got -1"),
+        ({"cuda": {"stall_timeout_s": float("inf")}}, f"the cuda backend's stall_timeout_s must be {SECONDS}, got inf"),
+        ({"cuda": {"nvcc_options": "-O3"}}, "the cuda backend's nvcc_options must be a list of strings, e.g. ['-O3'], got '-O3'"),
+        ({"cuda": {"devices": []}}, "the cuda backend's devices must be a non-empty list of device ordinals (integers >= 0), got []"),
+        ({"cuda": {"device_map": {0: 1.5}}},
+         "the cuda backend's device_map must be a mapping of rank to device ordinal, e.g. {0: 0, 1: 1}, or a list of ordinals "
+         "by rank (all integers >= 0), got {0: 1.5}"),
+        ({"cuda": {"l2_flush": "yes"}}, "the cuda backend's l2_flush must be True or False, got 'yes'"),
+        ({"cuda": {"nvtx": "on"}}, "the cuda backend's nvtx must be True, False or None, got 'on'"),
+        ({"cuda": {"kernels": 7}}, "the cuda backend's kernels must be None or the path of a file, got 7"),
+        ({"cpu": {"stall_timeout_s": 0}, "cuda": {"l2_flush": 1}},  # every backend's, whichever runs
+         f"the cpu backend's stall_timeout_s must be {SECONDS}, got 0; the cuda backend's l2_flush must be True or False, got 1"),
+    ],
+)
+def test_bad_device_option_values_fail_when_the_case_is_built(options, message):
+    with pytest.raises(ConfigError) as info:
+        line = _line(); PipelineCase("1F1B", stages=2, microbatches=4, device_options=options)  # noqa: E702
+    assert str(info.value) == f"{HERE}:{line}: case '1F1B p=2 m=4': device_options: {message}"
+
+
+def test_good_device_option_values_pass():
+    cuda = {"devices": (0, 1), "device_map": [1, 0], "l2_flush": False, "nvtx": None, "stall_timeout_s": 2,
+            "kernels": Path("k.cubin"), "nvcc_options": ["-O3", "-lineinfo"]}
+    case = PipelineCase("1F1B", stages=2, microbatches=4, device_options={"cpu": {"stall_timeout_s": 0.5}, "cuda": cuda})
+    assert case.device_options["cuda"] == cuda
+
+
 def test_device_options_that_are_not_a_mapping():
     with pytest.raises(ConfigError) as info:
         line = _line(); PipelineCase("1F1B", stages=2, microbatches=4, device_options=["cpu"])  # type: ignore[arg-type]  # noqa: E702
@@ -83,9 +118,16 @@ def test_cuda_options_are_read_without_pycuda():
         "    PipelineCase('1F1B', stages=2, microbatches=2, device_options={'cuda': {'frob': 1}}, declared_at='x.py:1')\n"
         "except Exception as exc:\n"
         "    print(type(exc).__name__, exc)\n"
+        "try:\n"
+        "    PipelineCase('1F1B', stages=2, microbatches=2, device_options={'cuda': {'stall_timeout_s': 'soon'}}, declared_at='x.py:2')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == f"ConfigError x.py:1: case '1F1B p=2 m=2': device_options: the cuda backend has no device option 'frob' (valid: {CUDA_OPTIONS})"
+    assert out.splitlines() == [
+        f"ConfigError x.py:1: case '1F1B p=2 m=2': device_options: the cuda backend has no device option 'frob' (valid: {CUDA_OPTIONS})",
+        f"ConfigError x.py:2: case '1F1B p=2 m=2': device_options: the cuda backend's stall_timeout_s must be {SECONDS}, got 'soon'",
+    ]
 
 
 def test_create_device_and_run_case_check_options_too():
@@ -96,6 +138,9 @@ def test_create_device_and_run_case_check_options_too():
     case = PipelineCase("1F1B", stages=2, microbatches=2)
     with pytest.raises(ConfigError, match=r"^the sim backend has no device option 'stall_timeout_s' \(it takes none\)$"):
         run_case(case, "sim", device_options={"stall_timeout_s": 1})
+    with pytest.raises(ConfigError) as info:
+        create_device("cpu", "timed", stall_timeout_s="soon")
+    assert str(info.value) == f"the cpu backend's stall_timeout_s must be {SECONDS}, got 'soon'"
 
 
 @pytest.mark.parametrize("workload", ["gpu", "", "TIMED!"])
@@ -137,6 +182,9 @@ def test_frob(pipeline):
 
 def test_gpu(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=2, workload="gpu"))
+
+def test_soon(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, device_options={"cpu": {"stall_timeout_s": "soon"}}))
 """
 
 
@@ -144,13 +192,15 @@ def test_gpu(pipeline):
 def test_pytest_reports_bad_options_as_the_case_line_on_every_backend(pytester, backend):
     pytester.makepyfile(test_cases=CASES)
     result = pytester.runpytest(f"--backend={backend}", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines([
         "*_ test_frob _*",
         "ConfigError: test_cases.py:4: case '1F1B p=2 m=2': device_options: the cpu backend has no device option 'frob' "
         "(valid: stall_timeout_s); the sim backend has no device option 'frob' (it takes none)",
         "*_ test_gpu _*",
         f"ConfigError: test_cases.py:7: case '1F1B p=2 m=2': unknown workload 'gpu'; {WORKLOAD_LIST}",
+        "*_ test_soon _*",  # on sim too, not only where the cpu device would add "soon" to a number
+        f"ConfigError: test_cases.py:10: case '1F1B p=2 m=2': device_options: the cpu backend's stall_timeout_s must be {SECONDS}, got 'soon'",
     ])
     out = result.stdout.str()
     assert "Traceback" not in out and "TypeError" not in out and "harness/" not in out

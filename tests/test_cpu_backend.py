@@ -107,6 +107,13 @@ def test_unknown_workload_lists_valid_ones():
         CpuDevice("bogus")
 
 
+@pytest.mark.parametrize("timeout", ["soon", 0, -1, float("nan"), float("inf"), 1e12, True, None])
+def test_stall_timeout_must_be_a_positive_number_of_seconds(timeout):
+    with pytest.raises(ConfigError) as info:
+        CpuDevice("sleep", stall_timeout_s=timeout)
+    assert str(info.value) == f"the cpu backend's stall_timeout_s must be a positive number of seconds (at most 1000000), got {timeout!r}"
+
+
 def test_stalled_stream_fails_instead_of_hanging():
     dev = CpuDevice("sleep", stall_timeout_s=0.2)
     try:

@@ -413,6 +413,24 @@ def test_bad_device_map_is_a_config_error(fake: FakeCuda) -> None:
         cuda_mod.CudaDevice(device_map={0: 3})
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"stall_timeout_s": 0}, "the cuda backend's stall_timeout_s must be a positive number of seconds (at most 1000000), got 0"),
+    ({"devices": [0, -1]}, "the cuda backend's devices must be a non-empty list of device ordinals (integers >= 0), got [0, -1]"),
+    ({"device_map": {0: "1"}},
+     "the cuda backend's device_map must be a mapping of rank to device ordinal, e.g. {0: 0, 1: 1}, or a list of ordinals "
+     "by rank (all integers >= 0), got {0: '1'}"),
+    ({"l2_flush": "yes"}, "the cuda backend's l2_flush must be True or False, got 'yes'"),
+    ({"nvtx": 1}, "the cuda backend's nvtx must be True, False or None, got 1"),
+    ({"kernels": ""}, "the cuda backend's kernels must be None or the path of a file, got ''"),
+    ({"nvcc_options": "-O3"}, "the cuda backend's nvcc_options must be a list of strings, e.g. ['-O3'], got '-O3'"),
+])
+def test_option_values_are_checked_by_the_constructor(fake: FakeCuda, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        cuda_mod.CudaDevice(**options)
+    assert str(info.value) == message
+    assert fake.stack() == []
+
+
 def test_missing_nvcc_says_how_to_use_a_prebuilt_binary(fake: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cuda_mod, "_find_nvcc", lambda: None)
     dev = cuda_mod.CudaDevice()

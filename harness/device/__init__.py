@@ -68,6 +68,19 @@ def check_workload(workload: str) -> None:
         )
 
 
+def _device_class(backend: str) -> type:
+    """The device class of ``backend``, imported (``harness.device.cuda`` does not import PyCUDA for this).
+
+    Raises:
+        ConfigError: ``backend`` is not ``sim``, ``cpu`` or ``cuda``.
+    """
+    if backend not in _DEVICE_CLASSES:
+        raise ConfigError(f"unknown backend {backend!r} (valid backends: {', '.join(_DEVICE_CLASSES)})")
+    module, name = _DEVICE_CLASSES[backend]
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
+
+
 def device_option_names(backend: str) -> tuple[str, ...] | None:
     """The keyword options backend ``backend``'s device takes (its constructor's
     parameters but ``workload``, which a case sets with its own field); ``None``
@@ -76,10 +89,7 @@ def device_option_names(backend: str) -> tuple[str, ...] | None:
     Raises:
         ConfigError: ``backend`` is not ``sim``, ``cpu`` or ``cuda``.
     """
-    if backend not in _DEVICE_CLASSES:
-        raise ConfigError(f"unknown backend {backend!r} (valid backends: {', '.join(_DEVICE_CLASSES)})")
-    module, name = _DEVICE_CLASSES[backend]
-    params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    params = inspect.signature(_device_class(backend)).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return None
     keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -87,21 +97,25 @@ def device_option_names(backend: str) -> tuple[str, ...] | None:
 
 
 def check_device_options(backend: str, options: Mapping[str, object]) -> None:
-    """Raise :class:`ConfigError` for options ``backend``'s device does not take, naming them and those it does.
+    """Raise :class:`ConfigError` for options ``backend``'s device does not take, naming them and those
+    it does, then for values it cannot use (its class's ``check_options``: type and range, no device made).
 
     Raises:
-        ConfigError: an unknown backend, or an option its constructor has no parameter for.
+        ConfigError: an unknown backend, an option its constructor has no parameter
+            for, or a value of the wrong type or range.
     """
     valid = device_option_names(backend)
-    if valid is None:
-        return
-    unknown = sorted(str(k) for k in options if k not in valid)
-    if unknown:
-        takes = f"valid: {', '.join(valid)}" if valid else "it takes none"
-        if "workload" in unknown:
-            takes += "; the workload is the case's own field"
-        names = f"option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
-        raise ConfigError(f"the {backend} backend has no device {names} ({takes})")
+    if valid is not None:
+        unknown = sorted(str(k) for k in options if k not in valid)
+        if unknown:
+            takes = f"valid: {', '.join(valid)}" if valid else "it takes none"
+            if "workload" in unknown:
+                takes += "; the workload is the case's own field"
+            names = f"option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+            raise ConfigError(f"the {backend} backend has no device {names} ({takes})")
+    check_values = getattr(_device_class(backend), "check_options", None)  # optional for a new backend
+    if check_values is not None:
+        check_values(options)
 
 
 def backend_workload(backend: str, workload: str | None) -> str:

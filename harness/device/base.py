@@ -19,10 +19,102 @@ Handles (streams, events) are opaque objects owned by the device.
 
 from __future__ import annotations
 
+import math
+import numbers
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Device", "Work"]
+from harness.errors import ConfigError
+
+__all__ = [
+    "MAX_STALL_TIMEOUT_S",
+    "Device",
+    "Work",
+    "check_bool",
+    "check_optional_bool",
+    "check_ordinal_map",
+    "check_ordinals",
+    "check_path",
+    "check_stall_timeout",
+    "check_strings",
+]
+
+#: The longest ``stall_timeout_s`` a device takes (about 11.6 days): longer waits
+#: overflow the host's thread timeouts, and a hang guard that never fires guards nothing.
+MAX_STALL_TIMEOUT_S = 1_000_000
+
+# Value checks for device options, shared by the device classes' ``check_options``
+# (which a case calls for every backend it names, without creating a device) and
+# their constructors. Each raises ConfigError naming the backend, the option and the value.
+
+
+def _value_error(backend: str, name: str, wanted: str, value: object) -> ConfigError:
+    return ConfigError(f"the {backend} backend's {name} must be {wanted}, got {value!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_stall_timeout(backend: str, name: str, value: object) -> None:
+    """A positive, finite number of seconds, at most :data:`MAX_STALL_TIMEOUT_S`."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 < value <= MAX_STALL_TIMEOUT_S:  # type: ignore[operator]
+        raise _value_error(backend, name, f"a positive number of seconds (at most {MAX_STALL_TIMEOUT_S})", value)
+
+
+def check_bool(backend: str, name: str, value: object) -> None:
+    """``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise _value_error(backend, name, "True or False", value)
+
+
+def check_optional_bool(backend: str, name: str, value: object) -> None:
+    """``True``, ``False`` or ``None``."""
+    if not (value is None or isinstance(value, bool)):
+        raise _value_error(backend, name, "True, False or None", value)
+
+
+def check_ordinals(backend: str, name: str, value: object) -> None:
+    """``None`` or a non-empty sequence of device ordinals (integers >= 0)."""
+    if value is None:
+        return
+    if (isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value
+            or not all(_is_int(d) and d >= 0 for d in value)):  # type: ignore[operator]
+        raise _value_error(backend, name, "a non-empty list of device ordinals (integers >= 0)", value)
+
+
+def check_ordinal_map(backend: str, name: str, value: object) -> None:
+    """``None``, a mapping rank -> device ordinal, or a list of ordinals indexed by rank (all integers >= 0)."""
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        pairs = list(enumerate(value))
+    else:
+        pairs = [(-1, -1)]
+    if not all(_is_int(k) and k >= 0 and _is_int(v) and v >= 0 for k, v in pairs):
+        raise _value_error(
+            backend, name, "a mapping of rank to device ordinal, e.g. {0: 0, 1: 1}, or a list of ordinals by rank "
+            "(all integers >= 0)", value,
+        )
+
+
+def check_path(backend: str, name: str, value: object) -> None:
+    """``None`` or a non-empty path (``str`` or ``os.PathLike``); whether it exists is the device's to say."""
+    if value is None or isinstance(value, os.PathLike):
+        return
+    if not isinstance(value, str) or not value:
+        raise _value_error(backend, name, "None or the path of a file", value)
+
+
+def check_strings(backend: str, name: str, value: object) -> None:
+    """A list of strings (not one string, which would be taken apart character by character)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise _value_error(backend, name, "a list of strings, e.g. ['-O3']", value)
 
 
 @dataclass(frozen=True, slots=True)

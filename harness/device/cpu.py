@@ -25,9 +25,10 @@ import platform
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from harness.device.base import Work
+from harness.device.base import Work, check_stall_timeout
 from harness.errors import ConfigError, ExecutionError
 
 __all__ = ["WORKLOADS", "CpuDevice"]
@@ -166,16 +167,29 @@ class CpuDevice:
             fails with :class:`ExecutionError` (a guard against hangs).
 
     Raises:
-        ConfigError: unknown workload.
+        ConfigError: unknown workload, or a ``stall_timeout_s`` that is not a
+            positive number of seconds (see :meth:`check_options`).
     """
 
     name = "cpu"
 
+    @staticmethod
+    def check_options(options: Mapping[str, object]) -> None:
+        """Check the values of device options (names already checked), without creating a device.
+
+        Raises:
+            ConfigError: ``stall_timeout_s`` is not a positive, finite number of
+                seconds up to :data:`~harness.device.base.MAX_STALL_TIMEOUT_S`.
+        """
+        if "stall_timeout_s" in options:
+            check_stall_timeout("cpu", "stall_timeout_s", options["stall_timeout_s"])
+
     def __init__(self, workload: str = "sleep", stall_timeout_s: float = 120.0) -> None:
         if workload not in WORKLOADS:
             raise ConfigError(f"cpu backend: unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
+        self.check_options({"stall_timeout_s": stall_timeout_s})
         self.workload = workload
-        self.stall_timeout_s = stall_timeout_s
+        self.stall_timeout_s = float(stall_timeout_s)
         self._streams: list[_CpuStream] = []
         self._closed = False
         self.sleep_overshoot_ns = _sleep_overshoot_ns() if workload == "sleep" else 0

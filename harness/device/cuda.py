@@ -73,7 +73,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.device.base import Work
+from harness.device.base import (
+    Work,
+    check_bool,
+    check_optional_bool,
+    check_ordinal_map,
+    check_ordinals,
+    check_path,
+    check_stall_timeout,
+    check_strings,
+)
 from harness.errors import BackendUnavailable, ConfigError, ExecutionError
 
 __all__ = ["INSTALL_HINT", "KERNELS_ENV", "KERNELS_SOURCE", "WORKLOADS", "CudaDevice", "probe"]
@@ -223,13 +232,37 @@ class CudaDevice:
         nvcc_options: extra ``nvcc`` options for ``SourceModule``.
 
     Raises:
-        ConfigError: unknown workload or a bad device map.
+        ConfigError: unknown workload, an option value of the wrong type or
+            range (see :meth:`check_options`), or devices that do not exist.
         BackendUnavailable: PyCUDA, the driver or a GPU is missing, or the
             kernels cannot be compiled or loaded (the message says why and how
             to fix it).
     """
 
     name = "cuda"
+
+    @staticmethod
+    def check_options(options: Mapping[str, object]) -> None:
+        """Check the values of device options (names already checked) without PyCUDA or a GPU,
+        so a case's cuda options are checked on every machine; whether the devices exist is
+        the constructor's to say.
+
+        Raises:
+            ConfigError: a value of the wrong type or range, naming the option.
+        """
+        checks = {
+            "devices": check_ordinals,
+            "device_map": check_ordinal_map,
+            "l2_flush": check_bool,
+            "nvtx": check_optional_bool,
+            "stall_timeout_s": check_stall_timeout,
+            "kernels": check_path,
+            "nvcc_options": check_strings,
+        }
+        for name, value in options.items():
+            check = checks.get(name)
+            if check is not None:
+                check("cuda", name, value)
 
     def __init__(
         self,
@@ -244,6 +277,10 @@ class CudaDevice:
     ) -> None:
         if workload not in WORKLOADS:
             raise ConfigError(f"cuda backend: unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
+        self.check_options({
+            "devices": devices, "device_map": device_map, "l2_flush": l2_flush, "nvtx": nvtx,
+            "stall_timeout_s": stall_timeout_s, "kernels": kernels, "nvcc_options": nvcc_options,
+        })
         ok, why = probe()
         if not ok:
             raise BackendUnavailable(f"the cuda backend cannot run here: {why}. {INSTALL_HINT}")

@@ -11,6 +11,7 @@ number of operations.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from harness.device.base import Work
@@ -56,6 +57,10 @@ class SimDevice:
 
     name = "sim"
     workload = "virtual"
+
+    @staticmethod
+    def check_options(options: Mapping[str, object]) -> None:
+        """Check the values of device options: the sim device takes none, so there are none to check."""
 
     def __init__(self) -> None:
         self._streams: list[_SimStream] = []
