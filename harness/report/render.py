@@ -20,7 +20,21 @@ renders into; one of another host, or named before the owner was recorded
 (``.render-<random>``), once nothing in it changed for a day. A live render's
 staging folder is never touched. SIGTERM while rendering (where its handler is
 the default) removes the staging folder, then terminates; while publishing,
-like Ctrl-C, it is held until the report is whole.
+like Ctrl-C, it is held until the report is whole (a signal the process
+ignores stays ignored).
+
+Renders into one folder may run at the same time (two ``report`` commands,
+two pytest sessions with the same ``--report-dir``): each renders into its own
+staging folder, and publishing is serialized by a lock on the file
+``.publish.lock`` in the report folder (:mod:`filelock`), so one render's
+files never mix with another's. A render that finds the lock taken says so
+through ``progress`` and waits.
+
+Publishing moves the files in dependency order: ``traces/``, ``hta/``, then
+``results.json``, then ``index.html`` (the page links the traces), and only
+then removes the trace and HTA files the new page does not link. A render
+killed outright part-way leaves every file whole, the previous page in place
+until ``index.html`` moved, and unlinked old traces until the next render.
 """
 
 from __future__ import annotations
@@ -54,6 +68,13 @@ _STAGE_NAME = re.compile(r"\.render-(?P<host>[A-Za-z0-9_]+)-(?P<pid>[0-9]+)-[A-Z
 STALE_UNOWNED_AFTER_S = 24 * 3600.0
 _live_stages: set[Path] = set()  # staging folders this process renders into now
 _stages_lock = threading.Lock()
+#: The lock file that serializes publishing into a report folder.
+PUBLISH_LOCK_NAME = ".publish.lock"
+#: Top-level names of a report in the order they are published: what a file links
+#: is in place before the file (the page links the traces), the page last.
+_PUBLISH_ORDER = ("traces", "hta", "results.json", "index.html")
+_publish_locks: dict[str, Any] = {}  # lock file path -> this process's FileLock for it
+_publish_locks_guard = threading.Lock()
 
 
 def case_filename(case_id: str, taken: set[str] | None = None) -> str:
@@ -194,13 +215,17 @@ def _interrupts_deferred() -> Iterator[list[int]]:
     """Hold SIGINT/SIGTERM for the duration of the block (main thread only); yields
     the list of held signals, which the caller acts on once its work is whole and
     its staging folder removed (SIGINT: :class:`ReportInterrupted`; SIGTERM:
-    re-sent). The block must be short: it is the few renames that publish a report."""
+    re-sent). The block must be short: it is the few renames that publish a report.
+    A signal the process ignores (``SIG_IGN``, e.g. SIGINT of a command started
+    with ``&`` in a non-interactive shell) is left ignored, not held."""
     held: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield held
         return
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is signal.SIG_IGN:  # ignored by whoever started us: it must not stop the render
+            continue
         try:
             previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
         except (ValueError, OSError):  # not allowed here: run undeferred
@@ -236,6 +261,42 @@ def _prune(out_dir: Path, keep: set[Path]) -> None:
                 path.unlink(missing_ok=True)
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+
+
+def _publish_order(stage: Path) -> list[Path]:
+    """The files of ``stage`` in the order they are published (see :data:`_PUBLISH_ORDER`);
+    a name outside it goes before ``results.json``."""
+    def rank(path: Path) -> tuple[int, str]:
+        top = path.relative_to(stage).parts[0]
+        return (_PUBLISH_ORDER.index(top) if top in _PUBLISH_ORDER else _PUBLISH_ORDER.index("results.json") - 1, str(path))
+
+    return sorted((p for p in stage.rglob("*") if p.is_file()), key=rank)
+
+
+@contextlib.contextmanager
+def _publish_lock(out_dir: Path, progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Hold the lock that serializes publishing into ``out_dir`` (the file
+    :data:`PUBLISH_LOCK_NAME` in it) for the block; says so through ``progress``
+    when another render holds it, then waits. Reentrant in one thread (a render
+    started from within another's publishing); other threads and processes wait.
+    The lock goes with its process: a render killed while holding it holds it no more."""
+    from filelock import FileLock, Timeout
+
+    path = str(out_dir.resolve() / PUBLISH_LOCK_NAME)
+    with _publish_locks_guard:
+        lock = _publish_locks.get(path)
+        if lock is None:
+            lock = _publish_locks[path] = FileLock(path)  # thread-local holds: threads exclude each other
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if progress:
+            progress(f"waiting: another render is publishing into {out_dir} (lock {path})")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -296,7 +357,9 @@ def write_report(
     Staging folders of earlier renders into ``out_dir`` that were killed are
     removed first (see module doc). SIGTERM terminates the process as usual,
     but only after the staging folder is removed and, while publishing, after
-    the report is whole.
+    the report is whole. Another render publishing into ``out_dir`` at the same
+    time is waited for (``progress`` says so): the folder then holds the report
+    of the render that published last, whole.
     """
     from harness.report.fields import check_cases
     from harness.report.hta import hta_rank_trace
@@ -340,10 +403,13 @@ def write_report(
             if write_results:
                 atomic_write_json(stage / "results.json", doc)
             # Everything rendered: move into place, file by file (each move is atomic),
-            # with Ctrl-C and SIGTERM held back so the folder never mixes two runs.
+            # one render at a time (the lock; waiting for it can be interrupted), with
+            # Ctrl-C and SIGTERM held back so the folder never mixes two runs. Traces
+            # first and the page last, so the page never links a trace not there yet;
+            # old traces are pruned only once the page in place no longer links them.
             written: set[Path] = set()
-            with _interrupts_deferred() as held:
-                for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+            with _publish_lock(out_dir, progress), _interrupts_deferred() as held:
+                for src in _publish_order(stage):
                     dst = out_dir / src.relative_to(stage)
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(src, dst)
