@@ -208,3 +208,18 @@ def test_an_unnamed_or_unplaceable_schedule_gets_the_looped_placement(tmp_path):
         "stages placed looped instead (stage = chunk * p + rank)"
     ]
     assert odd["schedule"]["stage_to_rank"] == [0, 1, 0, 1]
+
+
+def test_dualpipev_with_fewer_than_2p_micro_batches_keeps_the_v_placement(tmp_path):
+    # ZB-V runs with m=4 on p=4 ranks; DualPipeV cannot be built for m < 2p, but its placement does not depend on m.
+    case = case_to_dict(run_case(PipelineCase("ZB-V", stages=4, microbatches=4), "sim", range(1, 2)))
+    write_paddle_logs(tmp_path, case)
+    with pytest.warns(PaddleLogWarning) as record:
+        back = import_paddle_logs(tmp_path, schedule_name="DualPipeV")
+    assert [str(w.message) for w in record] == [
+        "schedule 'DualPipeV' cannot be built for the logs' p=4, m=4 (DualPipeV needs m >= 2p micro-batches (one per stage); "
+        "got p=4, m=4); stages placed as its builder places them for any m (V placement: rank r holds stages r and 7 - r)"
+    ]
+    assert back["schedule"]["stage_to_rank"] == [0, 1, 2, 3, 3, 2, 1, 0]
+    assert sorted(set(zip(back["jobs"]["rank"], back["jobs"]["chunk"], back["jobs"]["stage"]))) == \
+        sorted(set(zip(case["jobs"]["rank"], case["jobs"]["chunk"], case["jobs"]["stage"])))

@@ -40,7 +40,8 @@ document (:mod:`harness.report.results`), so every report renders from it:
   holds stages ``r`` and ``2p - 1 - r``) survives an export and import; any
   other name gets Paddle's looped placement, ``stage = chunk * p + rank`` (a
   built-in name whose builder cannot give the log's sizes falls back to it
-  with a warning);
+  with a warning, except a V-placement one, ZB-V or DualPipeV with
+  ``m < 2p``, which keeps its V placement, with a warning);
 * the job number ``N`` is not used (its meaning changed between versions).
 
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
@@ -69,6 +70,7 @@ from harness.records import JobRecord
 from harness.report.atomic import atomic_write_text, ensure_writable_dir
 from harness.report.layout import job_label, track_overflow
 from harness.report.results import JOB_COLUMNS
+from harness.schedule.model import v_placement
 
 __all__ = [
     "PaddleJob",
@@ -443,6 +445,12 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         built = build_schedule(info.name, p, m, v if info.takes_chunks else 1)
     except HarnessError as exc:
         why = str(exc).splitlines()[0]
+        if v == 2 and _places_v(info.name, p):  # ZB-V, DualPipeV: the V placement does not depend on m
+            problems.append(
+                f"schedule {info.name!r} cannot be built for the logs' p={p}, m={m} ({why}); stages placed as its "
+                f"builder places them for any m (V placement: rank r holds stages r and {2 * p - 1} - r)"
+            )
+            return list(v_placement(p))
     else:
         if built.num_ranks == p and built.chunks_per_rank == v:
             return list(built.stage_to_rank)
@@ -452,6 +460,21 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         "stages placed looped instead (stage = chunk * p + rank)"
     )
     return loop
+
+
+def _places_v(name: str, p: int) -> bool:
+    """Whether the built-in schedule ``name`` uses the V placement on ``p`` ranks
+    (:func:`~harness.schedule.model.v_placement`), asked of its builder with
+    micro-batch counts it accepts (DualPipeV needs ``m >= 2p``)."""
+    from harness.errors import HarnessError
+    from harness.schedule.builders import build_schedule
+
+    for m in (2 * p, 4 * p):
+        try:
+            return tuple(build_schedule(name, p, m, 1).stage_to_rank) == v_placement(p)
+        except HarnessError:
+            continue
+    return False
 
 
 def _metrics(cols: dict[str, list[Any]], p: int, steps: list[int], step_start: list[int], step_end: list[int]) -> dict[str, Any]:
