@@ -7,6 +7,7 @@ Cases in ``cases/`` create a :class:`PipelineCase` and hand it to the
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ def _declaration_site() -> str | None:
     return f"{shown}:{frame.f_lineno}"
 
 
+#: ``build_schedule``'s own arguments, which the case's fields give (``options`` may not).
+_CASE_FIELD_OF_BUILD_ARGUMENT = {"name": "schedule", "num_ranks": "stages", "num_microbatches": "microbatches", "chunks": "chunks"}
+
+
 def _looks_like_path(text: str) -> bool:
     """A schedule given as a string names a file when it has a schedule-file suffix or a folder part."""
     return text.lower().endswith((".csv", ".txt")) or "/" in text or "\\" in text
@@ -77,7 +82,9 @@ class PipelineCase:
         stages: ``p``, pipeline ranks; taken from the schedule when it is given
             ready-made or as a file.
         microbatches: ``m``, micro-batches per step; likewise.
-        chunks: ``v``, chunks per rank, for interleaved schedules.
+        chunks: ``v``, chunks per rank, for interleaved schedules. A given
+            schedule or file carries its own: leave it at 1 (the default, "the
+            schedule's own", as for ZB-V's fixed 2) or repeat that value.
         cost: per-job durations; default ``F=1 ms, B=2 ms``.
         workload: ``"timed"`` (each job lasts its cost-model duration: cpu
             sleep, cuda spin; the default) or ``"compute"`` (real matrix
@@ -88,8 +95,12 @@ class PipelineCase:
             default) inserts them exactly when the cost model gives transfers a
             cost (p2p latency or bandwidth with activation bytes), so a case never
             sets transfer costs that silently do nothing.
-        optimizer: append an optimizer step (``OPT``) per stage.
-        options: extra keyword arguments for the schedule builder.
+        optimizer: append an optimizer step (``OPT``) per stage; named
+            schedules only (a given schedule or file holds its own ``OPT`` jobs).
+        options: extra keyword arguments for the schedule builder, a mapping of
+            option names its builder takes (not ``name``, ``num_ranks``,
+            ``num_microbatches`` or ``chunks``: the case's fields give those);
+            named schedules only.
         name: a label for reports; default derived from schedule, p, m, v.
         device_options: keyword arguments for the backend's device, applied
             only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
@@ -101,11 +112,15 @@ class PipelineCase:
 
     Raises:
         ConfigError: on construction, for a cost that is not a cost model, a
-            non-positive size, an unknown workload, or ``device_options`` naming
-            an unknown backend or an option its device does not take (the
-            message starts with ``declared_at``); on
-            :meth:`build`, for unknown schedule names, missing sizes, or a file
-            that does not match ``stages``/``microbatches``.
+            non-positive size, an unknown workload, ``options`` that are not a
+            mapping of names the schedule's builder takes, ``options`` or
+            ``optimizer`` with a given schedule or file, a given schedule that
+            does not match ``stages``/``microbatches``/``chunks``, or
+            ``device_options`` naming an unknown backend, an option its device
+            does not take or a value it cannot use; on :meth:`build`, for
+            unknown schedule names, missing sizes, a builder's own constraint,
+            or a file that does not match ``stages``/``microbatches``/``chunks``.
+            Either way the message starts with ``declared_at``.
     """
 
     schedule: str | Schedule | Path
@@ -141,7 +156,82 @@ class PipelineCase:
                 check_workload(self.workload)
             except ConfigError as exc:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
+        self._check_options()
+        if isinstance(self.schedule, (Schedule, Path)):
+            self._check_given_schedule_fields()
+        if isinstance(self.schedule, Schedule):  # known now; a file's sizes when it is read
+            self._check_matches(self.schedule, "the given schedule")
         self._check_device_options()
+
+    def _check_options(self) -> None:
+        """``options`` is a mapping of the builder's own keyword options: not the sizes and
+        name that the case's fields give (``build_schedule``'s own arguments), and, for a
+        known schedule name, only those its builder takes. An unknown name is reported by
+        :meth:`build`, with the list of valid ones."""
+        options = self.options
+        if not isinstance(options, Mapping):
+            raise self._error(
+                f"case {self.label()!r}: options must map the schedule builder's option names to values, "
+                f"e.g. {{'optimizer': True}}, got {options!r}"
+            )
+        for key in options:
+            if not isinstance(key, str):
+                raise self._error(f"case {self.label()!r}: option names must be strings, got {key!r} in options={dict(options)!r}")
+        clashes = [key for key in _CASE_FIELD_OF_BUILD_ARGUMENT if key in options]
+        if clashes:
+            given = ", ".join(f"{_CASE_FIELD_OF_BUILD_ARGUMENT[k]}={options[k]!r}" for k in clashes)
+            several = len(clashes) > 1
+            raise self._error(
+                f"case {self.label()!r}: option{'s' if several else ''} {', '.join(map(repr, clashes))} "
+                f"{'are' if several else 'is'} not {'builder options' if several else 'a builder option'}: "
+                f"the case's own field{'s' if several else ''} give{'' if several else 's'} {'them' if several else 'it'}; "
+                f"give {given} instead"
+            )
+        if not isinstance(self.schedule, str) or not options:
+            return
+        try:
+            info = builder_info(self.schedule)
+        except ConfigError:
+            return
+        params = inspect.signature(info.build).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        sizes = 3 if info.takes_chunks else 2  # p, m[, v]: build_schedule passes them by position
+        valid = [n for i, (n, p) in enumerate(params.items()) if i >= sizes and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            takes = f"its options are {', '.join(valid)}" if valid else "it takes no options"
+            raise self._error(f"case {self.label()!r}: schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
+        if self.optimizer and "optimizer" in options and options["optimizer"] is not True:
+            raise self._error(
+                f"case {self.label()!r}: optimizer=True and options={{'optimizer': {options['optimizer']!r}}} disagree; "
+                "give only the optimizer field"
+            )
+
+    def _check_given_schedule_fields(self) -> None:
+        """A given schedule (a ``Schedule`` or a file) carries its own jobs and placement:
+        ``options`` and ``optimizer`` are for a builder, which it has none of, and ``chunks``
+        may only repeat its own ``v`` (1, the default, stands for the schedule's own)."""
+        what = "the given schedule" if isinstance(self.schedule, Schedule) else f"the schedule file {self.schedule}"
+        if self.options:
+            raise self._error(
+                f"case {self.label()!r}: options={dict(self.options)!r} only apply to named (built-in) schedules, "
+                f"whose builder takes them; {what} carries its own jobs and placement"
+            )
+        if self.optimizer:
+            raise self._error(
+                f"case {self.label()!r}: optimizer=True only applies to named (built-in) schedules; "
+                f"{what} carries its own jobs: add an OPT job per stage to it (a CSV cell such as 0OPT)"
+            )
+        if isinstance(self.schedule, Schedule):
+            self._check_chunks(self.schedule, what)
+
+    def _check_chunks(self, schedule: Schedule, what: str) -> None:
+        if self.chunks not in (1, schedule.chunks_per_rank):
+            raise self._error(
+                f"case {self.label()!r}: {what} has {schedule.chunks_per_rank} chunk{'s' if schedule.chunks_per_rank > 1 else ''} "
+                f"per rank, but chunks={self.chunks}; leave chunks out or give {schedule.chunks_per_rank}: a given schedule carries its own"
+            )
 
     def _check_device_options(self) -> None:
         """Every backend named in ``device_options`` exists and takes the options given for it,
@@ -199,20 +289,23 @@ class PipelineCase:
         """
         schedule: Schedule
         if isinstance(self.schedule, Schedule):
-            schedule = self.schedule
-            self._check_matches(schedule, "the given schedule")
+            schedule = self.schedule  # checked against the case's fields when it was made
         elif isinstance(self.schedule, Path):
             from harness.schedule import notation
 
             schedule = notation.load_schedule_file(self.schedule)  # sizes from the file, then compared
             self._check_matches(schedule, str(self.schedule))
+            self._check_chunks(schedule, str(self.schedule))
         else:
             if self.stages is None or self.microbatches is None:
-                raise ConfigError(f"case {self.label()!r}: give stages (p) and microbatches (m) for schedule {self.schedule!r}")
+                raise self._error(f"case {self.label()!r}: give stages (p) and microbatches (m) for schedule {self.schedule!r}")
             opts = dict(self.options)
             if self.optimizer:
                 opts["optimizer"] = True
-            schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
+            try:
+                schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
+            except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
+                raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.comm or (self.comm is None and _transfers_cost_time(self.cost, schedule)):
             from harness.schedule.passes import add_communication
 
@@ -221,8 +314,8 @@ class PipelineCase:
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:
-            raise ConfigError(f"case {self.label()!r}: {what} has {schedule.num_ranks} ranks, but stages={self.stages}")
+            raise self._error(f"case {self.label()!r}: {what} has {schedule.num_ranks} ranks, but stages={self.stages}")
         if self.microbatches is not None and self.microbatches != schedule.num_microbatches:
-            raise ConfigError(
+            raise self._error(
                 f"case {self.label()!r}: {what} has {schedule.num_microbatches} micro-batches, but microbatches={self.microbatches}"
             )

@@ -197,7 +197,9 @@ class PipelineRunner:
             error = exc
         if error is not None:  # outside the except block: one message, no chained traceback
             declared_at = case.declared_at if case.declared_at != run_at else None
-            where = ", ".join(f"{what} at {site}" for what, site in (("declared", declared_at), ("run", run_at)) if site)
+            sites = (("declared", declared_at), ("run", run_at))
+            # a case's own error starts with its line already: name the other one only
+            where = ", ".join(f"{what} at {site}" for what, site in sites if site and not str(error).startswith(f"{site}: "))
             pytest.fail(f"{type(error).__name__}: {error}" + (f"\n(case {where})" if where else ""), pytrace=False)
         hc.results.append(result)
         hc.by_node.setdefault(node.nodeid, []).append(result)

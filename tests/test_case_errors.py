@@ -112,15 +112,14 @@ def test_pytest_shows_the_case_line_not_a_traceback(pytester):
         "*_ ERROR at setup of test_marker _*",
         "ConfigError: test_cases.py:16: case '1F1B p=3 m=0': microbatches must be a positive integer, got 0",
         "*_ ERROR at setup of test_marker_unknown _*",
-        "ConfigError: unknown schedule '4F4B'; valid schedules: *",
-        "(case declared at test_cases.py:20)",
+        "ConfigError: test_cases.py:20: case 'test_marker_unknown': unknown schedule '4F4B'; valid schedules: *",
         "*_ test_zero_microbatches _*",
         "ConfigError: test_cases.py:6: case '1F1B p=2 m=0': microbatches must be a positive integer, got 0",
         "*_ test_keywords _*",
         "ConfigError: test_cases.py:9: case '1F1B p=0 m=4': stages must be a positive integer, got 0",
         "*_ test_declared_elsewhere _*",
-        "ConfigError: unknown schedule '2F2B'; valid schedules: *",
-        "(case declared at test_cases.py:11, run at test_cases.py:14)",
+        "ConfigError: test_cases.py:11: case 'test_declared_elsewhere': unknown schedule '2F2B'; valid schedules: *",
+        "(case run at test_cases.py:14)",  # declared at is the message's own start
         "*_ test_bad_cost _*",
         "ConfigError: cost model: F must be positive, got -1 ms",
         "(raised at test_cases.py:25)",
@@ -129,7 +128,7 @@ def test_pytest_shows_the_case_line_not_a_traceback(pytester):
     ])
     out = result.stdout.str()
     assert "harness/" not in out and "Traceback" not in out and "PytestBenchmarkWarning" not in out
-    assert "raise self._error" not in out
+    assert "raise self._error" not in out and "case declared at" not in out
 
 
 def test_fulltrace_keeps_the_traceback(pytester):

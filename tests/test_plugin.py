@@ -143,14 +143,16 @@ def test_bad_cases_fail_with_clear_messages(pytester):
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines([
-        "*ConfigError: unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
-        "(case run at test_bad.py:5)",
+        "*ConfigError: test_bad.py:5: case 'test_unknown_schedule': unknown schedule '2F2B'; valid schedules: *1F1B*FThenB*",
         "ConfigError: test_bad.py:8: case '1F1B p=0 m=8': stages must be a positive integer, got 0",
-        "*ConfigError: DualPipeV needs m >= 2p micro-batches (one per stage); got p=4, m=6*",
+        "*ConfigError: test_bad.py:11: case 'test_too_few_microbatches': DualPipeV needs m >= 2p micro-batches (one per stage); "
+        "got p=4, m=6*",
         "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
+        "(case run at test_bad.py:15)",  # the only message that does not start with the case's line
     ])
     out = result.stdout.str()
     assert "Traceback" not in out and "harness/case.py" not in out and "PytestBenchmarkWarning" not in out
+    assert out.count("(case run at") == 1
 
 
 def test_failed_run_keeps_previous_reports(pytester):
@@ -187,9 +189,9 @@ def test_bad(pipeline):
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "-rN", "-p", "no:cacheprovider")  # -rN: no short summary
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    assert out.count("ConfigError: schedule '1F1B' has one chunk per rank") == 1  # once, not chained twice
-    assert "During handling of the above exception" not in out
-    result.stdout.fnmatch_lines(["*(case run at test_cases.py:8)*", "1 case(s) ran but their test failed; reports mark them: test_runs_then_fails"])
+    assert out.count("ConfigError: test_cases.py:8: case 'test_bad': schedule '1F1B' has one chunk per rank") == 1  # once, not chained twice
+    assert "During handling of the above exception" not in out and "(case run at" not in out  # the message names the line
+    result.stdout.fnmatch_lines(["1 case(s) ran but their test failed; reports mark them: test_runs_then_fails"])
     doc = json.loads((pytester.path / "reports" / "results.json").read_text())
     assert [(c["id"], c["outcome"]) for c in doc["cases"]] == [("test_cases.py::test_runs_then_fails", "failed")]
 
