@@ -7,9 +7,10 @@ Cases in ``cases/`` create a :class:`PipelineCase` and hand it to the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -21,7 +22,7 @@ from harness.errors import ConfigError
 from harness.schedule.builders import build_schedule, builder_info
 from harness.schedule.model import Job, JobKind, Schedule
 
-__all__ = ["PipelineCase"]
+__all__ = ["PipelineCase", "case_field_names"]
 
 
 def _transfers_cost_time(cost: CostModel, schedule: Schedule) -> bool:
@@ -63,6 +64,15 @@ def _declaration_site() -> str | None:
 
 #: ``build_schedule``'s own arguments, which the case's fields give (``options`` may not).
 _CASE_FIELD_OF_BUILD_ARGUMENT = {"name": "schedule", "num_ranks": "stages", "num_microbatches": "microbatches", "chunks": "chunks"}
+
+
+#: Names users reach for that are another field's, beyond what difflib finds.
+_FIELD_ALIASES = {"p": "stages", "m": "microbatches", "v": "chunks", "pp": "stages", "vpp": "chunks"}
+
+
+def case_field_names() -> tuple[str, ...]:
+    """The fields a user gives a :class:`PipelineCase`, in order (``declared_at`` is filled in)."""
+    return tuple(f.name for f in dataclasses.fields(PipelineCase) if f.init and f.name != "declared_at")
 
 
 def _looks_like_path(text: str) -> bool:
@@ -162,6 +172,47 @@ class PipelineCase:
         if isinstance(self.schedule, Schedule):  # known now; a file's sizes when it is read
             self._check_matches(self.schedule, "the given schedule")
         self._check_device_options()
+
+    @classmethod
+    def from_fields(cls, args: Sequence[Any], kwargs: Mapping[str, Any], *, declared_at: str | None, source: str) -> PipelineCase:
+        """A case from fields given as positional and keyword arguments by a user's declaration that is
+        not a call of the class itself (the ``pipeline`` marker, the ``pipeline`` fixture's keywords),
+        so that a misspelt, missing or repeated field is a :class:`ConfigError` naming ``declared_at``,
+        ``source`` and the valid fields, not a ``TypeError`` from ``__init__``.
+
+        Args:
+            args: fields by position (``schedule`` first).
+            kwargs: fields by name; ``declared_at`` among them overrides the argument.
+            declared_at: the declaration's ``file:line``, or ``None``.
+            source: what the user wrote, for messages, e.g. ``"pipeline marker"``.
+
+        Raises:
+            ConfigError: an unknown, missing or repeated field, too many positional
+                fields, or any error of the case's own checks.
+        """
+        valid = case_field_names()
+
+        def fail(problem: str) -> ConfigError:
+            message = f"{source}: {problem}; valid fields: {', '.join(valid)}"
+            return ConfigError(f"{declared_at}: {message}" if declared_at else message)
+
+        if len(args) > len(valid):
+            raise fail(f"takes at most {len(valid)} fields by position, got {len(args)}: {tuple(args)!r}")
+        unknown = [key for key in kwargs if key not in valid and key != "declared_at"]
+        if unknown:
+            described = []
+            for key in unknown:
+                close = _FIELD_ALIASES.get(str(key)) or next(iter(difflib.get_close_matches(str(key), valid, n=1)), None)
+                described.append(f"{key!r}" + (f" (did you mean {close!r}?)" if close else ""))
+            raise fail(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(described)}")
+        twice = [name for name in valid[: len(args)] if name in kwargs]
+        if twice:
+            raise fail(f"field {twice[0]!r} given both by position and by name")
+        if not args and "schedule" not in kwargs:
+            raise fail('missing field \'schedule\' (a schedule name such as "1F1B", a Schedule or a CSV path)')
+        fields = {**dict(zip(valid, args)), **kwargs}
+        fields.setdefault("declared_at", declared_at)
+        return cls(**fields)
 
     def _check_options(self) -> None:
         """``options`` is a mapping of the builder's own keyword options: not the sizes and

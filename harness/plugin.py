@@ -179,9 +179,14 @@ class PipelineRunner:
     def __call__(self, case: PipelineCase | None = None, **fields: Any) -> CaseResult:
         run_at = _frame_site(sys._getframe(1))  # None when pipeline_result runs the case
         if case is None:
-            case = PipelineCase(**{"declared_at": run_at, **fields})
-        elif fields:
-            raise TypeError("pass either a PipelineCase or its fields as keywords, not both")
+            case = PipelineCase.from_fields((), fields, declared_at=run_at, source="pipeline(...)")
+        elif not isinstance(case, PipelineCase) or fields:
+            got = "a PipelineCase and keywords too" if isinstance(case, PipelineCase) else repr(case)
+            raise ConfigError(
+                (f"{run_at}: " if run_at else "") + "pipeline(...) takes a PipelineCase or its fields as keywords, "
+                f'e.g. pipeline(PipelineCase("1F1B", stages=4, microbatches=8)) or pipeline(schedule="1F1B", stages=4, microbatches=8); '
+                f"got {got}"
+            )
         hc = self._hc
         if hc.workload:
             case = replace(case, workload=hc.workload)
@@ -264,7 +269,7 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     # a decorated function's first line is its first decorator's, where the mark usually is
     declared_at = _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
-    return pipeline(PipelineCase(*marker.args, **{"declared_at": declared_at, **marker.kwargs}))
+    return pipeline(PipelineCase.from_fields(marker.args, marker.kwargs, declared_at=declared_at, source="pipeline marker"))
 
 
 @pytest.hookimpl(tryfirst=True)

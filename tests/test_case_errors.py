@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy  # noqa: F401 - imported before pytester's in-process runs, which drop modules first imported inside them (numpy cannot load twice)
 import pytest
 
-from harness.case import PipelineCase
+from harness.case import PipelineCase, case_field_names
 from harness.cli import main
 from harness.errors import ConfigError
 
@@ -58,6 +58,23 @@ def test_declaration_site_is_the_constructing_code_and_survives_replace():
     assert _make_case(stages=2, microbatches=4).declared_at == f"{HERE}:{helper_line}"
     with pytest.raises(ConfigError, match=r"^given\.py:7: case '1F1B p=2 m=0': microbatches"):
         PipelineCase("1F1B", stages=2, microbatches=0, declared_at="given.py:7")
+
+
+def test_from_fields_refuses_what_init_would_raise_a_type_error_for():
+    fields = ", ".join(case_field_names())
+    assert fields == "schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options"
+    case = PipelineCase.from_fields(("1F1B", 2), {"microbatches": 4}, declared_at="m.py:3", source="pipeline marker")
+    assert (case.stages, case.microbatches, case.declared_at) == (2, 4, "m.py:3")
+    with pytest.raises(ConfigError) as info:
+        PipelineCase.from_fields(tuple(range(12)), {}, declared_at="m.py:3", source="pipeline marker")
+    assert str(info.value) == (f"m.py:3: pipeline marker: takes at most 11 fields by position, got 12: {tuple(range(12))!r}; "
+                               f"valid fields: {fields}")
+    with pytest.raises(ConfigError) as info:
+        PipelineCase.from_fields((), {"schedule": "1F1B", "v": 2, "zzz": 1}, declared_at=None, source="pipeline marker")
+    assert str(info.value) == f"pipeline marker: unknown fields 'v' (did you mean 'chunks'?), 'zzz'; valid fields: {fields}"
+    with pytest.raises(ConfigError) as info:  # the case's own checks still speak for the values
+        PipelineCase.from_fields(("1F1B", 0, 4), {}, declared_at="m.py:3", source="pipeline marker")
+    assert str(info.value) == "m.py:3: case '1F1B p=0 m=4': stages must be a positive integer, got 0"
 
 
 def test_outside_the_current_folder_the_path_is_absolute(tmp_path, monkeypatch):

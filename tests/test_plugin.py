@@ -308,6 +308,69 @@ class TestGroup:
     assert "Benchmark fixture was not used" not in out
 
 
+FIELDS = "valid fields: schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options"
+
+
+def test_a_bad_marker_or_fixture_call_names_its_line_the_field_and_the_valid_ones(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+from harness.case import PipelineCase
+
+@pytest.mark.pipeline(schedule="1F1B", stages=4, microbatch=8)
+def test_misspelt(pipeline_result):
+    pass
+
+@pytest.mark.pipeline
+def test_empty(pipeline_result):
+    pass
+
+@pytest.mark.pipeline("1F1B", schedule="FThenB", stages=2, microbatches=2)
+def test_twice(pipeline_result):
+    pass
+
+@pytest.mark.pipeline("1F1B", p=2, m=4)
+def test_pm(pipeline_result):
+    pass
+
+@pytest.mark.pipeline("1F1B", 2, 4)
+def test_positional(pipeline_result):
+    assert pipeline_result.num_ranks == 2
+
+def test_fixture_keywords(pipeline):
+    pipeline(schedule="1F1B", stage=2, microbatches=4)
+
+def test_fixture_string(pipeline):
+    pipeline("1F1B")
+
+def test_fixture_both(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2), stages=3)
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=3, errors=4)
+    example = 'e.g. pipeline(PipelineCase("1F1B", stages=4, microbatches=8)) or pipeline(schedule="1F1B", stages=4, microbatches=8)'
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at setup of test_misspelt _*",
+        f"ConfigError: test_cases.py:4: pipeline marker: unknown field 'microbatch' (did you mean 'microbatches'?); {FIELDS}",
+        "*_ ERROR at setup of test_empty _*",
+        "ConfigError: test_cases.py:8: pipeline marker: missing field 'schedule' "
+        f'(a schedule name such as "1F1B", a Schedule or a CSV path); {FIELDS}',
+        "*_ ERROR at setup of test_twice _*",
+        f"ConfigError: test_cases.py:12: pipeline marker: field 'schedule' given both by position and by name; {FIELDS}",
+        "*_ ERROR at setup of test_pm _*",
+        "ConfigError: test_cases.py:16: pipeline marker: unknown fields 'p' (did you mean 'stages'?), "
+        f"'m' (did you mean 'microbatches'?); {FIELDS}",
+        "*_ test_fixture_keywords _*",
+        f"ConfigError: test_cases.py:25: pipeline(...): unknown field 'stage' (did you mean 'stages'?); {FIELDS}",
+        "*_ test_fixture_string _*",
+        f"ConfigError: test_cases.py:28: pipeline(...) takes a PipelineCase or its fields as keywords, {example}; got '1F1B'",
+        "*_ test_fixture_both _*",
+        f"ConfigError: test_cases.py:31: pipeline(...) takes a PipelineCase or its fields as keywords, {example}; "
+        "got a PipelineCase and keywords too",
+    ])
+    out = result.stdout.str()
+    assert "Traceback" not in out and "harness/" not in out and "TypeError" not in out and "(raised at" not in out
+
+
 def test_interrupted_case_gets_no_benchmark_fixture_warning(pytester):
     pytester.makepyfile(test_cases="""
 import pytest
