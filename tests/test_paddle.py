@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -37,8 +38,10 @@ def _write(folder: Path, name: str, lines: list[str]) -> Path:
 
 def test_issue_lines_import_as_two_overlapping_jobs_on_gpu0(tmp_path):
     _write(tmp_path, "workerlog.0", [LINE_3, LINE_4])
-    with pytest.warns(PaddleLogWarning, match=r"workerlog\.0:2: GPU 0: job 0F3 .*overlapping jobs"):
+    with pytest.warns(PaddleLogWarning) as record:
         case = import_paddle_logs(tmp_path)
+    assert case["warnings"] == [str(w.message) for w in record]
+    assert re.search(r"workerlog\.0:2: GPU 0: job 0F3 .*overlapping jobs", case["warnings"][0])
     jobs = case["jobs"]
     assert jobs["rank"] == [0, 0] and jobs["kind"] == ["F", "F"] and jobs["microbatch"] == [2, 3]
     # Exact ns from the six decimals; times relative to the first start.
@@ -47,7 +50,9 @@ def test_issue_lines_import_as_two_overlapping_jobs_on_gpu0(tmp_path):
     assert case["streams"] == ["rank0/compute", "rank0/overlap"] and jobs["stream"] == [0, 1]
     assert case["overlaps"] == [[0, 1]]
     assert case["rank_labels"] == ["GPU 0"]
-    assert len(case["warnings"]) == 1
+    # Two lines cut from a longer log: micro-batches 0 and 1 are not in it, though the ids make m = 4.
+    assert case["schedule"]["m"] == 4
+    assert [w.split(": ", 2)[1][:40] for w in case["warnings"]] == ["GPU 0", "no job in any log has micro_batch_id 0-1"]
     validate_document(results_document([case]))
     assert check_trace(case_trace(case)) == []
     # Busy time is the union of the two jobs (the overlap is not counted twice).
@@ -124,8 +129,10 @@ def test_garbage_lines_warn_with_file_and_line(tmp_path):
     with pytest.warns(PaddleLogWarning) as record:
         case = import_paddle_logs(tmp_path)
     messages = [str(w.message) for w in record]
-    assert [m.split(": ", 1)[0] for m in messages] == [f"{path}:3", f"{path}:4", f"{path}:5", f"{path}:6"]
+    assert [m.split(": ", 1)[0] for m in messages] == [f"{path}:3", f"{path}:4", f"{path}:5", f"{path}:6", f"{path}:2"]
     assert "end before start" in messages[1]
+    assert messages[4] == (f"{path}:2: no job in any log has micro_batch_id 0-1, though the largest id, 2, makes m = 3: "
+                           "the ids leave a gap (lines missing, or ids wrong)")
     assert len(case["jobs"]["kind"]) == 1
 
 
@@ -223,3 +230,108 @@ def test_dualpipev_with_fewer_than_2p_micro_batches_keeps_the_v_placement(tmp_pa
     assert back["schedule"]["stage_to_rank"] == [0, 1, 2, 3, 3, 2, 1, 0]
     assert sorted(set(zip(back["jobs"]["rank"], back["jobs"]["chunk"], back["jobs"]["stage"]))) == \
         sorted(set(zip(case["jobs"]["rank"], case["jobs"]["chunk"], case["jobs"]["stage"])))
+
+
+def _exported(folder: Path, microbatches: int = 4, steps: int = 3) -> dict:
+    """A 1F1B p=2 run exported as worker logs (steps 1..steps, one 'Schedule Profiler' line first)."""
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=microbatches), "sim", range(1, steps + 1)))
+    write_paddle_logs(folder, case)
+    return case
+
+
+def _edit_micro_batch(path: Path, lineno: int, new_id: int) -> None:
+    lines = path.read_text().splitlines()
+    assert "micro_batch_id = " in lines[lineno - 1]
+    lines[lineno - 1] = re.sub(r"micro_batch_id = \d+", f"micro_batch_id = {new_id}", lines[lineno - 1])
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _clean_import(folder: Path) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        return import_paddle_logs(folder)
+
+
+def test_an_impossible_micro_batch_id_is_named_and_does_not_set_m(tmp_path):
+    _exported(tmp_path)
+    clean = _clean_import(tmp_path)
+    path = tmp_path / "workerlog.1"
+    # Line 12 is GPU 1's forward of micro-batch 1 in the second step (the last rank runs F0 B0 F1 B1 ...).
+    _edit_micro_batch(path, 12, 99)
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:12: GPU 1, step 2: forward has micro_batch_id 99 (line 12), beyond m = 4 of the other steps and devices; "
+        "no micro-batch 1: a micro_batch_id on these lines is wrong; the jobs are kept as logged"
+    ]
+    assert case["schedule"]["m"] == 4 and case["steps"] == [1, 2, 3]
+    # The job is kept as logged (its time is real): one job with id 99, none lost.
+    assert case["jobs"]["microbatch"].count(99) == 1 and len(case["jobs"]["kind"]) == len(clean["jobs"]["kind"])
+    assert case["metrics"]["bubble_ratio"] == clean["metrics"]["bubble_ratio"]
+    assert case["metrics"]["step_time_median_ns"] == clean["metrics"]["step_time_median_ns"]
+
+
+@pytest.mark.parametrize(("log", "lineno", "was", "first_line"), [
+    ("workerlog.1", 12, 1, 10),  # last rank, F0 B0 F1 B1 ...: its second step's F1 printed as F0
+    ("workerlog.0", 11, 1, 10),  # first rank, F0 F1 B0 ...: F1 right after the step's first job, F0
+])
+def test_a_duplicated_micro_batch_id_is_named_and_makes_no_extra_step(tmp_path, log, lineno, was, first_line):
+    _exported(tmp_path)
+    clean = _clean_import(tmp_path)
+    path = tmp_path / log
+    _edit_micro_batch(path, lineno, 0)
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    rank = int(log[-1])
+    assert [str(w.message) for w in record] == [
+        f"{path}:{first_line}: GPU {rank}, step 2: forward has micro-batch 0 twice (lines {first_line}, {lineno}); "
+        f"no micro-batch {was}: a micro_batch_id on these lines is wrong; the jobs are kept as logged"
+    ]
+    # Still 3 steps of 16 jobs (not a 4th step starting at the repeated id), so the bubble is the clean log's.
+    assert case["steps"] == [1, 2, 3] and case["schedule"]["m"] == 4
+    assert [case["jobs"]["step"].count(s) for s in (1, 2, 3)] == [16, 16, 16]
+    assert case["metrics"]["bubble_ratio"] == clean["metrics"]["bubble_ratio"]
+    assert case["metrics"]["per_step"][1]["step_time_ns"] == clean["metrics"]["per_step"][1]["step_time_ns"]
+
+
+def test_a_duplicated_micro_batch_id_in_a_one_step_log(tmp_path):
+    _exported(tmp_path, steps=1)
+    path = tmp_path / "workerlog.1"
+    _edit_micro_batch(path, 4, 0)  # F1 -> F0
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:2: GPU 1, step 1: forward has micro-batch 0 twice (lines 2, 4); no micro-batch 1: "
+        "a micro_batch_id on these lines is wrong; the jobs are kept as logged"
+    ]
+    assert case["steps"] == [1] and case["schedule"]["m"] == 4
+
+
+def test_micro_batches_missing_from_every_log_are_one_warning(tmp_path):
+    def line(t, mb, a):
+        return f"Profiler Info: Job ({mb}), type = {t}, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {a + 1:.6f}"
+
+    # Micro-batch 2 is in no log: ids 0, 1, 3.
+    path = _write(tmp_path, "workerlog.0", [line("forward", mb, 1000 + 2 * i) for i, mb in enumerate((0, 1, 3))]
+                  + [line("backward", mb, 1010 + 2 * i) for i, mb in enumerate((0, 1, 3))])
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:3: no job in any log has micro_batch_id 2, though the largest id, 3, makes m = 4: "
+        "the ids leave a gap (lines missing, or ids wrong)"
+    ]
+    assert case["schedule"]["m"] == 4 and case["steps"] == [0]
+
+
+def test_a_log_cut_short_names_the_incomplete_step(tmp_path):
+    _exported(tmp_path)
+    path = tmp_path / "workerlog.1"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-3]) + "\n")  # the last step's B2, F3 and B3 lines are cut off
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:18: GPU 1, step 3: forward has no micro-batch 3: lines are missing (a log cut short?) or an id is wrong",
+        f"{path}:19: GPU 1, step 3: backward has no micro-batch 2-3: lines are missing (a log cut short?) or an id is wrong",
+    ]
+    assert case["steps"] == [1, 2, 3] and case["schedule"]["m"] == 4

@@ -32,7 +32,14 @@ document (:mod:`harness.report.results`), so every report renders from it:
   give one warning per type and file, naming the first line;
 * a step is one printed block: a new step begins when a (type, micro-batch)
   pair repeats on a device; steps are numbered from ``S`` of the profiler line
-  (default 0);
+  (default 0). Where the blocks so cut do not all run the same jobs (a wrong
+  ``micro_batch_id`` repeats a pair inside a step), the split into equal
+  blocks that best does is taken, so a wrong id makes no extra step;
+* micro-batch ids are checked per device, step and chunk (each micro-batch
+  ``0 .. m-1`` once forward and once backward): ``m`` is one more than the
+  largest id most of them have, and a repeated id, an id ``>= m``, missing
+  ids, and ids no log has (a gap) give a warning naming file and line; the
+  jobs are kept as logged;
 * stages follow the placement of the schedule named by ``schedule_name`` when
   it is a built-in one (:func:`harness.schedule.builders.schedule_names`):
   the builder is run for the log's ``p``, ``m`` and ``v`` and its
@@ -58,7 +65,7 @@ from __future__ import annotations
 import re
 import statistics
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -252,7 +259,8 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
     return out
 
 
-def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+def _split_on_repeat(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+    """Split a device's jobs into blocks: a new one starts where a (type, micro-batch) pair repeats."""
     steps: list[list[PaddleJob]] = []
     seen: set[tuple[str, int]] = set()
     for j in jobs:
@@ -263,6 +271,129 @@ def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
         steps[-1].append(j)
         seen.add(key)
     return steps
+
+
+def _split_cost(blocks: list[list[PaddleJob]]) -> int:
+    """How far ``blocks`` are from steps that each run the same jobs once: per block, the
+    (type, micro-batch) pairs it has twice, has but most blocks lack, and (but for the last
+    block, which a truncated log may cut short) lacks but most blocks have."""
+    keys = [Counter((j.type, j.microbatch) for j in b) for b in blocks]
+    presence = Counter(k for c in keys for k in c)
+    common = {k for k, n in presence.items() if 2 * n >= len(blocks)}
+    cost = 0
+    for i, c in enumerate(keys):
+        cost += sum(n - 1 for n in c.values()) + sum(1 for k in c if k not in common)
+        if i < len(keys) - 1:
+            cost += sum(1 for k in common if k not in c)
+    return cost
+
+
+def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+    """Split a device's jobs into steps (printed blocks).
+
+    Every step of a Paddle run executes the same job list, so a block normally
+    ends where a (type, micro-batch) pair repeats. A wrong ``micro_batch_id``
+    (a ``1`` printed or edited as ``0``) repeats a pair inside a step; where the
+    blocks so found do not all run the same jobs, the split into equal blocks
+    (of about the device's count of distinct pairs) that runs the same jobs in
+    every block best is taken instead, so a wrong id is one odd job in its step,
+    not an extra step.
+    """
+    naive = _split_on_repeat(jobs)
+    first = {(j.type, j.microbatch) for j in naive[0]} if naive else set()
+    if all({(j.type, j.microbatch) for j in b} == first for b in naive[:-1]) and \
+            all((j.type, j.microbatch) in first for j in (naive[-1] if naive else [])):
+        return naive  # the common case: every block runs the same jobs (the last maybe cut short)
+    distinct = len({(j.type, j.microbatch) for j in jobs})
+    best, best_cost = naive, _split_cost(naive)
+    slack = max(4, distinct // 8)
+    for length in range(max(1, distinct - slack), min(len(jobs), distinct + slack) + 1):
+        blocks = [jobs[i:i + length] for i in range(0, len(jobs), length)]
+        cost = _split_cost(blocks)
+        if cost < best_cost:
+            best, best_cost = blocks, cost
+    return best
+
+
+#: Job kinds per family of jobs that run each micro-batch once per chunk on a device in
+#: every step: its forward, and its backward, full (B) or for inputs only (I; split
+#: schedules such as DualPipeV mix the two). W follows I only where the backward split,
+#: so its ids are checked for repeats and range, not for completeness.
+_FAMILY = {"F": "F", "B": "B", "I": "B", "W": "W"}
+#: At most this many micro-batch id warnings per import; the rest are counted.
+_MAX_ID_WARNINGS = 20
+
+
+def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], labels: list[str], first_step: int,
+                   problems: list[str]) -> int:
+    """The number of micro-batches ``m`` of the logs, checking the ids on the way.
+
+    On a device, every step runs each micro-batch ``0 .. m-1`` once per chunk
+    forward (``forward``) and once backward (``backward`` or ``backward_b``).
+    ``m`` is one more than the largest id that at least half of these (device,
+    step, chunk, forward or backward) groups have, so one impossible id
+    (``micro_batch_id = 99``) does not make ``m = 100``. Per group, an id seen
+    twice, an id ``>= m`` and the ids below ``m`` it lacks are reported in
+    ``problems`` naming file and line (``backward_w`` groups: repeats and
+    range only); an id no group has (a gap below the largest) is reported once.
+    The jobs are kept as logged: their times are real, only an id is wrong.
+    """
+    groups: dict[tuple[int, int, str, int], list[PaddleJob]] = {}
+    for rank, steps in enumerate(per_rank):
+        for k, jobs in enumerate(steps):
+            for j in jobs:
+                kind, chunk = parse_job_type(j.type)
+                if kind in _FAMILY:
+                    groups.setdefault((rank, k, _FAMILY[kind], chunk), []).append(j)
+    complete = [jobs for (_, _, family, _), jobs in groups.items() if family != "W"]
+    if not complete:
+        return max((j.microbatch for steps in per_rank for jobs in steps for j in jobs), default=-1) + 1
+    presence = Counter(mb for jobs in complete for mb in {j.microbatch for j in jobs})
+    common = [mb for mb, n in presence.items() if 2 * n >= len(complete)]
+    m = max(common or presence) + 1
+    absent = [mb for mb in range(m) if mb not in presence]
+    found: list[str] = []
+    if absent:
+        top = min((j for jobs in groups.values() for j in jobs if j.microbatch == m - 1), key=lambda j: j.line)
+        where = next(paths[r] for (r, *_), jobs in groups.items() if top in jobs)
+        found.append(f"{where}:{top.line}: no job in any log has micro_batch_id {_ids(absent)}, though the largest id, "
+                     f"{m - 1}, makes m = {m}: the ids leave a gap (lines missing, or ids wrong)")
+    for (rank, k, family, _), jobs in groups.items():
+        lines: dict[int, list[int]] = {}
+        for j in jobs:
+            lines.setdefault(j.microbatch, []).append(j.line)
+        twice = {mb: ls for mb, ls in lines.items() if len(ls) > 1}
+        beyond = {mb: ls for mb, ls in lines.items() if mb >= m}
+        missing = [mb for mb in range(m) if mb not in lines and mb not in absent] if family != "W" else []
+        if not (twice or beyond or missing):
+            continue
+        what = [f"micro-batch {mb} {'twice' if len(ls) == 2 else f'{len(ls)} times'} (lines {', '.join(map(str, ls))})"
+                for mb, ls in sorted(twice.items())]
+        what += [f"micro_batch_id {mb} (line {', '.join(map(str, ls))}), beyond m = {m} of the other steps and devices"
+                 for mb, ls in sorted(beyond.items())]
+        if missing:
+            what.append(f"no micro-batch {_ids(missing)}")
+        line = min(ls[0] for ls in (*twice.values(), *beyond.values())) if twice or beyond else jobs[0].line
+        hint = ("a micro_batch_id on these lines is wrong; the jobs are kept as logged" if twice or beyond
+                else "lines are missing (a log cut short?) or an id is wrong")
+        types = " or ".join(dict.fromkeys(j.type for j in jobs))
+        found.append(f"{paths[rank]}:{line}: {labels[rank]}, step {first_step + k}: {types} has "
+                     f"{'; '.join(what)}: {hint}")
+    problems.extend(found[:_MAX_ID_WARNINGS])
+    if len(found) > _MAX_ID_WARNINGS:
+        problems.append(f"... and {len(found) - _MAX_ID_WARNINGS} more (device, step, job type) groups with micro-batch id problems")
+    return m
+
+
+def _ids(ids: list[int]) -> str:
+    """``[1, 2, 3, 7]`` as ``1-3, 7``."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _union_ns(intervals: list[tuple[int, int]]) -> int:
@@ -326,6 +457,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         )
     p = len(per_rank)
     first_step = first_step or 0
+    id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
+    m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems)
     n_steps = max(len(s) for s in per_rank)
     flat: list[tuple[int, int, str, int, int, int, int, str]] = []  # rank, step, kind, mb, chunk, start, end, where
     for rank, steps_of_rank in enumerate(per_rank):
@@ -335,7 +468,6 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                 flat.append((rank, first_step + k, kind, j.microbatch, chunk, j.start_ns, j.end_ns, f"{logs[rank][2]}:{j.line}"))
     base = min(f[5] for f in flat)
     v = max(f[4] for f in flat) + 1
-    m = max((f[3] for f in flat), default=-1) + 1
     stage_to_rank = _placement(schedule_name, p, m, v, problems)
     stages_of: list[list[int]] = [[] for _ in range(p)]  # chunk c of rank r is stage stages_of[r][c]
     for stage, r in enumerate(stage_to_rank):
@@ -395,6 +527,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
          for i in sorted((i for i in by_rank.get(r, []) if cols["step"][i] == first), key=lambda i: starts[i])]
         for r in range(p)
     ]
+    problems.extend(id_problems)
     for msg in problems:
         warnings.warn(msg, PaddleLogWarning, stacklevel=2)
     case_id = name or f"paddle:{log_dir.name}"
