@@ -18,7 +18,6 @@ of the harness that prints.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 import warnings
@@ -30,7 +29,17 @@ from typing import Any, TextIO
 from harness.cost import CostModel
 from harness.errors import ConfigError, HarnessError, InputFormatError
 
-__all__ = ["Threshold", "cases_by_id", "compare_documents", "main", "package_version", "parse_threshold", "setup_mismatches"]
+__all__ = [
+    "Threshold",
+    "cases_by_id",
+    "compare_documents",
+    "main",
+    "package_version",
+    "parse_threshold",
+    "parse_thresholds",
+    "pipeline_mismatches",
+    "setup_mismatches",
+]
 
 _METRICS = {"step_time": "median step time", "bubble": "bubble ratio (idle share of total)"}
 #: The unit a gate's LIMIT is read in, per metric: the step time's change is
@@ -52,19 +61,26 @@ class Threshold:
         return f"{self.metric} +{round(100 * self.limit, 9):g}{_UNIT[self.metric]}"
 
 
+#: A gate's LIMIT: a plain decimal number in ASCII digits (no ``1_0``, exponent or other scripts' digits).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
 def parse_threshold(text: str) -> Threshold:
     """Parse a ``--fail METRIC:LIMIT`` gate.
 
     LIMIT is a number in the metric's unit, optionally with the unit spelled
-    out: percent for ``step_time`` (``step_time:5`` = ``step_time:5%``, the
-    median step time may grow by 5% of the base), percentage points for
-    ``bubble`` (``bubble:2`` = ``bubble:2pp`` = ``bubble:2%``, the bubble ratio
-    may grow from e.g. 10% to 12% of the step time).
+    out (in any case): percent for ``step_time`` (``step_time:5`` =
+    ``step_time:5%``, the median step time may grow by 5% of the base),
+    percentage points for ``bubble`` (``bubble:2`` = ``bubble:2pp`` =
+    ``bubble:2PP`` = ``bubble:2%``, the bubble ratio may grow from e.g. 10% to
+    12% of the step time). The number is plain ASCII decimal (``2``, ``2.5``,
+    ``.5``); ``-0`` is 0.
 
     Raises:
-        ConfigError: unknown metric; a LIMIT that is not a number, negative,
-            NaN or infinite; ``pp`` on ``step_time`` (a relative change); a
-            bubble LIMIT over 100 points (the bubble is a share of the step).
+        ConfigError: unknown metric; a LIMIT that is not a plain decimal
+            number, negative, NaN or infinite; ``pp`` on ``step_time`` (a
+            relative change); a bubble LIMIT over 100 points (the bubble is a
+            share of the step).
     """
     m = re.fullmatch(r"\s*([A-Za-z_]+)\s*:\s*(.*?)\s*", text)
     if not m or not m.group(2):
@@ -72,16 +88,15 @@ def parse_threshold(text: str) -> Threshold:
     metric, limit = m.group(1), m.group(2)
     if metric not in _METRICS:
         raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; use one of {', '.join(_METRICS)}")
-    unit = next((u for u in ("pp", "%") if limit.endswith(u)), "")
+    unit = next((u for u in ("pp", "%") if limit.lower().endswith(u)), "")
     number = limit[: len(limit) - len(unit)].strip()
     usage = ("step_time takes percent (step_time:5 or step_time:5%)" if metric == "step_time"
              else "bubble takes percentage points (bubble:2 or bubble:2pp)")
-    try:
-        value = float(number)
-    except ValueError:
-        raise ConfigError(f"--fail {text!r}: {number!r} is not a number; {usage}") from None
-    if not math.isfinite(value):
+    if number.lower().lstrip("+-") in ("nan", "inf", "infinity"):
         raise ConfigError(f"--fail {text!r}: the limit must be a finite number, got {number!r}; {usage}")
+    if not _DECIMAL.fullmatch(number):
+        raise ConfigError(f"--fail {text!r}: {number!r} is not a plain decimal number (digits 0-9, like 5 or 2.5); {usage}")
+    value = float(number) + 0.0  # + 0.0: -0 is 0, not a gate shown as "+-0"
     if value < 0:
         raise ConfigError(f"--fail {text!r}: the limit must not be negative (it is how much the {metric} may grow); {usage}")
     if metric == "step_time" and unit == "pp":
@@ -90,6 +105,26 @@ def parse_threshold(text: str) -> Threshold:
         raise ConfigError(f"--fail {text!r}: the bubble is a share of the step time (0 to 100%), so it cannot grow by "
                           f"more than 100 percentage points; {usage}")
     return Threshold(metric, value / 100)
+
+
+def parse_thresholds(texts: Sequence[str]) -> list[Threshold]:
+    """Parse every ``--fail`` gate (:func:`parse_threshold`); the same gate given twice
+    counts once.
+
+    Raises:
+        ConfigError: a gate does not parse, or one metric is given two different
+            limits (which one would hold is not for us to guess).
+    """
+    gates: dict[str, tuple[str, Threshold]] = {}
+    for text in texts:
+        t = parse_threshold(text)
+        seen = gates.get(t.metric)
+        if seen is None:
+            gates[t.metric] = (text, t)
+        elif seen[1] != t:
+            raise ConfigError(f"--fail {seen[0]!r} and --fail {text!r}: two limits for {t.metric} "
+                              f"({seen[1].describe()} and {t.describe()}); give one")
+    return [t for _, t in gates.values()]
 
 
 @dataclass(frozen=True)
@@ -197,6 +232,23 @@ def setup_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return notes
 
 
+def pipeline_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Per case id in both documents whose pipeline differs (``p``, ``m`` or ``v``), a
+    note saying how: its deltas then compare two different pipelines, not two runs of one."""
+    new_cases = {str(c["id"]): c for c in new["cases"]}
+    notes = []
+    for b in base["cases"]:
+        n = new_cases.get(str(b["id"]))
+        if n is None:
+            continue
+        bs, ns = b.get("schedule") or {}, n.get("schedule") or {}
+        diffs = [f"{key} {bs.get(key)} vs {ns.get(key)}" for key in ("p", "m", "v") if bs.get(key) != ns.get(key)]
+        if diffs:
+            notes.append(f"{b['id']}: a different pipeline in the two files ({'; '.join(diffs)}); its deltas compare "
+                         "different pipelines, not two runs of one")
+    return notes
+
+
 def package_version() -> str:
     """The installed version of the ``pipeline-harness`` distribution, or ``"unknown"``
     when it is not installed (e.g. run from a source tree without ``pip install``)."""
@@ -229,7 +281,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from harness.report.results import load_results
 
-    thresholds = [parse_threshold(t) for t in args.fail or []]
+    thresholds = parse_thresholds(args.fail or [])
     base, new = load_results(Path(args.base)), load_results(Path(args.new))
     deltas, only_base, only_new = compare_documents(base, new, thresholds, str(args.base), str(args.new))
     if not deltas:
@@ -237,7 +289,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             f"no case id is in both {args.base} ({len(base['cases'])} case(s)) and {args.new} "
             f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file?"
         )
-    for note in setup_mismatches(base, new):
+    for note in setup_mismatches(base, new) + pipeline_mismatches(base, new):
         _err(f"warning: {note}")
     out: TextIO = sys.stdout
     w = max([len(d.case_id) for d in deltas] + [4])

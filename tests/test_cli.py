@@ -62,6 +62,12 @@ def test_threshold_parsing():
     ("bubble:2%", 0.02, "bubble +2pp"),
     (" bubble : 2.5 pp ", 0.025, "bubble +2.5pp"),
     ("step_time:0", 0.0, "step_time +0%"),
+    ("bubble:2PP", 0.02, "bubble +2pp"),  # the unit in any case
+    ("bubble:2Pp", 0.02, "bubble +2pp"),
+    ("bubble:-0", 0.0, "bubble +0pp"),  # -0 is 0, not "+-0"
+    ("step_time:-0.0%", 0.0, "step_time +0%"),
+    ("step_time:+5", 0.05, "step_time +5%"),
+    ("step_time:.5", 0.005, "step_time +0.5%"),
 ])
 def test_a_plain_limit_is_in_percent_for_step_time_and_points_for_bubble(text, limit, shown):
     t = parse_threshold(text)
@@ -75,7 +81,13 @@ def test_a_plain_limit_is_in_percent_for_step_time_and_points_for_bubble(text, l
     ("step_time:inf%", "--fail 'step_time:inf%': the limit must be a finite number, got 'inf'"),
     ("step_time:5pp", "--fail 'step_time:5pp': the step time's change is relative, in percent, not percentage points"),
     ("bubble:150", "--fail 'bubble:150': the bubble is a share of the step time (0 to 100%), so it cannot grow by more than 100"),
-    ("bubble:two", "--fail 'bubble:two': 'two' is not a number; bubble takes percentage points (bubble:2 or bubble:2pp)"),
+    ("bubble:two", "--fail 'bubble:two': 'two' is not a plain decimal number (digits 0-9, like 5 or 2.5); bubble takes percentage "
+                   "points (bubble:2 or bubble:2pp)"),
+    ("bubble:1_0", "--fail 'bubble:1_0': '1_0' is not a plain decimal number (digits 0-9, like 5 or 2.5)"),  # float() takes it
+    ("bubble:\uff12", "--fail 'bubble:\uff12': '\uff12' is not a plain decimal number"),  # full-width 2, which float() reads as 2
+    ("bubble:\u0663pp", "--fail 'bubble:\u0663pp': '\u0663' is not a plain decimal number"),  # Arabic-Indic 3
+    ("step_time:1e1", "--fail 'step_time:1e1': '1e1' is not a plain decimal number"),
+    ("step_time:5PP", "--fail 'step_time:5PP': the step time's change is relative, in percent, not percentage points"),
     ("bubble:", "--fail 'bubble:': expected METRIC:LIMIT"),
 ])
 def test_wrong_limits_are_refused_with_what_is_wrong(text, message):
@@ -374,3 +386,34 @@ def test_export_then_import_paddle_keeps_a_named_schedules_placement(tmp_path, c
     assert back["schedule"]["stage_to_rank"] == placement
     assert sorted(zip(back["jobs"]["rank"], back["jobs"]["chunk"], back["jobs"]["stage"])) == \
         sorted(zip(case["jobs"]["rank"], case["jobs"]["chunk"], case["jobs"]["stage"]))
+
+
+def test_compare_merges_a_gate_given_twice_and_refuses_two_limits_for_one_metric(tmp_path, capsys):
+    base = _with_metrics(tmp_path / "base.json", 100e6, 0.10)
+    new = _with_metrics(tmp_path / "new.json", 104e6, 0.13)
+    assert main(["compare", str(base), str(new), "--fail", "bubble:2", "--fail", "bubble:2pp", "--fail", "step_time:5"]) == 1
+    out = capsys.readouterr().out
+    assert "1 past a threshold (gates: bubble +2pp, step_time +5%)" in out and "FAIL bubble\n" in out
+    assert main(["compare", str(base), str(new), "--fail", "bubble:2", "--fail", "bubble:3pp"]) == 2
+    assert capsys.readouterr().err == ("error: --fail 'bubble:2' and --fail 'bubble:3pp': two limits for bubble "
+                                       "(bubble +2pp and bubble +3pp); give one\n")
+
+
+def test_compare_shows_a_gate_of_minus_zero_as_zero(tmp_path, capsys):
+    base = _with_metrics(tmp_path / "base.json", 100e6, 0.10)
+    assert main(["compare", str(base), str(base), "--fail", "bubble:-0"]) == 0
+    assert "0 past a threshold (gates: bubble +0pp)" in capsys.readouterr().out
+
+
+def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_path, capsys):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 4), "sim", case_id="c"))])))
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("1F1B", 4, 8), "sim", case_id="c"))])))
+    assert main(["compare", str(base), str(new)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("warning: c: a different pipeline in the two files (p 2 vs 4; m 4 vs 8); its deltas compare "
+                            "different pipelines, not two runs of one\n")
+    assert "1 case(s) compared" in captured.out
+    assert main(["compare", str(base), str(base)]) == 0
+    assert capsys.readouterr().err == ""
