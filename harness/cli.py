@@ -18,6 +18,7 @@ of the harness that prints.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 import warnings
@@ -380,9 +381,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from harness.runner import theory_for
     from harness.schedule import analytics
     from harness.schedule.builders import builder_info
+    from harness.schedule.model import JobKind
 
+    _check_show_costs(args)  # in the flags' names: FixedCost.ms would speak of F, B and W
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
     case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
+    # A file (or what is not a schedule name): say plainly when it is not one, before its suffix is looked at.
+    given = Path(args.schedule)
+    if given.is_dir() and (isinstance(case.schedule, Path) or not _is_schedule_name(args.schedule)):
+        raise ConfigError(f"{args.schedule}: is a directory, not a schedule file (a PyTorch pipeline .csv)")
+    if isinstance(case.schedule, Path) and not given.exists():
+        raise ConfigError(f"{args.schedule}: no such file" + (
+            f"; for the built-in schedule, give its name alone: show {given.name}" if _is_schedule_name(given.name) else ""))
     if isinstance(case.schedule, str):  # a name, not a file: is it one we know, then are the sizes there?
         info = builder_info(case.schedule)  # raises for an unknown name, listing the valid ones
         missing = [flag for flag, value in (("-p (pipeline ranks)", args.p), ("-m (micro-batches per step)", args.m)) if value is None]
@@ -395,7 +405,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     plan = build_plan(schedule)
     a = analytics.analyze(plan, cost)
     th = theory_for(case, plan)
-    print(schedule.format_grid())
+    if args.weight_ms is not None and not any(job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
+        _err(f"note: --weight-ms is unused: {schedule.name} does not split the backward (no I or W jobs); "
+             "its B jobs take --backward-ms")
+    print(_grid(schedule, args.all_steps))
     print()
     p, m, v = schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank
     print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
@@ -419,6 +432,57 @@ def _cmd_show(args: argparse.Namespace) -> int:
     peak_th = th.get("peak_inflight")
     print("peak in-flight per rank: " + ", ".join(map(str, peaks)) + (f"; theory {', '.join(map(str, peak_th))}" if peak_th else ""))
     return 0
+
+
+#: ``show`` draws grids of more steps than this cut: their first and last :data:`_GRID_EDGE` steps.
+_GRID_MAX_STEPS = 200
+_GRID_EDGE = 20
+
+
+def _grid(schedule: Any, all_steps: bool) -> str:
+    """The schedule's step x rank grid; over :data:`_GRID_MAX_STEPS` steps (unless
+    ``all_steps``) its first and last :data:`_GRID_EDGE` steps, the cut saying how
+    many it hides and how to see them."""
+    n_steps = max((len(r) for r in schedule.ranks), default=0)
+    lines = schedule.format_grid(max_steps=max(n_steps, 1)).splitlines()  # every step: one header line, one line per step
+    if all_steps or n_steps <= _GRID_MAX_STEPS or len(lines) != n_steps + 1:
+        return "\n".join(lines)
+    hidden = n_steps - 2 * _GRID_EDGE
+    return "\n".join([*lines[: 1 + _GRID_EDGE], f"  ... ({hidden} steps not shown; --all-steps shows all {n_steps})",
+                      *lines[-_GRID_EDGE:]])
+
+
+def _is_schedule_name(name: str) -> bool:
+    from harness.schedule.builders import builder_info
+
+    try:
+        builder_info(name)
+    except ConfigError:
+        return False
+    return True
+
+
+def _check_show_costs(args: argparse.Namespace) -> None:
+    """``show``'s durations, checked as :meth:`FixedCost.ms` checks them but named by
+    their flags (``--forward-ms``), so the error says which flag to change.
+
+    Raises:
+        ConfigError: a duration that is not finite, not positive or below 1 ns,
+            or a ``--weight-ms`` not below ``--backward-ms``.
+    """
+    flags = (("--forward-ms", args.forward_ms), ("--backward-ms", args.backward_ms), ("--weight-ms", args.weight_ms))
+    for flag, value in flags:
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            raise ConfigError(f"{flag} must be a finite number of milliseconds, got {value!r}")
+        if value <= 0:
+            raise ConfigError(f"{flag} must be positive, got {value:g} ms")
+        if round(value * 1e6) == 0:
+            raise ConfigError(f"{flag} must be at least 1 ns (0.000001 ms), got {value:g} ms")
+    if args.weight_ms is not None and round(args.weight_ms * 1e6) >= round(args.backward_ms * 1e6):
+        raise ConfigError(f"--weight-ms {args.weight_ms:g} must be below --backward-ms {args.backward_ms:g}: W is the weight part of "
+                          f"the full backward, the rest (I = {args.backward_ms:g} - {args.weight_ms:g} ms) is the input part")
 
 
 def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) -> float | None:
@@ -486,7 +550,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", type=int, default=1, help="chunks per rank (interleaved schedules)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
-    p.add_argument("--weight-ms", type=float, default=None, help="weight-gradient part W of the backward (ms), for split schedules")
+    p.add_argument("--weight-ms", type=float, default=None,
+                   help="weight-gradient part W of the backward (ms, below --backward-ms), for schedules that split the backward "
+                        "into I and W (unused otherwise, with a note)")
+    p.add_argument("--all-steps", action="store_true",
+                   help=f"draw every step of the grid (by default a grid of more than {_GRID_MAX_STEPS} steps shows its first and "
+                        f"last {_GRID_EDGE})")
     p.set_defaults(func=_cmd_show)
     return parser
 
