@@ -376,7 +376,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):  # xdist worker: the controller has no results to merge yet
         return
     try:
-        hc.written = hc.session.write()
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        hc.written = hc.session.write(notice=None if tr is None else tr.write_line)
     except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
         hc.written = done.files
         hc.interrupted_after_write = True

@@ -8,6 +8,7 @@ run never leaves a half file or destroys an earlier report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,13 @@ class ProfileSession:
         """Record a finished case."""
         self.results.append(result)
 
-    def write(self, extra_session: dict[str, Any] | None = None) -> ReportFiles:
+    def write(self, extra_session: dict[str, Any] | None = None, notice: Callable[[str], None] | None = None) -> ReportFiles:
         """Write traces, HTA traces, ``results.json`` and ``index.html``.
 
         Everything is rendered into a staging folder first and moved into place
-        only once all of it succeeded (:func:`harness.report.render.write_report`).
+        only once all of it succeeded (:func:`harness.report.render.write_report`);
+        ``notice`` gets its rare messages (waiting for another render's lock,
+        removing a killed render's staging folder).
         """
         session = {
             "backend_requested": self.backend.requested,
@@ -64,4 +67,4 @@ class ProfileSession:
             **(extra_session or {}),
         }
         doc = results_document([case_to_dict(r) for r in self.results], session)
-        return write_report(self.report_dir, doc)
+        return write_report(self.report_dir, doc, notice=notice)

@@ -447,3 +447,30 @@ def test_ctrl_c_during_the_summary_without_reports(pytester):
     assert result.stdout.str().count("pipeline cases summary interrupted (Ctrl-C)\n") == 1
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert not (pytester.path / "reports").exists()
+
+
+def test_a_run_says_when_it_waits_for_another_render(pytester):
+    # Another process holds the report folder's publish lock: the run says it waits, then publishes whole.
+    import threading
+
+    from filelock import FileLock
+
+    pytester.makepyfile(test_cases="""
+from harness.case import PipelineCase
+
+def test_runs(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+""")
+    reports = pytester.path / "reports"
+    reports.mkdir()
+    lock = FileLock(str(reports / ".publish.lock"), thread_local=False)  # released by the timer thread
+    lock.acquire()
+    release = threading.Timer(3.0, lock.release)
+    release.start()
+    try:
+        result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    finally:
+        release.join()
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"waiting: another render is publishing into {reports} (lock {reports / '.publish.lock'})"])
+    assert len(json.loads((reports / "results.json").read_text())["cases"]) == 1

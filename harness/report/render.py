@@ -330,6 +330,7 @@ def write_report(
     progress: Callable[[str], None] | None = None,
     source: str = "results",
     prune: bool = True,
+    notice: Callable[[str], None] | None = None,
 ) -> ReportFiles:
     """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
 
@@ -340,7 +341,11 @@ def write_report(
         hta: write ``hta/<case>/rank<N>.json``.
         write_results: write ``results.json`` too.
         title: the page title.
-        progress: called with a short message per rendered case (the CLI shows it).
+        progress: called with a short message per rendered case (the CLI shows it),
+            and with ``notice``'s messages when ``notice`` is not given.
+        notice: called with the rare messages a user should see even without
+            progress: waiting for another render's lock, removing a killed
+            render's staging folder (pytest shows these).
         source: names the input in error messages.
         prune: once the new report is in place, delete trace and HTA files in
             ``traces/`` and ``hta/`` that it does not link (left by earlier runs).
@@ -370,7 +375,8 @@ def write_report(
     out_dir = Path(out_dir)
     created = _first_missing(out_dir)
     out_dir = ensure_writable_dir(out_dir)
-    _remove_stale_stages(out_dir, progress)
+    notice = notice or progress
+    _remove_stale_stages(out_dir, notice)
     with _terminate_after_cleanup():  # SIGTERM while rendering: remove the staging folder, then terminate
         stage = _new_stage(out_dir)
         done = False
@@ -408,7 +414,7 @@ def write_report(
             # first and the page last, so the page never links a trace not there yet;
             # old traces are pruned only once the page in place no longer links them.
             written: set[Path] = set()
-            with _publish_lock(out_dir, progress), _interrupts_deferred() as held:
+            with _publish_lock(out_dir, notice), _interrupts_deferred() as held:
                 for src in _publish_order(stage):
                     dst = out_dir / src.relative_to(stage)
                     dst.parent.mkdir(parents=True, exist_ok=True)
