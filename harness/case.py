@@ -122,7 +122,9 @@ class PipelineCase:
 
     Raises:
         ConfigError: on construction, for a cost that is not a cost model, a
-            non-positive size, an unknown workload, ``options`` that are not a
+            non-positive size, ``chunks=None``, a name that is not a string,
+            ``optimizer`` (or a builder's flag in ``options``) that is not a
+            bool, ``comm`` that is not a bool or ``None``, an unknown workload, ``options`` that are not a
             mapping of names the schedule's builder takes, ``options`` or
             ``optimizer`` with a given schedule or file, a given schedule that
             does not match ``stages``/``microbatches``/``chunks``, or
@@ -149,6 +151,8 @@ class PipelineCase:
     def __post_init__(self) -> None:
         if self.declared_at is None:  # replace() passes the original's on
             object.__setattr__(self, "declared_at", _declaration_site())
+        if self.name is not None and not isinstance(self.name, str):  # first: label() shows it
+            raise self._error(f"case: name must be a string (a label for reports) or None, got {self.name!r}")
         if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
             object.__setattr__(self, "schedule", Path(self.schedule))
         if not isinstance(self.schedule, (str, Schedule, Path)):
@@ -159,8 +163,17 @@ class PipelineCase:
                 f"got {self.cost!r}"
             )
         for label, value in (("stages", self.stages), ("microbatches", self.microbatches), ("chunks", self.chunks)):
+            if value is None and label == "chunks":
+                raise self._error(f"case {self.label()!r}: chunks must be a positive integer (1, the default, for one chunk per rank), got None")
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise self._error(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
+        if not isinstance(self.optimizer, bool):  # "no" is truthy: it would add OPT jobs
+            raise self._error(f"case {self.label()!r}: optimizer must be True or False, got {self.optimizer!r}")
+        if self.comm is not None and not isinstance(self.comm, bool):
+            raise self._error(
+                f"case {self.label()!r}: comm must be True, False or None (insert send/receive jobs when transfers cost time), "
+                f"got {self.comm!r}"
+            )
         if self.workload is not None:
             try:
                 check_workload(self.workload)
@@ -245,6 +258,12 @@ class PipelineCase:
         except ConfigError:
             return
         params = inspect.signature(info.build).parameters
+        for key, value in options.items():  # a truthy "no" must not switch a flag on
+            param = params.get(key)
+            if param is not None and param.annotation in (bool, "bool") and not isinstance(value, bool):
+                raise self._error(
+                    f"case {self.label()!r}: option {key!r} of schedule {info.name!r} must be True or False, got {value!r}"
+                )
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return
         sizes = 3 if info.takes_chunks else 2  # p, m[, v]: build_schedule passes them by position

@@ -39,6 +39,18 @@ def in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"stages": 2, "microbatches": 4, "chunks": True}, "case '1F1B p=2 m=4': chunks must be a positive integer, got True"),
         ({"stages": 2, "microbatches": 4, "cost": "1ms"},
          "case '1F1B p=2 m=4': cost must be a cost model such as FixedCost.ms(F=1, B=2) or TransformerCost(...), got '1ms'"),
+        # a truthy "no" must not add OPT or send/receive jobs
+        ({"stages": 2, "microbatches": 4, "optimizer": "no"}, "case '1F1B p=2 m=4': optimizer must be True or False, got 'no'"),
+        ({"stages": 2, "microbatches": 4, "optimizer": 1}, "case '1F1B p=2 m=4': optimizer must be True or False, got 1"),
+        ({"stages": 2, "microbatches": 4, "options": {"optimizer": "yes"}},
+         "case '1F1B p=2 m=4': option 'optimizer' of schedule '1F1B' must be True or False, got 'yes'"),
+        ({"stages": 2, "microbatches": 4, "comm": "no"},
+         "case '1F1B p=2 m=4': comm must be True, False or None (insert send/receive jobs when transfers cost time), got 'no'"),
+        ({"stages": 2, "microbatches": 4, "comm": 0},
+         "case '1F1B p=2 m=4': comm must be True, False or None (insert send/receive jobs when transfers cost time), got 0"),
+        ({"stages": 2, "microbatches": 4, "name": 3}, "case: name must be a string (a label for reports) or None, got 3"),
+        ({"stages": 2, "microbatches": 4, "chunks": None},
+         "case '1F1B p=2 m=4 v=None': chunks must be a positive integer (1, the default, for one chunk per rank), got None"),
     ],
 )
 def test_construction_error_starts_with_the_declaring_line(fields, message):
