@@ -49,13 +49,13 @@ class PlanArrays(NamedTuple):
         stage, kind, microbatch: the job (``kind`` is the index of its
             :class:`JobKind` in ``tuple(JobKind)``; ``microbatch`` is ``-1`` where
             the job has none, as ``OPT``).
-
-    The arrays are read-only (``writeable=False``): a plan, like its schedule,
-    does not change.
         rank, step, stream, chunk: where it runs (see :class:`Plan`).
         deps_ptr, deps_idx: ``Plan.deps[j]`` is ``deps_idx[deps_ptr[j]:deps_ptr[j + 1]]``;
             ``deps_ptr`` has shape ``(n + 1,)``.
         start_ptr, start_idx: the same for ``Plan.start_deps``.
+
+    The arrays are read-only (``writeable=False``): a plan, like its schedule,
+    does not change.
     """
 
     stage: Any
@@ -79,7 +79,8 @@ class Plan:
     step ``step[j]`` of that rank's list, on stream ``stream[j]``. The plan
     holds its jobs as columns (:attr:`arrays`); the per-job tuples below are made
     from them on first access, so code that only needs the arrays (simulation,
-    analysis of large schedules) never creates per-job Python objects.
+    analysis of large schedules) never creates per-job Python objects. Plans
+    compare by identity.
 
     Attributes:
         schedule: the schedule this plan was built from.
@@ -136,6 +137,12 @@ class Plan:
     @cached_property
     def start_deps(self) -> tuple[tuple[int, ...], ...]:
         return _csr_tuples(self.arrays.start_ptr, self.arrays.start_idx)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickle and copy.deepcopy make new, writable arrays: keep them read-only
+        self.__dict__.update(state)
+        for column in self.arrays:
+            column.setflags(write=False)
 
     def streams_used(self) -> list[int]:
         """Indices of streams that carry at least one job, ascending."""

@@ -14,11 +14,13 @@ import pickle
 import numpy as np
 import pytest
 
+from harness.errors import ConfigError, ScheduleError
 from harness.metrics import compute_metrics
 from harness.plan import _build_plan_checked, build_plan
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.analytics import analyze
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
+from harness.schedule.notation import loads_csv
 from harness.schedule.passes import _add_communication_loop, add_communication
 from tests._sched_helpers import chunks_for, cost
 
@@ -173,3 +175,41 @@ def test_many_ranks_few_jobs_use_sorted_stream_keys() -> None:
     assert np.array_equal(plan.arrays.stream, ref.arrays.stream)
     assert plan.stream_names == ref.stream_names and len(plan.stream_names) == 1200 + 2 * 1199
     assert plan.stream_names[:3] == ("rank0/compute", "rank0/comm↔1", "rank1/compute")
+
+
+@pytest.mark.parametrize("make", [copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))])
+def test_copies_keep_the_arrays_read_only(make) -> None:  # type: ignore[no-untyped-def]
+    s = add_communication(build_schedule("Interleaved1F1B", 2, 4, 2))
+    plan = build_plan(s)
+    for column in [*make(plan).arrays, *make(s)._arrays[:3]]:
+        assert not column.flags.writeable
+
+
+def test_a_huge_microbatch_id_is_reported_at_once() -> None:
+    # 0F10000000 makes m = 10,000,001: the missing jobs are counted, not listed one by one.
+    with pytest.raises(ScheduleError) as info:
+        loads_csv("0F10000000,0B0\n", name="huge.csv")
+    first = str(info.value).splitlines()[:2]
+    assert first[0].startswith("schedule 'huge.csv' is invalid: 20000000 missing job(s)")
+    assert first[1] == "missing jobs: 0F0, 0F1, 0B1, 0F2, 0B2, 0F3, 0B3, 0F4, 0B4, 0F5, 0B5, 0F6 (and 19999988 more)"
+
+
+def test_analyze_refuses_a_step_beyond_int64_ns() -> None:
+    class Ages:  # a cost model in the wrong units: 2**61 ns per job
+        def duration_ns(self, job: Job, num_stages: int) -> int:
+            return 1 << 61
+
+        def flops(self, job: Job, num_stages: int) -> float:
+            return 0.0
+
+        def nbytes(self, job: Job, num_stages: int) -> int:
+            return 0
+
+        def is_uniform(self, num_stages: int) -> bool:
+            return True
+
+        def describe(self) -> dict[str, object]:
+            return {}
+
+    with pytest.raises(ConfigError, match=r"the simulated step lasts \d+ ns \(over 146 years\); check the cost model's units"):
+        analyze(build_schedule("1F1B", 2, 2), Ages())

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.cost import CostModel
+from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
@@ -234,6 +235,7 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
+        ConfigError: the step would last 2**62 ns or more (a cost model in the wrong units).
     """
     import numpy as np
 
@@ -243,6 +245,10 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     p = sched.num_ranks
     makespan = tl.makespan_ns
     cols = plan.arrays
+    if makespan >= 1 << 62:  # sums below would overflow int64
+        raise ConfigError(
+            f"schedule {sched.name!r}: the simulated step lasts {makespan} ns (over 146 years); check the cost model's units"
+        )
     start = np.array(tl.start, np.int64)
     end = np.array(tl.end, np.int64)
     compute = np.flatnonzero(np.isin(cols.kind, _COMPUTE_CODES))  # spans are of compute work, as in harness.metrics

@@ -337,6 +337,14 @@ class Schedule:
         object.__setattr__(schedule, "_arrays", arrays)
         return schedule
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickle and copy.deepcopy make new, writable arrays: keep them read-only
+        self.__dict__.update(state)
+        arrays = state.get("_arrays")
+        if arrays is not None:
+            for column in arrays[:3]:
+                column.setflags(write=False)
+
     def _lazy_arrays(self) -> _JobArrays | None:
         """The job arrays of a schedule whose ``ranks`` are not made yet, else ``None``."""
         d = self.__dict__

@@ -24,12 +24,17 @@ __all__ = ["check_counts", "check_order", "validate"]
 _MAX_REPORTED = 12
 
 
-def _fail(schedule: Schedule, problems: list[tuple[int, int, str]], summary: str, missing: list[str]) -> None:
+def _fail(
+    schedule: Schedule, problems: list[tuple[int, int, str]], summary: str, missing: list[str], n_missing: int | None = None
+) -> None:
+    """Raise the :class:`ScheduleError` for ``problems`` and ``missing`` jobs
+    (``n_missing`` of them in all, when only the first are listed)."""
+    n_missing = len(missing) if n_missing is None else n_missing
     marks = {(rank, step): note for rank, step, note in problems[:_MAX_REPORTED]}
     lines = [f"schedule {schedule.name!r} is invalid: {summary}"]
     if missing:
         shown = ", ".join(missing[:_MAX_REPORTED])
-        more = f" (and {len(missing) - _MAX_REPORTED} more)" if len(missing) > _MAX_REPORTED else ""
+        more = f" (and {n_missing - _MAX_REPORTED} more)" if n_missing > _MAX_REPORTED else ""
         lines.append(f"missing jobs: {shown}{more}")
     lines.append(schedule.format_grid(marks))
     jobs = tuple(note.split(" ", 1)[0] for _, _, note in problems) + tuple(missing)
@@ -61,11 +66,34 @@ def check_counts(schedule: Schedule) -> None:
             problems.append((rank, step, f"{job} is listed twice (first at rank {r0}, step {s0})"))
             continue
         seen[job] = (rank, step)
-    missing: list[str] = []
+    # Missing jobs, stage by stage in micro-batch order. Only micro-batches that
+    # some job of the stage names are checked one by one; the others miss F and B
+    # both and are counted (a huge micro-batch id must not cost time or memory).
+    named: list[set[int]] = [set() for _ in range(schedule.num_stages)]
+    for job in seen:
+        if job.microbatch is not None and 0 <= job.stage < len(named):
+            named[job.stage].add(job.microbatch)
+    missing: list[str] = []  # the first _MAX_REPORTED, in order
+    n_missing = 0
+
+    def lack(name: str) -> None:
+        nonlocal n_missing
+        n_missing += 1
+        if len(missing) < _MAX_REPORTED:
+            missing.append(name)
+
     for stage in range(schedule.num_stages):
-        for mb in range(m):
+        prev = -1
+        for mb in [*sorted(named[stage]), m]:
+            for gap in range(prev + 1, min(mb, prev + 1 + _MAX_REPORTED)):
+                lack(f"{stage}F{gap}")
+                lack(f"{stage}B{gap}")
+            n_missing += 2 * max(0, mb - prev - 1 - _MAX_REPORTED)
+            prev = mb
+            if mb == m:
+                break
             if Job(stage, JobKind.F, mb) not in seen:
-                missing.append(str(Job(stage, JobKind.F, mb)))
+                lack(f"{stage}F{mb}")
             b = Job(stage, JobKind.B, mb) in seen
             i = Job(stage, JobKind.I, mb) in seen
             w = Job(stage, JobKind.W, mb) in seen
@@ -74,18 +102,18 @@ def check_counts(schedule: Schedule) -> None:
                 other = f"{stage}{'I' if i else 'W'}{mb}"
                 problems.append((rank, step, f"{stage}B{mb} is a full backward, but {other} is also listed"))
             elif i and not w:
-                missing.append(f"{stage}W{mb}")
+                lack(f"{stage}W{mb}")
             elif w and not i:
-                missing.append(f"{stage}I{mb}")
+                lack(f"{stage}I{mb}")
             elif not (b or i or w):
-                missing.append(f"{stage}B{mb}")
-    if problems or missing:
+                lack(f"{stage}B{mb}")
+    if problems or n_missing:
         what = []
         if problems:
             what.append(f"{len(problems)} misplaced or duplicate job(s)")
-        if missing:
-            what.append(f"{len(missing)} missing job(s) (each stage needs F and B, or F, I and W, for micro-batches 0..{m - 1})")
-        _fail(schedule, problems, "; ".join(what), missing)
+        if n_missing:
+            what.append(f"{n_missing} missing job(s) (each stage needs F and B, or F, I and W, for micro-batches 0..{m - 1})")
+        _fail(schedule, problems, "; ".join(what), missing, n_missing)
 
 
 def check_order(schedule: Schedule) -> None:
