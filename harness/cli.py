@@ -272,9 +272,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     src = Path(args.results)
     doc = load_results(src)
     out = Path(args.out) if args.out else src.parent
-    same = out.resolve() == src.parent.resolve()
-    files = write_report(out, doc, hta=not args.no_hta, write_results=not same, source=str(src),
-                         progress=None if args.quiet else _err)
+    # results.json is published with the page also when re-rendering in place (the file's own
+    # folder): under the publish lock, with the page rendered from it, so a render that published
+    # into the folder meanwhile cannot leave its results.json beside this render's page.
+    files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err)
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
     return 0
 

@@ -246,3 +246,38 @@ def test_signals_the_process_ignores_stay_ignored_while_publishing(tmp_path):
     assert (proc.returncode, proc.stdout) == (0, "returned [(True, True)] True True\n"), proc.stderr
     assert json.loads((tmp_path / "results.json").read_text())["cases"][0]["schedule"]["m"] == 3
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".render-")]
+
+
+def test_an_in_place_re_render_and_another_render_leave_one_consistent_report(tmp_path, monkeypatch):
+    # `report X/results.json` (no --out) renders into the file's own folder; another render publishes into X
+    # while it renders. Whichever publishes last, X's results.json and index.html must be one report's.
+    import threading
+
+    from harness import cli
+    from harness.report import html
+
+    out = tmp_path / "X"
+    render.write_report(out, _doc(2, ("big", "c")))
+    other = _doc(3, ("a",))
+    real_render_index = html.render_index
+    other_published = threading.Event()
+
+    def render_index(*args, **kwargs):
+        if threading.current_thread().name == "in-place":
+            assert other_published.wait(60)  # the other render publishes while this one renders
+        return real_render_index(*args, **kwargs)
+
+    monkeypatch.setattr(html, "render_index", render_index)
+    codes: list[int] = []
+    in_place = threading.Thread(target=lambda: codes.append(cli.main(["report", str(out / "results.json"), "-q"])), name="in-place")
+    in_place.start()
+    render.write_report(out, other)
+    other_published.set()
+    in_place.join(60)
+    assert codes == [0]
+    # The in-place render published last: its whole report, results.json included, not the other's results.json.
+    results = json.loads((out / "results.json").read_text())
+    assert [c["id"] for c in results["cases"]] == ["big", "c"]
+    again = render.write_report(tmp_path / "again", results)
+    assert (out / "index.html").read_bytes() == again.index.read_bytes()
+    assert sorted(p.name for p in (out / "traces").iterdir()) == ["big.json", "c.json"]
