@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -311,6 +311,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return (yield)
 
 
+def _line_writer(tr: Any) -> Callable[[str], None]:
+    """Write a message on a line of its own, also right after the progress line
+    (``[100%]``), which the terminal reporter has not ended yet."""
+
+    def write(message: str) -> None:
+        if getattr(getattr(tr, "_tw", None), "width_of_current_line", 0):
+            tr.write("\n")
+        tr.write_line(message)
+
+    return write
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Keep the benchmark fixture this plugin added: after Ctrl-C, newer pytest releases
@@ -377,7 +389,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     try:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        hc.written = hc.session.write(notice=None if tr is None else tr.write_line)
+        hc.written = hc.session.write(notice=None if tr is None else _line_writer(tr))
     except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
         hc.written = done.files
         hc.interrupted_after_write = True

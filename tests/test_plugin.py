@@ -473,4 +473,5 @@ def test_runs(pipeline):
         release.join()
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"waiting: another render is publishing into {reports} (lock {reports / '.publish.lock'})"])
+    assert not any(line.startswith("test_cases.py") and "waiting" in line for line in result.outlines)  # a line of its own
     assert len(json.loads((reports / "results.json").read_text())["cases"]) == 1
