@@ -335,3 +335,57 @@ def test_a_log_cut_short_names_the_incomplete_step(tmp_path):
         f"{path}:19: GPU 1, step 3: backward has no micro-batch 2-3: lines are missing (a log cut short?) or an id is wrong",
     ]
     assert case["steps"] == [1, 2, 3] and case["schedule"]["m"] == 4
+
+
+def _one_device_step(tmp_path: Path, forward: tuple[int, ...], backward: tuple[int, ...]) -> Path:
+    """A one-device, one-step log: forwards with ids ``forward``, then backwards with ids ``backward``."""
+    def line(t, mb, a):
+        return f"Profiler Info: Job ({mb}), type = {t}, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {a + 1:.6f}"
+
+    return _write(tmp_path, "workerlog.0", [line("forward", mb, 1000 + 2 * i) for i, mb in enumerate(forward)]
+                  + [line("backward", mb, 1010 + 2 * i) for i, mb in enumerate(backward)])
+
+
+def test_one_stray_id_in_a_one_device_one_step_log_does_not_set_m(tmp_path):
+    # Two id groups (forward, backward): 99 is in one of them, a tie, which goes to the smaller m.
+    path = _one_device_step(tmp_path, (0, 99, 2, 3), (0, 1, 2, 3))
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:2: GPU 0, step 0: forward has micro_batch_id 99 (line 2), beyond m = 4 of the other steps and devices; "
+        "no micro-batch 1: a micro_batch_id on these lines is wrong; the jobs are kept as logged"
+    ]
+    assert case["schedule"]["m"] == 4 and case["jobs"]["microbatch"].count(99) == 1
+
+
+def test_a_one_device_one_step_log_cut_short_keeps_the_forward_ids_m(tmp_path):
+    # Also a tie (ids 2 and 3 in one of two groups), but without a gap: the log was cut short, m = 4.
+    path = _one_device_step(tmp_path, (0, 1, 2, 3), (0, 1))
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{path}:5: GPU 0, step 0: backward has no micro-batch 2-3: lines are missing (a log cut short?) or an id is wrong"
+    ]
+    assert case["schedule"]["m"] == 4
+
+
+@pytest.mark.parametrize("schedule", ["PaddlePaddle log", "1F1B"])
+def test_micro_batch_ids_offset_by_a_million_import_at_once_with_one_warning(tmp_path, schedule):
+    import time
+
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(1, 4)))
+    write_paddle_logs(tmp_path, case)
+    offset = 10**6
+    for f in sorted(tmp_path.glob("workerlog.*")):
+        f.write_text(re.sub(r"micro_batch_id = (\d+)", lambda mo: f"micro_batch_id = {int(mo.group(1)) + offset}", f.read_text()))
+    started = time.perf_counter()
+    with pytest.warns(PaddleLogWarning) as record:
+        back = import_paddle_logs(tmp_path, schedule_name=schedule)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0, elapsed  # was quadratic in the ids: 140 s for an offset of 50,000
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path / 'workerlog.0'}:5: no job in any log has micro_batch_id 0-999999, though the largest id, 1000003, "
+        "makes m = 1000004: the ids leave a gap (lines missing, or ids wrong)"
+    ]
+    assert back["schedule"]["m"] == offset + 4 and back["schedule"]["stage_to_rank"] == [0, 1, 2, 3]
+    assert back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"], abs=1e-3)

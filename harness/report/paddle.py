@@ -330,9 +330,10 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
 
     On a device, every step runs each micro-batch ``0 .. m-1`` once per chunk
     forward (``forward``) and once backward (``backward`` or ``backward_b``).
-    ``m`` is one more than the largest id that at least half of these (device,
-    step, chunk, forward or backward) groups have, so one impossible id
-    (``micro_batch_id = 99``) does not make ``m = 100``. Per group, an id seen
+    ``m`` is one more than the largest id that more than half of these (device,
+    step, chunk, forward or backward) groups have, ties going to the smaller
+    ``m`` (:func:`_majority_m`), so one impossible id (``micro_batch_id = 99``)
+    does not make ``m = 100``. Per group, an id seen
     twice, an id ``>= m`` and the ids below ``m`` it lacks are reported in
     ``problems`` naming file and line (``backward_w`` groups: repeats and
     range only); an id no group has (a gap below the largest) is reported once.
@@ -349,14 +350,16 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
     if not complete:
         return max((j.microbatch for steps in per_rank for jobs in steps for j in jobs), default=-1) + 1
     presence = Counter(mb for jobs in complete for mb in {j.microbatch for j in jobs})
-    common = [mb for mb, n in presence.items() if 2 * n >= len(complete)]
-    m = max(common or presence) + 1
-    absent = [mb for mb in range(m) if mb not in presence]
+    m = _majority_m(presence, len(complete))
+    # The ids below m that some group has, ascending; the others below m (a gap) no log has.
+    # Sets and runs only, never range(m): ids offset by 10**6 cost no more than small ones.
+    known = sorted(mb for mb in presence if mb < m)
+    absent_runs = _gaps(known, m)
     found: list[str] = []
-    if absent:
+    if absent_runs:
         top = min((j for jobs in groups.values() for j in jobs if j.microbatch == m - 1), key=lambda j: j.line)
         where = next(paths[r] for (r, *_), jobs in groups.items() if top in jobs)
-        found.append(f"{where}:{top.line}: no job in any log has micro_batch_id {_ids(absent)}, though the largest id, "
+        found.append(f"{where}:{top.line}: no job in any log has micro_batch_id {_runs(absent_runs)}, though the largest id, "
                      f"{m - 1}, makes m = {m}: the ids leave a gap (lines missing, or ids wrong)")
     for (rank, k, family, _), jobs in groups.items():
         lines: dict[int, list[int]] = {}
@@ -364,7 +367,7 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
             lines.setdefault(j.microbatch, []).append(j.line)
         twice = {mb: ls for mb, ls in lines.items() if len(ls) > 1}
         beyond = {mb: ls for mb, ls in lines.items() if mb >= m}
-        missing = [mb for mb in range(m) if mb not in lines and mb not in absent] if family != "W" else []
+        missing = [mb for mb in known if mb not in lines] if family != "W" else []
         if not (twice or beyond or missing):
             continue
         what = [f"micro-batch {mb} {'twice' if len(ls) == 2 else f'{len(ls)} times'} (lines {', '.join(map(str, ls))})"
@@ -383,6 +386,41 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
     if len(found) > _MAX_ID_WARNINGS:
         problems.append(f"... and {len(found) - _MAX_ID_WARNINGS} more (device, step, job type) groups with micro-batch id problems")
     return m
+
+
+def _majority_m(presence: Counter[int], groups: int) -> int:
+    """``m`` from how many of ``groups`` (device, step, chunk, forward or backward)
+    groups have each micro-batch id (``presence``): one more than the largest id
+    more than half of them have; an id exactly half of them have (a tie: a
+    one-device, one-step log has two groups) raises it only through ids all at
+    least half of them have (a log cut short), so ties go to the smaller m and
+    one stray ``micro_batch_id = 99`` does not make ``m = 100``."""
+    half = {mb for mb, n in presence.items() if 2 * n >= groups}
+    top = max((mb for mb in half if 2 * presence[mb] > groups), default=None)
+    if top is None:  # no id has a majority: the smallest ids at least half have, else every id
+        if not half:
+            return max(presence) + 1
+        top = min(half)
+    while top + 1 in half:
+        top += 1
+    return top + 1
+
+
+def _gaps(known: list[int], m: int) -> list[tuple[int, int]]:
+    """The runs ``(first, last)`` of ids ``0 .. m-1`` missing from ``known`` (ascending)."""
+    runs, nxt = [], 0
+    for mb in known:
+        if mb > nxt:
+            runs.append((nxt, mb - 1))
+        nxt = mb + 1
+    if nxt < m:
+        runs.append((nxt, m - 1))
+    return runs
+
+
+def _runs(runs: list[tuple[int, int]]) -> str:
+    """``[(1, 3), (7, 7)]`` as ``1-3, 7``."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _ids(ids: list[int]) -> str:
@@ -468,7 +506,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                 flat.append((rank, first_step + k, kind, j.microbatch, chunk, j.start_ns, j.end_ns, f"{logs[rank][2]}:{j.line}"))
     base = min(f[5] for f in flat)
     v = max(f[4] for f in flat) + 1
-    stage_to_rank = _placement(schedule_name, p, m, v, problems)
+    # The builder places stages for the micro-batches the logs ran: where the ids leave a gap
+    # (offset ids, 10**6 to 10**6 + 3), their count, not a builder run for m = 10**6 + 4.
+    ran = len({f[3] for f in flat if f[2] in _FAMILY and f[2] != "W"})
+    stage_to_rank = _placement(schedule_name, p, min(m, max(ran, 1)), v, problems)
     stages_of: list[list[int]] = [[] for _ in range(p)]  # chunk c of rank r is stage stages_of[r][c]
     for stage, r in enumerate(stage_to_rank):
         stages_of[r].append(stage)
