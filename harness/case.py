@@ -6,6 +6,7 @@ Cases in ``cases/`` create a :class:`PipelineCase` and hand it to the
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import inspect
@@ -14,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.cost import CostModel, FixedCost
 from harness.device import check_device_options, check_workload
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
 from harness.schedule.builders import build_schedule, builder_info
 from harness.schedule.model import Job, JobKind, Schedule
 
@@ -33,6 +34,8 @@ def _transfers_cost_time(cost: CostModel, schedule: Schedule) -> bool:
 
 
 _HARNESS_DIR = Path(__file__).resolve().parent
+
+_E = TypeVar("_E", bound=HarnessError)
 
 
 def _declaration_site() -> str | None:
@@ -132,7 +135,10 @@ class PipelineCase:
             does not take or a value it cannot use; on :meth:`build`, for
             unknown schedule names, missing sizes, a builder's own constraint,
             or a file that does not match ``stages``/``microbatches``/``chunks``.
-            Either way the message starts with ``declared_at``.
+            Either way the message starts with ``declared_at``, as does that of
+            an :class:`~harness.errors.InputFormatError` or
+            :class:`~harness.errors.ScheduleError` from reading a schedule file
+            (or, in :func:`~harness.runner.run_case`, validating a given schedule).
     """
 
     schedule: str | Schedule | Path
@@ -322,6 +328,18 @@ class PipelineCase:
         if problems:  # all of them: the next backend's may only show on another machine
             raise self._error(f"case {self.label()!r}: device_options: {'; '.join(problems)}")
 
+    def with_site(self, exc: _E) -> _E:
+        """``exc`` (a copy, of the same type and attributes) with its message prefixed by
+        ``declared_at``, for errors of the case's schedule found by other code (loading
+        its file, validating it), so that they name the case's line as the case's own do.
+        ``exc`` itself when ``declared_at`` is ``None`` or the message starts with it already."""
+        message = str(exc)
+        if not self.declared_at or message.startswith(f"{self.declared_at}: "):
+            return exc
+        located = copy.copy(exc)
+        located.args = (f"{self.declared_at}: {message}",)
+        return located
+
     def _error(self, message: str) -> ConfigError:
         """A ConfigError whose message starts with where the case was declared."""
         return ConfigError(f"{self.declared_at}: {message}" if self.declared_at else message)
@@ -355,7 +373,8 @@ class PipelineCase:
 
         Raises:
             ConfigError: see class doc.
-            ScheduleError, InputFormatError: from loading a schedule file.
+            ScheduleError, InputFormatError: from loading a schedule file; the
+                message starts with ``declared_at``, then the file's own error.
         """
         schedule: Schedule
         if isinstance(self.schedule, Schedule):
@@ -363,7 +382,10 @@ class PipelineCase:
         elif isinstance(self.schedule, Path):
             from harness.schedule import notation
 
-            schedule = notation.load_schedule_file(self.schedule)  # sizes from the file, then compared
+            try:
+                schedule = notation.load_schedule_file(self.schedule)  # sizes from the file, then compared
+            except (InputFormatError, ScheduleError) as exc:  # the file's own words, after the case's line
+                raise self.with_site(exc) from None
             self._check_matches(schedule, str(self.schedule))
             self._check_chunks(schedule, str(self.schedule))
         else:

@@ -13,7 +13,7 @@ from typing import Any
 from harness import theory
 from harness.case import PipelineCase
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ScheduleError
 from harness.executor import execute
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
@@ -191,13 +191,17 @@ def run_case(
     Raises:
         ConfigError: bad case values or backend name, or a cpu ``compute``
             run that would take more than :data:`CPU_GEMM_LIMIT_S`.
-        ScheduleError: the schedule is invalid or deadlocks (before anything runs).
+        ScheduleError: the schedule is invalid or deadlocks (before anything runs);
+            the message starts with the case's ``declared_at``.
         BackendUnavailable: the backend cannot run here.
         ExecutionError: the run failed or stalled.
     """
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     schedule = case.build()
-    plan = build_plan(schedule)
+    try:
+        plan = build_plan(schedule)
+    except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
+        raise case.with_site(exc) from None
     if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
         _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}

@@ -10,7 +10,8 @@ import numpy  # noqa: F401 - imported before pytester's in-process runs, which d
 import pytest
 
 from harness.case import PipelineCase
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
+from harness.runner import run_case
 from harness.schedule import build_schedule
 from harness.schedule.model import JobKind
 
@@ -82,6 +83,53 @@ def test_a_schedule_file_keeps_its_own_chunks_and_sizes():
     with pytest.raises(ConfigError) as info:
         case.build()
     assert str(info.value) == f"{HERE}:{line}: case 'zb_like_p3_m4.csv m=8': {CSV} has 4 micro-batches, but microbatches=8"
+
+
+# -- a schedule file's own errors (reading, parsing, validating) start with the case's line too ----
+
+
+def _write(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error", "rest"),
+    [
+        ("missing.csv", None, InputFormatError,
+         "missing.csv: cannot read schedule file: [Errno 2] No such file or directory: 'missing.csv'"),
+        ("folder.csv", "dir", InputFormatError, "folder.csv: cannot read schedule file: [Errno 21] Is a directory: 'folder.csv'"),
+        ("undecodable.csv", b"\xff\xfe0F0", InputFormatError,
+         "undecodable.csv: cannot read schedule file: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+        ("cell.csv", b"0XX\n", ScheduleError, "cell.csv: row 1 (rank 0), cell 1 (step 0): cannot read job '0XX': "),
+        ("order.csv", b"0F0,0B0\n1B0,1F0\n", ScheduleError,
+         "schedule 'order.csv' is invalid: 1 job(s) out of order on their rank: 1B0 is listed before its 1F0 (step 1)\n"),
+        ("dead.csv", b"0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n", ScheduleError,
+         "schedule 'dead.csv' deadlocks: 7 of 8 jobs can never run; stalled at 0B0, 1F1\n"),
+    ],
+    ids=["missing", "directory", "undecodable", "cell", "out-of-order", "deadlock"],
+)
+def test_schedule_file_errors_start_with_the_case_line(tmp_path, monkeypatch, name, content, error, rest):
+    monkeypatch.chdir(tmp_path)
+    if content == "dir":
+        (tmp_path / name).mkdir()
+    elif content is not None:
+        _write(tmp_path, name, content)
+    line = 7; case = PipelineCase(Path(name), declared_at=f"{HERE}:{line}")  # noqa: E702 - absolute paths outside tests/ here
+    with pytest.raises(error) as info:
+        run_case(case, "sim", range(1, 2))
+    assert isinstance(info.value, HarnessError)
+    assert str(info.value).startswith(f"{HERE}:{line}: {rest}")
+    assert str(info.value).count(f"{HERE}:{line}: ") == 1
+    if isinstance(info.value, ScheduleError) and name != "cell.csv":
+        assert info.value.jobs  # the copy keeps the jobs at fault
+
+
+def test_schedule_file_errors_are_unchanged_without_a_declaration_site(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the command line builds cases with declared_at None: the file's own words
+    with pytest.raises(InputFormatError, match=r"^missing\.csv: cannot read schedule file"):
+        run_case(PipelineCase(Path("missing.csv"), declared_at=""), "sim")
 
 
 # -- options for a named schedule ----------------------------------------------------------------
