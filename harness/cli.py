@@ -281,10 +281,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report.fields import check_cases
     from harness.report.results import load_results
 
     thresholds = parse_thresholds(args.fail or [])
     base, new = load_results(Path(args.base)), load_results(Path(args.new))
+    for doc, name in ((base, args.base), (new, args.new)):
+        check_cases(doc, str(name))  # as `report` checks them: a null bubble or a string step time names file, case and field
     deltas, only_base, only_new = compare_documents(base, new, thresholds, str(args.base), str(args.new))
     if not deltas:
         raise ConfigError(

@@ -417,3 +417,24 @@ def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_
     assert "1 case(s) compared" in captured.out
     assert main(["compare", str(base), str(base)]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("which", "key", "value", "message"), [
+    ("new", "bubble_ratio", None, "metrics.bubble_ratio is None (NoneType), expected a number"),
+    ("new", "bubble_ratio", "missing", "metrics.bubble_ratio is missing, expected a number"),
+    ("base", "step_time_median_ns", "33000000", "metrics.step_time_median_ns is '33000000' (str), expected a number"),
+])
+def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, which, key, value, message):
+    # A one-line error and exit 2 (not a traceback and exit 1, which reads as "past a threshold"), as `report` says it.
+    paths = {"base": _results(tmp_path / "base.json"), "new": _results(tmp_path / "new.json")}
+    doc = json.loads(paths[which].read_text())
+    metrics = doc["cases"][1]["metrics"]
+    if value == "missing":
+        del metrics[key]
+    else:
+        metrics[key] = value
+    paths[which].write_text(json.dumps(doc))
+    assert main(["compare", str(paths["base"]), str(paths["new"]), "--fail", "step_time:5%"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {paths[which]}: case 'cases/x.py::test[1F1B]' (#1): {message}\n"
+    assert captured.out == ""

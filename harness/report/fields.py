@@ -111,7 +111,9 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if not isinstance(metrics, dict):
         return f"metrics is {_show(metrics)}, expected an object"
     for key in ("step_time_median_ns", "step_time_iqr_ns", "bubble_ratio"):
-        problem = _value_problem(f"metrics.{key}", metrics.get(key), _is_number)
+        if key not in metrics:
+            return f"metrics.{key} is missing, expected a number"
+        problem = _value_problem(f"metrics.{key}", metrics[key], _is_number)
         if problem:
             return problem
     problem = _list_problem("metrics.peak_inflight", metrics.get("peak_inflight"), _is_int)
