@@ -22,9 +22,14 @@ from typing import Any, Protocol, runtime_checkable
 from harness.errors import ConfigError
 from harness.schedule.model import Job, JobKind
 
-__all__ = ["CostModel", "FixedCost", "TransformerCost"]
+__all__ = ["MAX_DURATION_NS", "CostModel", "FixedCost", "TransformerCost"]
 
 _NS_PER_MS = 1_000_000
+
+#: Every duration a cost model gives is below this (2**53 ns, about 104 days): times
+#: stay exact in float64 and a step's sums far below int64's range; longer is a unit mistake.
+MAX_DURATION_NS = 1 << 53
+_MAX_DURATION_TEXT = "2**53 ns, about 104 days"
 
 
 @runtime_checkable
@@ -53,17 +58,41 @@ class CostModel(Protocol):
         """Parameters for results and reports."""
 
 
-def _positive(name: str, value: float, allow_zero: bool = False) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+def _shown(value: object) -> str:
+    """``repr(value)``, shortened for a huge integer (``10**400`` would fill the screen)."""
+    text = repr(value)
+    return f"{text[:8]}... ({len(text)} digits)" if isinstance(value, int) and len(text) > 24 else text
+
+
+def _positive(name: str, value: float, allow_zero: bool = False, duration: bool = False) -> None:
+    """A number >= 0 (> 0 unless ``allow_zero``), finite and below 2**53; a ``duration`` (ns) below
+    :data:`MAX_DURATION_NS`, said so in those words."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
         raise ConfigError(f"cost model: {name} must be a number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"cost model: {name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
+    if value >= MAX_DURATION_NS:  # also inf; compared exactly, so 10**400 is no OverflowError
+        if duration:
+            raise ConfigError(f"cost model: {name} must be below {MAX_DURATION_NS} ns ({_MAX_DURATION_TEXT}), got {_shown(value)}")
+        raise ConfigError(f"cost model: {name} must be below 2**53 = {MAX_DURATION_NS}, got {_shown(value)}")
 
 
 def _transfer_ns(nbytes: int, latency_ns: int, gbytes_per_s: float | None) -> int:
     if gbytes_per_s is None:
         return latency_ns
     return latency_ns + round(nbytes / gbytes_per_s)  # GB/s == bytes/ns
+
+
+def _check_transfer(nbytes: int, latency_ns: int, gbytes_per_s: float | None) -> None:
+    """A send/receive (latency + bytes / bandwidth) lasts less than :data:`MAX_DURATION_NS`."""
+    if gbytes_per_s is None:
+        return
+    ns = latency_ns + nbytes / gbytes_per_s  # a float: inf rather than an OverflowError from round()
+    if ns >= MAX_DURATION_NS:
+        raise ConfigError(
+            f"cost model: a send/receive of {nbytes} bytes at {gbytes_per_s!r} GB/s with {latency_ns} ns latency would last "
+            f"{ns:.3g} ns; transfers must last below {MAX_DURATION_NS} ns ({_MAX_DURATION_TEXT})"
+        )
 
 
 def _bandwidth(value: float | None) -> None:
@@ -109,7 +138,9 @@ class FixedCost:
             only the latency.
 
     Raises:
-        ConfigError: negative or non-numeric values; a non-positive bandwidth;
+        ConfigError: negative or non-numeric values; a duration (or a
+            transfer's) of :data:`MAX_DURATION_NS` (2**53 ns, about 104 days)
+            or more; a non-positive bandwidth;
             ``backward_input_ns + backward_weight_ns != backward_ns`` when all
             three are given (a split backward is the same work as a full one).
     """
@@ -124,15 +155,17 @@ class FixedCost:
     activation_bytes: int = 0
 
     def __post_init__(self) -> None:
-        _positive("forward_ns", self.forward_ns)
-        _positive("backward_ns", self.backward_ns)
+        _positive("forward_ns", self.forward_ns, duration=True)
+        _positive("backward_ns", self.backward_ns, duration=True)
         for name in ("backward_input_ns", "backward_weight_ns"):
             v = getattr(self, name)
             if v is not None:
-                _positive(name, v)
-        for name in ("optimizer_ns", "p2p_latency_ns", "activation_bytes"):
-            _positive(name, getattr(self, name), allow_zero=True)
+                _positive(name, v, duration=True)
+        for name in ("optimizer_ns", "p2p_latency_ns"):
+            _positive(name, getattr(self, name), allow_zero=True, duration=True)
+        _positive("activation_bytes", self.activation_bytes, allow_zero=True)
         _bandwidth(self.p2p_gbytes_per_s)
+        _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
         i, w = self.backward_input_ns, self.backward_weight_ns
         if i is not None and w is not None and i + w != self.backward_ns:
             raise ConfigError(
@@ -167,10 +200,15 @@ class FixedCost:
         for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
             if value is None:
                 continue
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {value!r}")
+            if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                    or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows
+                raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {_shown(value)}")
             if value <= 0:
                 raise ConfigError(f"cost model: {name} must be positive, got {value!r} ms")
+            if value * _NS_PER_MS >= MAX_DURATION_NS:
+                raise ConfigError(
+                    f"cost model: {name} must be below {MAX_DURATION_NS / _NS_PER_MS:.6f} ms ({_MAX_DURATION_TEXT}), got {_shown(value)} ms"
+                )
             if round(value * _NS_PER_MS) == 0:
                 raise ConfigError(f"cost model: {name} must be at least 1 ns (0.000001 ms), got {value!r} ms")
         if I is not None and W is not None and round(I * _NS_PER_MS) + round(W * _NS_PER_MS) != round(B * _NS_PER_MS):
@@ -258,8 +296,9 @@ class TransformerCost:
             transfers cost only the latency.
 
     Raises:
-        ConfigError: a non-positive size, or fewer layers than stages (raised
-            when durations are first asked for with that stage count).
+        ConfigError: a non-positive size (or one of 2**53 or more), or fewer
+            layers than stages or a job of :data:`MAX_DURATION_NS` or more
+            (raised when durations are first asked for with that stage count).
     """
 
     hidden_size: int
@@ -276,9 +315,10 @@ class TransformerCost:
     def __post_init__(self) -> None:
         for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "tflops", "bytes_per_element"):
             _positive(name, getattr(self, name))
-        _positive("optimizer_ns", self.optimizer_ns, allow_zero=True)
-        _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True)
+        _positive("optimizer_ns", self.optimizer_ns, allow_zero=True, duration=True)
+        _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True, duration=True)
         _bandwidth(self.p2p_gbytes_per_s)
+        _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
 
     def layers_of(self, stage: int, num_stages: int) -> int:
         """Layers on ``stage``: ``num_layers // num_stages``, plus one on the first
@@ -332,7 +372,13 @@ class TransformerCost:
             return self.optimizer_ns
         if job.kind.is_comm:
             return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-        return max(1, round(self.flops(job, num_stages) / (self.tflops * 1e3)))  # 1 TFLOP/s = 1e3 FLOP/ns
+        ns = self.flops(job, num_stages) / (self.tflops * 1e3)  # 1 TFLOP/s = 1e3 FLOP/ns
+        if ns >= MAX_DURATION_NS:  # a float, so inf too: checked before round() could overflow
+            raise ConfigError(
+                f"cost model: a {job.kind.name} job of stage {job.stage} ({self.flops(job, num_stages):.3g} FLOPs at {self.tflops!r} TFLOP/s) "
+                f"would last {ns:.3g} ns; jobs must last below {MAX_DURATION_NS} ns ({_MAX_DURATION_TEXT}): check the model's sizes and tflops"
+            )
+        return max(1, round(ns))
 
     def nbytes(self, job: Job, num_stages: int) -> int:
         return self.activation_bytes if job.kind.is_comm else 0

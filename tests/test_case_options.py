@@ -63,6 +63,9 @@ SECONDS = "a positive number of seconds (at most 1000000)"
         ({"cpu": {"stall_timeout_s": 0}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got 0"),
         ({"cpu": {"stall_timeout_s": -1}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got -1"),
         ({"cuda": {"stall_timeout_s": float("inf")}}, f"the cuda backend's stall_timeout_s must be {SECONDS}, got inf"),
+        # too large for a float: refused as any other out-of-range value, not an OverflowError
+        ({"cpu": {"stall_timeout_s": 10**400}}, f"the cpu backend's stall_timeout_s must be {SECONDS}, got 10000000... (401 digits)"),
+        ({"cuda": {"stall_timeout_s": -(10**400)}}, f"the cuda backend's stall_timeout_s must be {SECONDS}, got -1000000... (402 digits)"),
         ({"cuda": {"nvcc_options": "-O3"}}, "the cuda backend's nvcc_options must be a list of strings, e.g. ['-O3'], got '-O3'"),
         ({"cuda": {"devices": []}}, "the cuda backend's devices must be a non-empty list of device ordinals (integers >= 0), got []"),
         ({"cuda": {"device_map": {0: 1.5}}},

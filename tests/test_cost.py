@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost import FixedCost, TransformerCost
+from harness.cost import MAX_DURATION_NS, FixedCost, TransformerCost
 from harness.errors import ConfigError
 from harness.schedule.model import Job, JobKind
 
@@ -116,6 +116,15 @@ def test_impossible_fixed_costs_are_refused(kwargs, message):
         (dict(F=1, B=2, W=2.3),  # no float noise in the derived I
          "cost model: the backward of B = 2 ms cannot split into I = -0.3 ms and W = 2.3 ms; give I or W below B (both must be positive)"),
         (dict(F=float("inf"), B=2), "cost model: F must be a finite number of milliseconds, got inf"),
+        # times beyond int64 ns (and float64's exact integers) are a unit mistake: refused, not an OverflowError later
+        (dict(F=1e13, B=2e13), "cost model: F must be below 9007199254.740992 ms (2**53 ns, about 104 days), got 10000000000000.0 ms"),
+        (dict(F=1, B=9007199254.741), "cost model: B must be below 9007199254.740992 ms (2**53 ns, about 104 days), got 9007199254.741 ms"),
+        (dict(F=10**400, B=2), "cost model: F must be below 9007199254.740992 ms (2**53 ns, about 104 days), got 10000000... (401 digits) ms"),
+        (dict(F=1, B=2, optimizer_ns=2**53),
+         "cost model: optimizer_ns must be below 9007199254740992 ns (2**53 ns, about 104 days), got 9007199254740992"),
+        (dict(F=1, B=2, activation_bytes=10, p2p_gbytes_per_s=1e-320),
+         "cost model: a send/receive of 10 bytes at 1e-320 GB/s with 0 ns latency would last inf ns; "
+         "transfers must last below 9007199254740992 ns (2**53 ns, about 104 days)"),
         (dict(F=1, B=2, p2p_latency_ns=-5), "cost model: p2p_latency_ns must be non-negative, got -5"),  # given in ns by its own name
         (dict(F=1, B=2, X=1),  # in ms()'s own name, not FixedCost.__init__()'s
          "cost model: FixedCost.ms() got an unexpected keyword argument 'X'; "
@@ -148,3 +157,23 @@ def test_fixed_cost_ns_errors_keep_the_field_names():
 def test_fixed_cost_ms_split_in_milliseconds():
     c = FixedCost.ms(F=1, B=2, I=0.5, W=1.5)
     assert [c.duration_ns(j, 2) for j in (F0, B0, I0, W0)] == [1_000_000, 2_000_000, 500_000, 1_500_000]
+
+
+def test_durations_must_stay_below_2_to_the_53_ns():
+    assert MAX_DURATION_NS == 2**53
+    longest = FixedCost(forward_ns=2**53 - 1, backward_ns=2**53 - 2)
+    assert longest.duration_ns(F0, 2) == 2**53 - 1
+    for bad, shown in ((2**53, "9007199254740992"), (10**400, "10000000... (401 digits)"), (float("inf"), "inf")):
+        with pytest.raises(ConfigError) as info:
+            FixedCost(forward_ns=bad, backward_ns=2)
+        assert str(info.value) == f"cost model: forward_ns must be below 9007199254740992 ns (2**53 ns, about 104 days), got {shown}"
+    with pytest.raises(ConfigError) as info:
+        TransformerCost(hidden_size=10**400, seq_len=1, micro_batch_size=1, num_layers=1, tflops=1)
+    assert str(info.value) == "cost model: hidden_size must be below 2**53 = 9007199254740992, got 10000000... (401 digits)"
+    slow = TransformerCost(hidden_size=4096, seq_len=4096, micro_batch_size=8, num_layers=96, tflops=1e-12)
+    with pytest.raises(ConfigError) as info:
+        slow.duration_ns(B0, 2)
+    assert str(info.value) == (
+        "cost model: a B job of stage 0 (1.27e+15 FLOPs at 1e-12 TFLOP/s) would last 1.27e+24 ns; "
+        "jobs must last below 9007199254740992 ns (2**53 ns, about 104 days): check the model's sizes and tflops"
+    )

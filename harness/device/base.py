@@ -51,7 +51,10 @@ MAX_STALL_TIMEOUT_S = 1_000_000
 
 
 def _value_error(backend: str, name: str, wanted: str, value: object) -> ConfigError:
-    return ConfigError(f"the {backend} backend's {name} must be {wanted}, got {value!r}")
+    shown = repr(value)
+    if isinstance(value, int) and len(shown) > 24:  # 10**400 would fill the screen
+        shown = f"{shown[:8]}... ({len(shown)} digits)"
+    return ConfigError(f"the {backend} backend's {name} must be {wanted}, got {shown}")
 
 
 def _is_int(value: object) -> bool:
@@ -60,8 +63,10 @@ def _is_int(value: object) -> bool:
 
 def check_stall_timeout(backend: str, name: str, value: object) -> None:
     """A positive, finite number of seconds, at most :data:`MAX_STALL_TIMEOUT_S`."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 < value <= MAX_STALL_TIMEOUT_S:  # type: ignore[operator]
+    # the range first: compared exactly, 10**400 is too large, where math.isfinite would raise OverflowError
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and 0 < value <= MAX_STALL_TIMEOUT_S and math.isfinite(value))  # type: ignore[operator]
+    if not ok:
         raise _value_error(backend, name, f"a positive number of seconds (at most {MAX_STALL_TIMEOUT_S})", value)
 
 
