@@ -4,7 +4,7 @@ Commands::
 
     report RESULTS_JSON [--out DIR]            re-render index.html and traces from a results file
     compare BASE NEW [--fail step_time:5%]...  per-case deltas; exit 1 past a threshold, 2 with no common case
-    import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default reports-paddle/)
+    import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the step x rank grid and the schedule's figures
@@ -75,7 +75,8 @@ def parse_threshold(text: str) -> Threshold:
     percentage points for ``bubble`` (``bubble:2`` = ``bubble:2pp`` =
     ``bubble:2PP`` = ``bubble:2%``, the bubble ratio may grow from e.g. 10% to
     12% of the step time). The number is plain ASCII decimal (``2``, ``2.5``,
-    ``.5``); ``-0`` is 0.
+    ``.5``), a leading ``+`` allowed (``+2`` is 2, as the gates are shown:
+    ``bubble +2pp``); ``-0`` is 0.
 
     Raises:
         ConfigError: unknown metric; a LIMIT that is not a plain decimal
@@ -83,12 +84,12 @@ def parse_threshold(text: str) -> Threshold:
             relative change); a bubble LIMIT over 100 points (the bubble is a
             share of the step).
     """
-    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*:\s*(.*?)\s*", text)
+    m = re.fullmatch(r"\s*([^:\s][^:]*?)\s*:\s*(.*?)\s*", text)
     if not m or not m.group(2):
         raise ConfigError(f"--fail {text!r}: expected METRIC:LIMIT like step_time:5% or bubble:2pp")
     metric, limit = m.group(1), m.group(2)
     if metric not in _METRICS:
-        raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; use one of {', '.join(_METRICS)}")
+        raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; valid: {', '.join(_METRICS)}")
     unit = next((u for u in ("pp", "%") if limit.lower().endswith(u)), "")
     number = limit[: len(limit) - len(unit)].strip()
     usage = ("step_time takes percent (step_time:5 or step_time:5%)" if metric == "step_time"
@@ -140,9 +141,10 @@ class CaseDelta:
     failed: tuple[str, ...]
 
     @property
-    def step_change(self) -> float:
-        """Relative change of the median step time (0.05 = 5% slower)."""
-        return self.new_step_ns / self.base_step_ns - 1 if self.base_step_ns else 0.0
+    def step_change(self) -> float | None:
+        """Relative change of the median step time (0.05 = 5% slower); ``None`` when the
+        base step time is 0 (a relative change of 0 cannot be computed)."""
+        return self.new_step_ns / self.base_step_ns - 1 if self.base_step_ns else None
 
     @property
     def bubble_change(self) -> float:
@@ -206,7 +208,10 @@ def compare_documents(
         failed = []
         for t in thresholds:
             change = d.step_change if t.metric == "step_time" else d.bubble_change
-            if change > t.limit + 1e-12:
+            if change is None:  # base step time 0: any growth from it is past every relative limit
+                if d.new_step_ns > d.base_step_ns:
+                    failed.append(t.metric)
+            elif change > t.limit + 1e-12:
                 failed.append(t.metric)
         deltas.append(CaseDelta(d.case_id, d.base_step_ns, d.new_step_ns, d.base_bubble, d.new_bubble, tuple(failed)))
     only_base = [c for c in base_cases if c not in new_cases]
@@ -296,6 +301,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
     for note in setup_mismatches(base, new) + pipeline_mismatches(base, new):
         _err(f"warning: {note}")
+    for d in deltas:
+        if d.step_change is None:
+            _err(f"warning: {d.case_id}: the median step time in {args.base} is 0 ns, so its change cannot be computed "
+                 "(shown as n/a; a step_time gate fails it if the new step time is above 0)")
     out: TextIO = sys.stdout
     w = max([len(d.case_id) for d in deltas] + [4])
     w = min(w, 70)
@@ -303,7 +312,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for d in deltas:
         name = d.case_id if len(d.case_id) <= w else "..." + d.case_id[-(w - 3):]
         flag = "  FAIL " + ",".join(d.failed) if d.failed else ""
-        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {100 * d.step_change:>+7.2f}%  "
+        step_change = f"{100 * d.step_change:>+7.2f}%" if d.step_change is not None else f"{'n/a':>8}"
+        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {step_change}  "
               f"{100 * d.base_bubble:>10.2f}% {100 * d.new_bubble:>6.2f}% {100 * d.bubble_change:>+7.2f}pp{flag}", file=out)
     for cid in only_base:
         print(f"only in {args.base}: {cid}", file=out)
@@ -529,7 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")
     p.add_argument("log_dir", metavar="LOG_DIR")
     p.add_argument("--out", metavar="DIR", default="reports-paddle",
-                   help="report folder (default: reports-paddle, beside the pytest report folder reports/, which pytest runs rewrite)")
+                   help="report folder (default: reports-paddle in the current folder; not the pytest report folder reports/, "
+                        "which pytest runs rewrite)")
     p.add_argument("--name", help="case id (default: paddle:<folder name>)")
     p.add_argument("--schedule", default="PaddlePaddle log",
                    help="schedule name shown in the report; a built-in one (see 'schedules', e.g. ZB-V) also gives the stage "

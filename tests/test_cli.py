@@ -438,3 +438,40 @@ def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, whi
     captured = capsys.readouterr()
     assert captured.err == f"error: {paths[which]}: case 'cases/x.py::test[1F1B]' (#1): {message}\n"
     assert captured.out == ""
+
+
+def test_compare_with_a_base_step_time_of_zero_says_the_change_cannot_be_computed(tmp_path, capsys):
+    base = _results(tmp_path / "base.json", schedules=("1F1B",))
+    doc = json.loads(base.read_text())
+    doc["cases"][0]["metrics"]["step_time_median_ns"] = 0
+    base.write_text(json.dumps(doc))
+    new = _results(tmp_path / "new.json", schedules=("1F1B",))
+    assert main(["compare", str(base), str(new)]) == 0
+    captured = capsys.readouterr()
+    assert "+0.00%" not in captured.out and "     n/a" in captured.out
+    assert captured.err == (f"warning: cases/x.py::test[1F1B]: the median step time in {base} is 0 ns, so its change cannot be "
+                            "computed (shown as n/a; a step_time gate fails it if the new step time is above 0)\n")
+    assert main(["compare", str(base), str(new), "--fail", "step_time:5"]) == 1  # grew from 0: past any relative limit
+    assert "FAIL step_time" in capsys.readouterr().out
+    assert main(["compare", str(base), str(base), "--fail", "step_time:5"]) == 0  # 0 to 0: no growth
+
+
+@pytest.mark.parametrize("text", ["step-time:5", "Step_Time:5", "bubble ratio:2"])
+def test_a_misspelt_metric_is_named_an_unknown_metric(text):
+    with pytest.raises(ConfigError) as info:
+        parse_threshold(text)
+    assert str(info.value) == f"--fail {text!r}: unknown metric {text.split(':')[0]!r}; valid: step_time, bubble"
+
+
+def test_a_limit_with_a_plus_sign_reads_as_shown_in_the_gates_line():
+    assert parse_threshold("bubble:+2").describe() == "bubble +2pp"
+    with pytest.raises(ConfigError, match="not a plain decimal number"):
+        parse_threshold("bubble:++2")
+
+
+def test_import_paddle_help_names_the_default_folder_as_it_is_used():
+    from harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    text = " ".join(sub.choices["import-paddle"].format_help().split())
+    assert "default: reports-paddle in the current folder" in text
