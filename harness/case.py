@@ -121,7 +121,10 @@ class PipelineCase:
             device's constructor when the case is built, whichever backend runs.
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
-            the case's values name it. Not compared.
+            the case's values name it. Not compared or hashed.
+
+    Cases are hashable (set members, dict keys): equal cases hash alike, though
+    ``cost`` and the values in ``options`` and ``device_options`` do not enter the hash.
 
     Raises:
         ConfigError: on construction, for a cost that is not a cost model, a
@@ -191,6 +194,15 @@ class PipelineCase:
         if isinstance(self.schedule, Schedule):  # known now; a file's sizes when it is read
             self._check_matches(self.schedule, "the given schedule")
         self._check_device_options()
+
+    def __hash__(self) -> int:
+        """On the fields that say which pipeline runs, so cases can be set members and dict keys.
+        ``options`` and ``device_options`` count by their names only and ``cost`` not at all (their
+        values may be unhashable, e.g. lists); equal cases still hash alike."""
+        return hash((
+            self.schedule, self.stages, self.microbatches, self.chunks, self.workload, self.comm, self.optimizer, self.name,
+            frozenset(self.options), frozenset(self.device_options),
+        ))
 
     @classmethod
     def from_fields(cls, args: Sequence[Any], kwargs: Mapping[str, Any], *, declared_at: str | None, source: str) -> PipelineCase:

@@ -165,3 +165,18 @@ def test_fulltrace_keeps_the_traceback(pytester):
     result = pytester.runpytest("--backend=sim", "--fulltrace", "-k", "zero_microbatches", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*harness/case.py:*: ConfigError"])
+
+
+def test_cases_are_hashable_and_equal_cases_hash_alike():
+    from harness.cost import FixedCost
+    from harness.schedule import build_schedule
+
+    fields = {"options": {"optimizer": True}, "device_options": {"cuda": {"devices": [0, 1]}}, "cost": FixedCost.ms(F=1, B=2)}
+    a = PipelineCase("1F1B", 2, 4, **fields)  # type: ignore[arg-type]
+    b = PipelineCase("1F1B", 2, 4, **fields, declared_at="elsewhere.py:3")  # type: ignore[arg-type]
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    c = replace(a, microbatches=8)
+    assert {a: 1, c: 2}[c] == 2
+    given = build_schedule("1F1B", 2, 4)
+    assert hash(PipelineCase(given)) == hash(PipelineCase(build_schedule("1F1B", 2, 4)))
+    assert len({PipelineCase(Path("x.csv")), PipelineCase("x.csv")}) == 1  # a path-like string is a Path
