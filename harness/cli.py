@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.cost import CostModel
+from harness.cost import MAX_DURATION_NS, CostModel
 from harness.errors import ConfigError, HarnessError, InputFormatError
 
 __all__ = [
@@ -481,8 +481,8 @@ def _check_show_costs(args: argparse.Namespace) -> None:
     their flags (``--forward-ms``), so the error says which flag to change.
 
     Raises:
-        ConfigError: a duration that is not finite, not positive or below 1 ns,
-            or a ``--weight-ms`` not below ``--backward-ms``.
+        ConfigError: a duration that is not finite, not positive, below 1 ns or
+            not below 2**53 ns, or a ``--weight-ms`` not below ``--backward-ms``.
     """
     flags = (("--forward-ms", args.forward_ms), ("--backward-ms", args.backward_ms), ("--weight-ms", args.weight_ms))
     for flag, value in flags:
@@ -494,6 +494,8 @@ def _check_show_costs(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} must be positive, got {value:g} ms")
         if round(value * 1e6) == 0:
             raise ConfigError(f"{flag} must be at least 1 ns (0.000001 ms), got {value:g} ms")
+        if value * 1e6 >= MAX_DURATION_NS:
+            raise ConfigError(f"{flag} must be below {MAX_DURATION_NS / 1e6:g} ms (2**53 ns, about 104 days), got {value:g} ms")
     if args.weight_ms is not None and round(args.weight_ms * 1e6) >= round(args.backward_ms * 1e6):
         raise ConfigError(f"--weight-ms {args.weight_ms:g} must be below --backward-ms {args.backward_ms:g}: W is the weight part of "
                           f"the full backward, the rest (I = {args.backward_ms:g} - {args.weight_ms:g} ms) is the input part")

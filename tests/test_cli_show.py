@@ -35,6 +35,7 @@ def test_a_path_that_is_no_file_says_so(tmp_path, capsys, monkeypatch):
     (["--forward-ms", "nan"], "error: --forward-ms must be a finite number of milliseconds, got nan\n"),
     (["--backward-ms", "inf"], "error: --backward-ms must be a finite number of milliseconds, got inf\n"),
     (["--weight-ms", "1e-7"], "error: --weight-ms must be at least 1 ns (0.000001 ms), got 1e-07 ms\n"),
+    (["--forward-ms", "1e13"], "error: --forward-ms must be below 9.0072e+09 ms (2**53 ns, about 104 days), got 1e+13 ms\n"),
     (["--weight-ms", "2"], "error: --weight-ms 2 must be below --backward-ms 2: W is the weight part of the full backward, "
                            "the rest (I = 2 - 2 ms) is the input part\n"),
     (["--backward-ms", "3", "--weight-ms", "4.5"], "error: --weight-ms 4.5 must be below --backward-ms 3: W is the weight part of "
