@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import inspect
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any, TypeVar
 from harness.cost import CostModel, FixedCost
 from harness.device import check_device_options, check_workload
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
-from harness.schedule.builders import build_schedule, builder_info
+from harness.schedule.builders import build_schedule, builder_info, check_options
 from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["PipelineCase", "case_field_names"]
@@ -275,21 +274,10 @@ class PipelineCase:
             info = builder_info(self.schedule)
         except ConfigError:
             return
-        params = inspect.signature(info.build).parameters
-        for key, value in options.items():  # a truthy "no" must not switch a flag on
-            param = params.get(key)
-            if param is not None and param.annotation in (bool, "bool") and not isinstance(value, bool):
-                raise self._error(
-                    f"case {self.label()!r}: option {key!r} of schedule {info.name!r} must be True or False, got {value!r}"
-                )
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return
-        sizes = 3 if info.takes_chunks else 2  # p, m[, v]: build_schedule passes them by position
-        valid = [n for i, (n, p) in enumerate(params.items()) if i >= sizes and p.kind is not inspect.Parameter.VAR_POSITIONAL]
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            takes = f"its options are {', '.join(valid)}" if valid else "it takes no options"
-            raise self._error(f"case {self.label()!r}: schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
+        try:
+            check_options(info, options)
+        except ConfigError as exc:
+            raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.optimizer and "optimizer" in options and options["optimizer"] is not True:
             raise self._error(
                 f"case {self.label()!r}: optimizer=True and options={{'optimizer': {options['optimizer']!r}}} disagree; "

@@ -22,7 +22,7 @@ import math
 import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -219,15 +219,20 @@ def compare_documents(
     return deltas, only_base, only_new
 
 
+def _cases_in_both(base: dict[str, Any], new: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(base case, new case)`` for each case id in both documents, in base order."""
+    new_cases = {str(c["id"]): c for c in new["cases"]}
+    for b in base["cases"]:
+        n = new_cases.get(str(b["id"]))
+        if n is not None:
+            yield b, n
+
+
 def setup_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Per case id in both documents whose backend or workload differs, a note
     saying how (such a comparison measures the setup, not the schedule)."""
-    new_cases = {str(c["id"]): c for c in new["cases"]}
     notes = []
-    for b in base["cases"]:
-        n = new_cases.get(str(b["id"]))
-        if n is None:
-            continue
+    for b, n in _cases_in_both(base, new):
         diffs = []
         if b.get("backend") != n.get("backend"):
             diffs.append(f"backend {b.get('backend')!r} vs {n.get('backend')!r}")
@@ -241,12 +246,8 @@ def setup_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def pipeline_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Per case id in both documents whose pipeline differs (``p``, ``m`` or ``v``), a
     note saying how: its deltas then compare two different pipelines, not two runs of one."""
-    new_cases = {str(c["id"]): c for c in new["cases"]}
     notes = []
-    for b in base["cases"]:
-        n = new_cases.get(str(b["id"]))
-        if n is None:
-            continue
+    for b, n in _cases_in_both(base, new):
         bs, ns = b.get("schedule") or {}, n.get("schedule") or {}
         diffs = [f"{key} {bs.get(key)} vs {ns.get(key)}" for key in ("p", "m", "v") if bs.get(key) != ns.get(key)]
         if diffs:

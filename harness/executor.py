@@ -128,6 +128,7 @@ def execute(
     # Per-job fields that do not change between steps, computed once.
     jobs, rank_of, chunk_of, stream_of, names = plan.jobs, plan.rank, plan.chunk, plan.stream, plan.stream_names
     static = [(j, (rank_of[j], names[stream_of[j]], jobs[j][0], jobs[j][1].value, jobs[j][2], chunk_of[j])) for j in order]
+    deps, start_deps = plan.deps, plan.start_deps
     record, wait, launch = device.record, device.wait, device.launch
     clock = time.perf_counter_ns
     enqueue_of = [0] * n
@@ -139,10 +140,10 @@ def execute(
             wait(s, ref)
         t = clock()
         for j in order:
-            s = streams[plan.stream[j]]
-            for d in plan.deps[j]:
+            s = streams[stream_of[j]]
+            for d in deps[j]:
                 wait(s, end_ev[d])
-            for d in plan.start_deps[j]:
+            for d in start_deps[j]:
                 wait(s, start_ev[d])
             record(start_ev[j], s)
             launch(s, works[j])

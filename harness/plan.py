@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
-from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _kind_codes
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _kind_codes, _read_only
 from harness.schedule.validate import check_counts, check_order
 
 __all__ = ["Plan", "PlanArrays", "build_plan"]
@@ -138,11 +138,13 @@ class Plan:
     def start_deps(self) -> tuple[tuple[int, ...], ...]:
         return _csr_tuples(self.arrays.start_ptr, self.arrays.start_idx)
 
+    def __post_init__(self) -> None:
+        _read_only(self.arrays)  # shared with the schedule's arrays; a plan is immutable
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickle and copy.deepcopy make new, writable arrays: keep them read-only
         self.__dict__.update(state)
-        for column in self.arrays:
-            column.setflags(write=False)
+        _read_only(self.arrays)
 
     def streams_used(self) -> list[int]:
         """Indices of streams that carry at least one job, ascending."""
@@ -343,8 +345,6 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         start_ptr=start_ptr,
         start_idx=start_idx,
     )
-    for column in arrays:
-        column.setflags(write=False)
     plan = Plan(schedule, arrays, stream_names, stream_rank, order)
     plan.__dict__.update(jobs=tuple(jobs), deps=cross, start_deps=tuple(start_deps))
     return plan
@@ -651,8 +651,6 @@ def build_plan(schedule: Schedule) -> Plan:
         start_ptr=start_ptr,
         start_idx=start_idx,
     )
-    for column in columns:
-        column.setflags(write=False)  # shared with the schedule's arrays; a plan is immutable
     plan = Plan(schedule, columns, stream_names, stream_rank, tuple(order))
     object.__setattr__(plan, "_wait", wait)
     return plan

@@ -8,7 +8,7 @@ Each builder is registered under a case-insensitive name (and aliases) with
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ __all__ = [
     "BuilderInfo",
     "build_schedule",
     "builder_info",
+    "check_options",
     "fthenb",
     "one_f_one_b",
     "register",
@@ -99,7 +100,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     """
     info = builder_info(name)
     _check_sizes(num_ranks, num_microbatches, chunks)
-    _check_options(info, options)
+    check_options(info, options)
     if info.takes_chunks:
         return info.build(num_ranks, num_microbatches, chunks, **options)
     schedule = info.build(num_ranks, num_microbatches, **options)
@@ -111,9 +112,19 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     return schedule
 
 
-def _check_options(info: BuilderInfo, options: dict[str, object]) -> None:
-    """Raise :class:`ConfigError` for options the builder does not take, listing those it does."""
+def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
+    """Check builder keyword ``options`` against the builder's signature.
+
+    Raises:
+        ConfigError: an option declared ``bool`` given something else (a truthy
+            ``"no"`` must not switch a flag on), or an option the builder does
+            not take (the message lists those it does).
+    """
     params = inspect.signature(info.build).parameters
+    for key, value in options.items():
+        param = params.get(key)
+        if param is not None and param.annotation in (bool, "bool") and not isinstance(value, bool):
+            raise ConfigError(f"option {key!r} of schedule {info.name!r} must be True or False, got {value!r}")
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
@@ -152,9 +163,7 @@ def fthenb(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sc
     for s in range(p):
         row: list[Job | None] = [Job(s, JobKind.F, i) for i in range(m)]
         ranks.append(row + [Job(s, JobKind.B, i) for i in range(m)])
-    placement = loop_placement(p)
-    _with_opt(p, ranks, optimizer, placement)
-    return Schedule("FThenB", m, placement, tuple(tuple(r) for r in ranks))
+    return _finish("FThenB", m, loop_placement(p), ranks, optimizer)
 
 
 @register("1F1B", "PipeDream-Flush", "OneFOneB", summary="warm-up forwards, then one forward / one backward (Narayanan et al., SC'21, §2.2.1)")
@@ -188,9 +197,7 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
             jobs.append(Job(s, JobKind.B, b))
             b += 1
         ranks.append(jobs)
-    placement = loop_placement(p)
-    _with_opt(p, ranks, optimizer, placement)
-    return Schedule("1F1B", m, placement, tuple(tuple(r) for r in ranks))
+    return _finish("1F1B", m, loop_placement(p), ranks, optimizer)
 
 
 # --- helpers shared by the builders below ------------------------------------

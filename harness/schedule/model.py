@@ -161,10 +161,17 @@ def _job_arrays(schedule: Schedule) -> _JobArrays | None:
         mb = np.array([-1 if b is None else b for b in mbs] if n_none else mbs, np.int64)
         if int((mb < 0).sum()) == n_none:
             found = _JobArrays(np.array(stages, np.int64), kind, mb, counts)
-            for column in found[:3]:
-                column.setflags(write=False)
+            _read_only(found)
     object.__setattr__(schedule, "_arrays", found)
     return found
+
+
+def _read_only(columns: Iterable[Any]) -> None:
+    """Make the numpy arrays among ``columns`` read-only (job arrays and plan
+    columns are shared between schedules and plans, which never change)."""
+    for column in columns:
+        if hasattr(column, "setflags"):
+            column.setflags(write=False)
 
 
 @gc_paused
@@ -332,18 +339,14 @@ class Schedule:
         :meth:`_of_checked_jobs`); the placement itself is checked."""
         schedule = cls._of_checked_jobs(name, num_microbatches, stage_to_rank, ((),) * len(arrays.counts), params)
         del schedule.__dict__["ranks"]
-        for column in arrays[:3]:
-            column.setflags(write=False)  # the only record of the jobs: nobody may change it
+        _read_only(arrays)  # the only record of the jobs: nobody may change it
         object.__setattr__(schedule, "_arrays", arrays)
         return schedule
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickle and copy.deepcopy make new, writable arrays: keep them read-only
         self.__dict__.update(state)
-        arrays = state.get("_arrays")
-        if arrays is not None:
-            for column in arrays[:3]:
-                column.setflags(write=False)
+        _read_only(state.get("_arrays") or ())
 
     def _lazy_arrays(self) -> _JobArrays | None:
         """The job arrays of a schedule whose ``ranks`` are not made yet, else ``None``."""
