@@ -198,7 +198,7 @@ class FixedCost:
         # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
         _check_ms_keywords(kw)
         for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
-            if value is None:
+            if value is None and name in ("W", "I"):  # optional; F and B are not
                 continue
             if (not isinstance(value, (int, float)) or isinstance(value, bool)
                     or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows

@@ -32,7 +32,8 @@ def parse_steps(text: str) -> range:
     four steps and records steps 1, 2 and 3.
 
     Raises:
-        ConfigError: not two integers, ``START < 0`` or ``END <= START``.
+        ConfigError: not two integers, ``START < 0``, ``END <= START`` or
+            ``END > MAX_STEPS`` (every job of every recorded step is kept in memory).
     """
     parts = text.split(":")
     try:
@@ -43,7 +44,13 @@ def parse_steps(text: str) -> range:
         raise ConfigError(f"profile steps must look like START:END (e.g. 1:4), got {text!r}") from None
     if start < 0 or end <= start:
         raise ConfigError(f"profile steps {text!r}: need 0 <= START < END")
+    if end > MAX_STEPS:
+        raise ConfigError(f"profile steps {text!r}: at most {MAX_STEPS} steps per run (END <= {MAX_STEPS}); records of every step are kept")
     return range(start, end)
+
+
+MAX_STEPS = 10_000
+"""The most steps a run may take (``END`` of ``--profile-steps``)."""
 
 
 def _works(plan: Plan, cost: CostModel) -> list[Work]:

@@ -177,3 +177,10 @@ def test_durations_must_stay_below_2_to_the_53_ns():
         "cost model: a B job of stage 0 (1.27e+15 FLOPs at 1e-12 TFLOP/s) would last 1.27e+24 ns; "
         "jobs must last below 9007199254740992 ns (2**53 ns, about 104 days): check the model's sizes and tflops"
     )
+
+
+@pytest.mark.parametrize("kw", [{"F": None, "B": 2}, {"F": 1, "B": None, "I": 1, "W": 1}])
+def test_fixed_cost_ms_needs_f_and_b(kw):
+    name = "F" if kw["F"] is None else "B"
+    with pytest.raises(ConfigError, match=rf"^cost model: {name} must be a finite number of milliseconds, got None$"):
+        FixedCost.ms(**kw)

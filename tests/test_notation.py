@@ -178,3 +178,19 @@ def test_csv_saved_with_a_byte_order_mark_reads(tmp_path):
     path.write_text("\ufeff0F0,0B0\n,1F0,1B0\n", encoding="utf-8")
     schedule = load_schedule_file(path)
     assert schedule.to_text() == [["0F0", "0B0"], ["", "1F0", "1B0"]]
+
+
+def test_a_huge_stage_number_lists_only_the_first_missing_stages() -> None:
+    with pytest.raises(ScheduleError) as info:
+        loads_csv("10000000F0,10000000B0\n", name="big.csv")
+    assert str(info.value) == (
+        "big.csv: stage(s) 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 (and 9999988 more) appear on no row, "
+        "but stage 10000000 does; stages must be numbered 0..S-1"
+    )
+
+
+def test_a_blank_line_inside_a_file_is_an_empty_rank_and_refused() -> None:
+    with pytest.raises(ScheduleError, match=r"^blank.csv: row 2 \(rank 1\) has no jobs; every row is a rank that holds at least one "
+                       r"stage \(a blank line inside the file\?\)$"):
+        loads_csv("0F0,0B0\n\n1F0,1B0\n", name="blank.csv")
+    assert loads_csv("0F0,1F0,1B0,0B0\n\n", name="trailing.csv").num_ranks == 1  # trailing blank lines are not ranks

@@ -90,6 +90,7 @@ def test_auto_backend_says_why_in_the_header(pytester):
         (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda*"),
         (["--profile-steps=3"], "*profile steps must look like START:END*"),
         (["--profile-steps=4:2"], "*need 0 <= START < END*"),
+        (["--profile-steps=1:100000000000"], "*profile steps '1:100000000000': at most 10000 steps per run (END <= 10000)*"),
         (["--workload=gpu"], "ERROR: unknown workload 'gpu'; valid workloads: timed, compute (any backend), "
                              "or a backend's own name: sleep, matmul (cpu); spin, gemm (cuda)"),
         (["--backend=cuda"], "*the cuda backend cannot run here: *pip install -e .[[]cuda[]]*"),

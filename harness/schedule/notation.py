@@ -118,12 +118,26 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
     if not where:
         raise InputFormatError(f"{name}: no actions in the file")
     n_stages = max(where) + 1
-    absent = [k for k in range(n_stages) if k not in where]
-    if absent:
+    n_absent = n_stages - len(where)
+    if n_absent:
+        absent = []  # the first few, found without walking a huge range
+        for k in range(n_stages):
+            if k not in where:
+                absent.append(str(k))
+                if len(absent) == 12:
+                    break
+        more = f" (and {n_absent - len(absent)} more)" if n_absent > len(absent) else ""
         raise ScheduleError(
-            f"{name}: stage(s) {', '.join(map(str, absent))} appear on no row, but stage {n_stages - 1} does; stages must be numbered 0..S-1"
+            f"{name}: stage(s) {', '.join(absent)}{more} appear on no row, but stage {n_stages - 1} does; stages must be numbered 0..S-1"
         )
     placement = tuple(where[k][0] for k in range(n_stages))
+    empty = sorted(set(range(len(rows))) - set(placement))
+    if empty:
+        r = empty[0]
+        raise ScheduleError(
+            f"{name}: row {r + 1} (rank {r}) has no jobs; every row is a rank that holds at least one stage "
+            "(a blank line inside the file?)"
+        )
     rewritten = _read_b_as_i(parsed)
     m = num_microbatches
     if m is None:
