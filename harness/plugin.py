@@ -269,6 +269,13 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     # a decorated function's first line is its first decorator's, where the mark usually is
     declared_at = _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
+    n_marks = sum(1 for _ in request.node.iter_markers("pipeline"))
+    if n_marks > 1:
+        pytest.fail(
+            f"{declared_at or request.node.nodeid}: {n_marks} pipeline markers on one test; it runs one case "
+            "(parametrize the test, or split it, to run several)",
+            pytrace=False,
+        )
     return pipeline(PipelineCase.from_fields(marker.args, marker.kwargs, declared_at=declared_at, source="pipeline marker"))
 
 

@@ -476,3 +476,19 @@ def test_runs(pipeline):
     result.stdout.fnmatch_lines([f"waiting: another render is publishing into {reports} (lock {reports / '.publish.lock'})"])
     assert not any(line.startswith("test_cases.py") and "waiting" in line for line in result.outlines)  # a line of its own
     assert len(json.loads((reports / "results.json").read_text())["cases"]) == 1
+
+
+def test_two_pipeline_markers_on_one_test_are_refused(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+@pytest.mark.pipeline(schedule="FThenB", stages=2, microbatches=2)
+def test_two(pipeline_result):
+    pass
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    assert result.parseoutcomes().get("errors") == 1
+    result.stdout.fnmatch_lines(
+        ["*test_cases.py:3: 2 pipeline markers on one test; it runs one case (parametrize the test, or split it, to run several)"]
+    )
