@@ -29,6 +29,7 @@ Format history:
 from __future__ import annotations
 
 import json
+import math
 import platform
 import sys
 from dataclasses import asdict
@@ -172,7 +173,82 @@ def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
         lengths = {len(jobs[c]) for c in JOB_COLUMNS}
         if len(lengths) != 1:
             raise InputFormatError(f"{where}: job columns have different lengths {sorted(lengths)}")
+    for i, case in enumerate(cases):
+        problem = _metrics_problem(case)
+        if problem:
+            raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
     return doc
+
+
+#: Fields each ``metrics.per_step`` entry must hold (the renderers read them).
+_PER_STEP_KEYS = ("step", "step_time_ns", "busy_ns", "idle_ns", "bubble_ratio")
+
+
+def _show_number(x: int | float) -> str:
+    if type(x) is int:
+        return f"an integer of {len(str(abs(x)))} digits"
+    return repr(x)
+
+
+def _not_finite(name: str, value: Any) -> str | None:
+    """A problem text when ``value`` (anywhere inside lists/objects) is a
+    non-finite float or an integer too large for a float; ``None`` otherwise.
+    Other types are left to :func:`harness.report.fields.check_cases`."""
+    if type(value) is float:
+        if not math.isfinite(value):
+            return f"{name} must be a finite number, not {value!r}"
+    elif type(value) is int and value.bit_length() > 1000:
+        try:
+            float(value)
+        except OverflowError:  # too large for a float; most JSON readers cannot take it
+            return f"{name} must be a finite number, not {_show_number(value)} (too large)"
+    elif isinstance(value, list):
+        for k, x in enumerate(value):
+            problem = _not_finite(f"{name}[{k}]", x)
+            if problem:
+                return problem
+    elif isinstance(value, dict):
+        for key, x in value.items():
+            problem = _not_finite(f"{name}.{key}", x)
+            if problem:
+                return problem
+    return None
+
+
+def _metrics_problem(case: dict[str, Any]) -> str | None:
+    """The first non-finite number in ``metrics``/``theory``, or the first
+    ``metrics.per_step`` entry missing a field or holding a wrong-typed one."""
+    metrics = case.get("metrics")
+    if not isinstance(metrics, dict):
+        return None  # check_cases names it
+    for name in ("metrics", "theory"):
+        value = case.get(name)
+        if isinstance(value, dict):
+            problem = _not_finite(name, value)
+            if problem:
+                return problem
+    per_step = metrics.get("per_step")
+    if per_step is None:
+        return None
+    if not isinstance(per_step, list):
+        return f"metrics.per_step is {type(per_step).__name__}, expected a list"
+    for k, entry in enumerate(per_step):
+        where = f"metrics.per_step[{k}]"
+        if not isinstance(entry, dict):
+            return f"{where} is {type(entry).__name__}, expected an object"
+        missing = [key for key in _PER_STEP_KEYS if key not in entry]
+        if missing:
+            return f"{where} is missing field(s) {', '.join(missing)}"
+        if type(entry["step"]) is not int:
+            return f"{where}.step is {entry['step']!r}, expected an integer"
+        for key in ("step_time_ns", "bubble_ratio"):
+            if type(entry[key]) not in (int, float):
+                return f"{where}.{key} is {entry[key]!r}, expected a number"
+        for key in ("busy_ns", "idle_ns"):
+            value = entry[key]
+            if not isinstance(value, list) or not all(type(x) in (int, float) for x in value):
+                return f"{where}.{key} is {value!r:.40}, expected a list of numbers"
+    return None
 
 
 def load_results(path: Path) -> dict[str, Any]:
@@ -186,8 +262,15 @@ def load_results(path: Path) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputFormatError(f"{path}: cannot read results file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(
+            f"{path}: cannot read results file: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "results files are UTF-8 JSON"
+        ) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); is the file truncated?") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise InputFormatError(f"{path}: invalid JSON ({exc})") from None
     return validate_document(doc, str(path))
