@@ -389,3 +389,16 @@ def test_micro_batch_ids_offset_by_a_million_import_at_once_with_one_warning(tmp
     ]
     assert back["schedule"]["m"] == offset + 4 and back["schedule"]["stage_to_rank"] == [0, 1, 2, 3]
     assert back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"], abs=1e-3)
+
+
+def test_a_missing_workerlog_is_named_and_the_rest_imported(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(0, 1)))
+    write_paddle_logs(tmp_path, case)
+    (tmp_path / "workerlog.1").unlink()
+    with pytest.warns(PaddleLogWarning) as record:
+        back = import_paddle_logs(tmp_path)
+    gap = (f"{tmp_path}: no workerlog.1 (devices 0, 2, 3 found); "
+           "imported as 3 ranks in device order, so later devices move down a rank")
+    assert str(record[0].message) == gap
+    assert back["warnings"][0] == gap
+    assert back["schedule"]["p"] == 3 and back["rank_labels"] == ["GPU 0", "GPU 2", "GPU 3"]

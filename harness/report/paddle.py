@@ -259,6 +259,27 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
     return out
 
 
+def _device_gaps(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
+    """One warning per folder whose ``workerlog.<device>`` numbers leave a gap
+    (``workerlog.1`` missing beside 0, 2 and 3): the ranks are the logs found, in
+    order, so a missing log shifts every later device down a rank."""
+    out: list[str] = []
+    folders: dict[Path, list[int]] = defaultdict(list)
+    for _, device, path in logs:
+        folders[path.parent].append(device)
+    if Path(log_dir).is_file():
+        return out
+    for folder, devices in folders.items():
+        missing = sorted(set(range(max(devices) + 1)) - set(devices))
+        if missing:
+            out.append(
+                f"{folder}: no {', '.join(f'workerlog.{d}' for d in missing)} "
+                f"(devices {', '.join(map(str, sorted(devices)))} found); "
+                f"imported as {len(devices)} ranks in device order, so later devices move down a rank"
+            )
+    return out
+
+
 def _split_on_repeat(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
     """Split a device's jobs into blocks: a new one starts where a (type, micro-batch) pair repeats."""
     steps: list[list[PaddleJob]] = []
@@ -473,7 +494,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     """
     log_dir = Path(log_dir)
     logs = find_worker_logs(log_dir)
-    problems: list[str] = []
+    problems: list[str] = _device_gaps(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
     first_step: int | None = None
     labels: list[str] = []
