@@ -27,6 +27,20 @@ def timeline(records: RunRecords, step: int | None = None) -> dict[str, tuple[in
     return {j.label: (j.start_ns - base, j.end_ns - base) for j in records.jobs if j.step == step}
 
 
+@pytest.fixture(autouse=True)
+def _same_terminal_everywhere(request, monkeypatch):
+    """Give in-process pytest runs (``pytester``) one terminal, wherever the tests run.
+
+    pytest cuts the short test summary to the terminal width and repeats whole messages only when it
+    sees a CI (``CI`` or ``BUILD_NUMBER`` set); tests that match pytest's output would otherwise pass
+    in one shell and fail in another.
+    """
+    if "pytester" in request.fixturenames:
+        monkeypatch.setenv("COLUMNS", "200")
+        monkeypatch.delenv("CI", raising=False)
+        monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
 @pytest.fixture
 def ms() -> int:
     return MS

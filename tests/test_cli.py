@@ -469,8 +469,10 @@ def test_a_limit_with_a_plus_sign_reads_as_shown_in_the_gates_line():
         parse_threshold("bubble:++2")
 
 
-def test_import_paddle_help_names_the_default_folder_as_it_is_used():
+def test_import_paddle_help_names_the_default_folder_as_it_is_used(monkeypatch):
     from harness.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at the terminal width, also inside "reports-paddle"
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     text = " ".join(sub.choices["import-paddle"].format_help().split())
