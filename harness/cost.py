@@ -64,11 +64,13 @@ def _shown(value: object) -> str:
     return f"{text[:8]}... ({len(text)} digits)" if isinstance(value, int) and len(text) > 24 else text
 
 
-def _positive(name: str, value: float, allow_zero: bool = False, duration: bool = False) -> None:
+def _positive(name: str, value: float, allow_zero: bool = False, duration: bool = False, whole: bool = False) -> None:
     """A number >= 0 (> 0 unless ``allow_zero``), finite and below 2**53; a ``duration`` (ns) below
-    :data:`MAX_DURATION_NS`, said so in those words."""
+    :data:`MAX_DURATION_NS`, said so in those words; a ``whole`` number (a count) an integer, not ``8.0``."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
-        raise ConfigError(f"cost model: {name} must be a number, got {value!r}")
+        raise ConfigError(f"cost model: {name} must be a {'whole ' if whole else ''}number, got {value!r}")
+    if whole and not isinstance(value, int):
+        raise ConfigError(f"cost model: {name} must be a whole number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"cost model: {name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
     if value >= MAX_DURATION_NS:  # also inf; compared exactly, so 10**400 is no OverflowError
@@ -140,7 +142,8 @@ class FixedCost:
     Raises:
         ConfigError: negative or non-numeric values; a duration (or a
             transfer's) of :data:`MAX_DURATION_NS` (2**53 ns, about 104 days)
-            or more; a non-positive bandwidth;
+            or more; a non-positive bandwidth, or one without ``activation_bytes``
+            (transfers would cost only the latency); ``activation_bytes`` not a whole number;
             ``backward_input_ns + backward_weight_ns != backward_ns`` when all
             three are given (a split backward is the same work as a full one).
     """
@@ -163,8 +166,13 @@ class FixedCost:
                 _positive(name, v, duration=True)
         for name in ("optimizer_ns", "p2p_latency_ns"):
             _positive(name, getattr(self, name), allow_zero=True, duration=True)
-        _positive("activation_bytes", self.activation_bytes, allow_zero=True)
+        _positive("activation_bytes", self.activation_bytes, allow_zero=True, whole=True)
         _bandwidth(self.p2p_gbytes_per_s)
+        if self.p2p_gbytes_per_s is not None and self.activation_bytes == 0:
+            raise ConfigError(
+                f"cost model: p2p_gbytes_per_s={self.p2p_gbytes_per_s!r} is given but activation_bytes is 0, so every "
+                "transfer would cost only the latency; give activation_bytes (bytes per send), or leave out the bandwidth"
+            )
         _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
         i, w = self.backward_input_ns, self.backward_weight_ns
         if i is not None and w is not None and i + w != self.backward_ns:
@@ -296,7 +304,8 @@ class TransformerCost:
             transfers cost only the latency.
 
     Raises:
-        ConfigError: a non-positive size (or one of 2**53 or more), or fewer
+        ConfigError: a non-positive size (or one of 2**53 or more), a size or
+            layer count that is not a whole number (``8.0``), or fewer
             layers than stages or a job of :data:`MAX_DURATION_NS` or more
             (raised when durations are first asked for with that stage count).
     """
@@ -313,8 +322,9 @@ class TransformerCost:
     p2p_gbytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "tflops", "bytes_per_element"):
-            _positive(name, getattr(self, name))
+        for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"):
+            _positive(name, getattr(self, name), whole=True)
+        _positive("tflops", self.tflops)
         _positive("optimizer_ns", self.optimizer_ns, allow_zero=True, duration=True)
         _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True, duration=True)
         _bandwidth(self.p2p_gbytes_per_s)

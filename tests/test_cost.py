@@ -184,3 +184,29 @@ def test_fixed_cost_ms_needs_f_and_b(kw):
     name = "F" if kw["F"] is None else "B"
     with pytest.raises(ConfigError, match=rf"^cost model: {name} must be a finite number of milliseconds, got None$"):
         FixedCost.ms(**kw)
+
+
+def test_bandwidth_without_activation_bytes_is_refused():
+    # Bytes / bandwidth with 0 bytes is 0 ns: the bandwidth would silently change nothing.
+    with pytest.raises(ConfigError, match=r"^cost model: p2p_gbytes_per_s=25\.0 is given but activation_bytes is 0, so every "
+                                          r"transfer would cost only the latency; give activation_bytes"):
+        FixedCost.ms(F=1, B=2, p2p_latency_ns=1000, p2p_gbytes_per_s=25.0)
+    c = FixedCost.ms(F=1, B=2, p2p_latency_ns=1000, p2p_gbytes_per_s=25.0, activation_bytes=1_000_000)
+    assert c.duration_ns(Job(0, JobKind.SEND_F, 0), 2) == 1000 + 40_000  # 1 MB at 25 bytes/ns
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"])
+@pytest.mark.parametrize("value", [8.0, "8", True])
+def test_transformer_sizes_are_whole_numbers(field, value):
+    kwargs = dict(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=8, tflops=1.0, bytes_per_element=2)
+    kwargs[field] = value
+    with pytest.raises(ConfigError, match=rf"^cost model: {field} must be a whole number, got {value!r}$"):
+        TransformerCost(**kwargs)
+
+
+def test_activation_bytes_is_a_whole_number_and_tflops_any_number():
+    with pytest.raises(ConfigError, match=r"^cost model: activation_bytes must be a whole number, got 1000\.5$"):
+        FixedCost(forward_ns=1, backward_ns=2, activation_bytes=1000.5)
+    assert TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=100).tflops == 100
+    with pytest.raises(ConfigError, match=r"^cost model: tflops must be a number, got True$"):
+        TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=True)
