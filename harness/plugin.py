@@ -245,8 +245,26 @@ class PipelineRunner:
 
 @pytest.fixture
 def pipeline(request: pytest.FixtureRequest) -> PipelineRunner:
-    """Run pipeline cases: ``result = pipeline(PipelineCase(schedule="1F1B", stages=4, microbatches=8))``."""
+    """Run pipeline cases: ``result = pipeline(PipelineCase(schedule="1F1B", stages=4, microbatches=8))``.
+
+    A test that takes this fixture but not ``pipeline_result`` and carries a pipeline marker fails:
+    only ``pipeline_result`` runs the marker's case, which would otherwise be dropped silently.
+    """
+    if "pipeline_result" not in request.fixturenames and request.node.get_closest_marker("pipeline") is not None:
+        pytest.fail(
+            f"{_test_site(request) or request.node.nodeid}: this test has a pipeline marker but takes the pipeline fixture, "
+            "which runs only the cases the test passes to it; the marker's case would not run. Take pipeline_result "
+            "to run the marker's case, or drop the marker",
+            pytrace=False,
+        )
     return PipelineRunner(request, request.config.stash[_KEY])
+
+
+def _test_site(request: pytest.FixtureRequest) -> str | None:
+    """``"file.py:LINE"`` of the test function's first line (its first decorator's, where a mark usually is)."""
+    function = getattr(request.node, "function", None)
+    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+    return _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
 
 
 @pytest.fixture
@@ -265,10 +283,7 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
             "or take the pipeline fixture instead and run a case with pipeline(PipelineCase(...))",
             pytrace=False,
         )
-    function = getattr(request.node, "function", None)
-    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
-    # a decorated function's first line is its first decorator's, where the mark usually is
-    declared_at = _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
+    declared_at = _test_site(request)
     n_marks = sum(1 for _ in request.node.iter_markers("pipeline"))
     if n_marks > 1:
         pytest.fail(

@@ -495,3 +495,29 @@ def test_two(pipeline_result):
     result.stdout.fnmatch_lines(
         ["*test_cases.py:3: 2 pipeline markers on one test; it runs one case (parametrize the test, or split it, to run several)"]
     )
+
+
+def test_a_pipeline_marker_on_a_test_that_takes_only_the_pipeline_fixture_is_refused(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+from harness import PipelineCase
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+def test_marker_ignored(pipeline):
+    pipeline(PipelineCase("FThenB", stages=2, microbatches=2))
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+def test_both(pipeline, pipeline_result):
+    assert pipeline_result.schedule.name == "1F1B"
+    assert pipeline(PipelineCase("FThenB", stages=2, microbatches=2)).schedule.name == "FThenB"
+
+def test_no_marker(pipeline):
+    pipeline(PipelineCase("FThenB", stages=2, microbatches=2))
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at setup of test_marker_ignored _*",
+        "test_cases.py:4: this test has a pipeline marker but takes the pipeline fixture, which runs only the cases "
+        "the test passes to it; the marker's case would not run. Take pipeline_result to run the marker's case, or drop the marker",
+    ])
