@@ -141,6 +141,10 @@ class Plan:
     def __post_init__(self) -> None:
         _read_only(self.arrays)  # shared with the schedule's arrays; a plan is immutable
 
+    def __getstate__(self) -> dict[str, Any]:
+        # pickle and copy.deepcopy carry the columns only; the per-job views are made again on first access
+        return {k: v for k, v in self.__dict__.items() if k not in _VIEWS}
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickle and copy.deepcopy make new, writable arrays: keep them read-only
         self.__dict__.update(state)
@@ -151,6 +155,10 @@ class Plan:
         import numpy as np
 
         return np.unique(self.arrays.stream).tolist()  # type: ignore[no-any-return]
+
+
+_VIEWS = frozenset(("jobs", "rank", "step", "stream", "chunk", "deps", "start_deps"))
+"""The :class:`Plan` attributes made from its columns on first access (cached in the instance)."""
 
 
 @gc_paused

@@ -213,3 +213,19 @@ def test_analyze_refuses_a_step_beyond_int64_ns() -> None:
 
     with pytest.raises(ConfigError, match=r"the simulated step lasts \d+ ns \(over 146 years\); check the cost model's units"):
         analyze(build_schedule("1F1B", 2, 2), Ages())
+
+
+@pytest.mark.parametrize("make", [copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))])
+def test_copies_carry_the_columns_not_the_views_made_from_them(make) -> None:  # type: ignore[no-untyped-def]
+    s = add_communication(build_schedule("Interleaved1F1B", 4, 8, 2))
+    plan = build_plan(s)
+    size = len(pickle.dumps(plan))
+    views = (plan.jobs, plan.rank, plan.step, plan.stream, plan.chunk, plan.deps, plan.start_deps, s.ranks)
+    assert len(pickle.dumps(plan)) == size  # the views made above are not carried
+    copied = make(plan)
+    assert "jobs" not in copied.__dict__ and "ranks" not in copied.schedule.__dict__
+    assert (copied.jobs, copied.rank, copied.step, copied.stream, copied.chunk, copied.deps, copied.start_deps,
+            copied.schedule.ranks) == views  # made again, equal
+    # A schedule built from rows keeps its rows: they are its data (idle slots included).
+    rows = loads_csv("0F0,,0B0\n,1F0,1B0\n", name="idle.csv")
+    assert make(rows).ranks == rows.ranks and make(rows).ranks[0][1] is None

@@ -343,6 +343,13 @@ class Schedule:
         object.__setattr__(schedule, "_arrays", arrays)
         return schedule
 
+    def __getstate__(self) -> dict[str, Any]:
+        # rows made from the arrays are not pickled or deep-copied: they are made again on first access
+        state = self.__dict__
+        if state.get("_rows_made"):
+            state = {k: v for k, v in state.items() if k not in ("ranks", "_rows_made")}
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickle and copy.deepcopy make new, writable arrays: keep them read-only
         self.__dict__.update(state)
@@ -507,6 +514,7 @@ class _RowsFromArrays:
                 if arrays is None:
                     raise AttributeError("'Schedule' object has no attribute 'ranks'")
                 d["ranks"] = _rows_of(arrays)
+                d["_rows_made"] = True  # not pickled (Schedule.__getstate__)
         return d["ranks"]
 
 
