@@ -65,3 +65,38 @@ def test_unwritable_report_folder_is_a_config_error(tmp_path, doc):
         write_report(blocker / "reports", doc)
     with pytest.raises(ConfigError, match=r"report directory '.*/file' is a file, not a folder"):
         write_report(blocker, doc)
+
+
+def _set(path, value):
+    def change(d):
+        *head, last = path
+        for key in head:
+            d = d[key]
+        d[last] = value
+    return change
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (_set(("cases", 1, "id"), "c/FThenB"),
+     "case id 'c/FThenB' appears more than once (cases #0 and #1); reports and compare match cases by id, so each id must be unique"),
+    (_set(("cases", 0, "id"), 5), "case 5 (#0): id is 5 (int), expected a string"),
+    (_set(("cases", 0, "jobs", "kind", 3), "Q"),
+     "case 'c/FThenB' (#0): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, SEND_B, SEND_F, W"),
+    (_set(("cases", 0, "jobs", "stage", 0), 2), "case 'c/FThenB' (#0): jobs.stage[0] is 2, expected 0 to 1"),
+    (_set(("cases", 0, "jobs", "chunk", 0), 1), "case 'c/FThenB' (#0): jobs.chunk[0] is 1, expected 0"),
+    (_set(("cases", 0, "jobs", "microbatch", 0), -1), "case 'c/FThenB' (#0): jobs.microbatch[0] is -1, expected 0 or more (or null)"),
+    (_set(("cases", 0, "step_end_ns", 1), -5), r"case 'c/FThenB' (#0): step_end_ns[1] (-5) is before step_start_ns[1] ("),
+    (_set(("cases", 0, "deps", 0), ["9F9", "0B0", "end"]), "case 'c/FThenB' (#0): deps[0] names job '9F9', which is not among the case's jobs"),
+    (_set(("cases", 0, "deps", 0), ["1B0", "0B0", "later"]),
+     """case 'c/FThenB' (#0): deps[0] is ['1B0', '0B0', 'later'] (list), expected [source job, target job, "end" or "start"]"""),
+])
+def test_implausible_results_are_refused_before_anything_is_written(tmp_path, capsys, doc, change, message):
+    from harness.cli import main
+
+    assert doc["cases"][0]["deps"][0] == ["1B0", "0B0", "end"]  # what the changes above start from
+    change(doc)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    assert main(["report", str(path), "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {path}: {message}")
+    assert not (tmp_path / "out").exists()

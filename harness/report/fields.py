@@ -16,9 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.schedule.model import JobKind
+
 __all__ = ["case_field_problem", "check_cases"]
 
 _INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
+#: The job kinds a results file may hold.
+_KINDS = frozenset(kind.value for kind in JobKind)
 
 
 def _is_int(x: Any) -> bool:
@@ -66,7 +70,7 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
 def case_field_problem(case: dict[str, Any]) -> str | None:
     """The first wrong-typed or out-of-range field of ``case``, described as
     ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
-    checks: list[str | None] = []
+    checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
     sched = case.get("schedule")
     if not isinstance(sched, dict):
         return f"schedule is {_show(sched)}, expected an object"
@@ -83,9 +87,14 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if not len(case["steps"]) == len(case["step_start_ns"]) == len(case["step_end_ns"]):
         return (f"steps, step_start_ns and step_end_ns have different lengths "
                 f"({len(case['steps'])}, {len(case['step_start_ns'])}, {len(case['step_end_ns'])})")
-    p = sched["p"]
+    p, v = sched["p"], sched["v"]
     if p < 1:
         return f"schedule.p is {p}, expected at least 1"
+    if v < 1:
+        return f"schedule.v is {v}, expected at least 1"
+    bad = next((k for k, (a, b) in enumerate(zip(case["step_start_ns"], case["step_end_ns"])) if b < a), None)
+    if bad is not None:
+        return f"step_end_ns[{bad}] ({case['step_end_ns'][bad]}) is before step_start_ns[{bad}] ({case['step_start_ns'][bad]})"
     jobs = case["jobs"]
     for col in _INT_COLUMNS:
         problem = _list_problem(f"jobs.{col}", jobs.get(col), _is_int)
@@ -100,10 +109,16 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
         if problem:
             return problem
     n_streams = len(case["streams"])
-    for col, hi in (("stream", n_streams), ("rank", p)):
+    for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
         bad = next((k for k, x in enumerate(jobs[col]) if not 0 <= x < hi), None)
         if bad is not None:
-            return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected 0 to {hi - 1}"
+            return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected {'0' if hi == 1 else f'0 to {hi - 1}'}"
+    if not set(jobs["kind"]) <= _KINDS:
+        k = next(i for i, x in enumerate(jobs["kind"]) if x not in _KINDS)
+        return f"jobs.kind[{k}] is {_show(jobs['kind'][k])}, expected one of {', '.join(sorted(_KINDS))}"
+    bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None)
+    if bad is not None:
+        return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 or more (or null)"
     bad = next((k for k, (a, b) in enumerate(zip(jobs["start_ns"], jobs["end_ns"])) if b < a), None)
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
@@ -149,9 +164,15 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if deps is not None:
         if not isinstance(deps, list):
             return f"deps is {_show(deps)}, expected a list"
+        labels: set[str] | None = None
         for k, dep in enumerate(deps):
-            if not (isinstance(dep, list) and len(dep) == 3 and all(_is_str(x) for x in dep)):
+            if not (isinstance(dep, list) and len(dep) == 3 and all(_is_str(x) for x in dep) and dep[2] in ("end", "start")):
                 return f"deps[{k}] is {_show(dep)}, expected [source job, target job, \"end\" or \"start\"]"
+            if labels is None:  # made once, on the first dependency
+                labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in zip(jobs["stage"], jobs["kind"], jobs["microbatch"])}
+            for label in dep[:2]:
+                if label not in labels:
+                    return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
 
 
@@ -163,7 +184,14 @@ def check_cases(doc: dict[str, Any], source: str = "results") -> None:
     """
     from harness.errors import InputFormatError
 
+    first: dict[str, int] = {}
     for i, case in enumerate(doc["cases"]):
         problem = case_field_problem(case)
         if problem:
             raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
+        j = first.setdefault(case["id"], i)
+        if j != i:
+            raise InputFormatError(
+                f"{source}: case id {case['id']!r} appears more than once (cases #{j} and #{i}); "
+                "reports and compare match cases by id, so each id must be unique"
+            )
