@@ -194,3 +194,38 @@ def test_a_blank_line_inside_a_file_is_an_empty_rank_and_refused() -> None:
                        r"stage \(a blank line inside the file\?\)$"):
         loads_csv("0F0,0B0\n\n1F0,1B0\n", name="blank.csv")
     assert loads_csv("0F0,1F0,1B0,0B0\n\n", name="trailing.csv").num_ranks == 1  # trailing blank lines are not ranks
+
+
+def test_overlap_f_b_cells_are_read_as_their_sub_actions_in_order() -> None:
+    # PyTorch writes DualPipeV's overlapped pairs as one cell, (F;B)OVERLAP_F_B (_Action.__repr__ with sub_actions).
+    dual = build_schedule("DualPipeV", 2, 4)
+    rows = [[str(j) for j in row] for row in dual.ranks]
+    merged = []
+    for row in rows:  # fold every forward followed directly by a backward of the other chunk into one cell
+        out: list[str] = []
+        k = 0
+        while k < len(row):
+            a, b = row[k], row[k + 1] if k + 1 < len(row) else ""
+            if "F" in a and ("B" in b or "I" in b) and a[0] != b[0]:
+                out.append(f"({a};{b})OVERLAP_F_B")
+                k += 2
+            else:
+                out.append(a)
+                k += 1
+        merged.append(out)
+    assert sum(cell.endswith("OVERLAP_F_B") for row in merged for cell in row) > 0  # the test does fold some pairs
+    text = "\n".join(",".join(row) for row in merged) + "\n"
+    read = loads_csv(text, name="dualpipev.csv")
+    assert read.ranks == dual.ranks and read.stage_to_rank == dual.stage_to_rank
+    assert dumps_csv(read) == dumps_csv(dual)  # written back as separate cells
+
+
+def test_overlap_f_b_errors_name_the_cell_and_the_sub_action() -> None:
+    with pytest.raises(ScheduleError, match=r"^x\.csv: row 1 \(rank 0\), cell 2 \(step 2\): in '\(0F1;0X0\)OVERLAP_F_B': "
+                                            r"cannot read job '0X0'"):
+        loads_csv("0F0,(0F1;0X0)OVERLAP_F_B,0B0,0B1\n", name="x.csv")
+    # the step is the job's place in the row once earlier composite cells are unfolded
+    with pytest.raises(ScheduleError, match=r"^x\.csv: row 1 \(rank 0\), cell 3 \(step 3\): cannot read job 'junk'"):
+        loads_csv("0F0,( 0F1 ; 0B0 )OVERLAP_F_B,junk\n", name="x.csv")
+    s = loads_csv("0F0,( 0F1 ; 0B0 )OVERLAP_F_B,0B1\n", name="x.csv")
+    assert [str(j) for j in s.ranks[0]] == ["0F0", "0F1", "0B0", "0B1"]

@@ -17,6 +17,11 @@ How cells are read:
   and micro-batch, that ``B`` is read as ``I``; otherwise it stays a full ``B``.
 * ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` (FSDP and gradient-reduction
   actions, no pipeline data) are read as idle slots.
+* A composite cell ``(0F3;5B1)OVERLAP_F_B`` (PyTorch's DualPipeV writes them) is
+  read as its sub-actions, one after the other in the written order: the
+  harness does not model their overlap. Its jobs take consecutive steps, so a
+  row's later steps no longer match its cell numbers; it is written back as
+  separate cells.
 * Stage placement is taken from where the stages appear: every stage must
   appear on exactly one rank, and the stages must be ``0..S-1``.
 * ``m`` is the largest micro-batch index plus one unless given.
@@ -52,6 +57,8 @@ __all__ = [
 ]
 
 _IGNORED = re.compile(r"^\s*\d*\s*(UNSHARD|RESHARD|REDUCE_GRAD)\s*\d*\s*$")
+#: PyTorch's composite action, ``(0F3;5B1)OVERLAP_F_B`` (``_Action.sub_actions``): its sub-actions, in order.
+_OVERLAP = re.compile(r"^\s*\((.*)\)\s*OVERLAP_F_B\s*$")
 
 
 # --- PyTorch CSV ------------------------------------------------------------------
@@ -101,19 +108,22 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
             if not cell.strip() or _IGNORED.match(cell):
                 jobs.append(None)
                 continue
-            try:
-                job = parse_job(cell)
-            except ScheduleError as exc:
-                raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {c}): {exc}", exc.jobs) from None
-            first = where.setdefault(job.stage, (r, c))
-            if first[0] != r:
-                raise ScheduleError(
-                    f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {c}): {job} puts stage {job.stage} on rank {r}, "
-                    f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
-                    "each stage must live on exactly one rank",
-                    (str(job),),
-                )
-            jobs.append(job)
+            overlap = _OVERLAP.match(cell)
+            for text in overlap.group(1).split(";") if overlap else (cell,):
+                try:
+                    job = parse_job(text.strip() if overlap else text)
+                except ScheduleError as exc:
+                    inside = f"in {cell.strip()!r}: " if overlap else ""
+                    raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {inside}{exc}", exc.jobs) from None
+                first = where.setdefault(job.stage, (r, c))
+                if first[0] != r:
+                    raise ScheduleError(
+                        f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} puts stage {job.stage} on rank {r}, "
+                        f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
+                        "each stage must live on exactly one rank",
+                        (str(job),),
+                    )
+                jobs.append(job)
         parsed.append(jobs)
     if not where:
         raise InputFormatError(f"{name}: no actions in the file")
