@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -173,8 +174,10 @@ class PipelineCase:
         for label, value in (("stages", self.stages), ("microbatches", self.microbatches), ("chunks", self.chunks)):
             if value is None and label == "chunks":
                 raise self._error(f"case {self.label()!r}: chunks must be a positive integer (1, the default, for one chunk per rank), got None")
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            if value is not None and (not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1):
                 raise self._error(f"case {self.label()!r}: {label} must be a positive integer, got {value!r}")
+            if value is not None and type(value) is not int:  # numpy.int64 from a sweep: a plain int from here on
+                object.__setattr__(self, label, int(value))
         if not isinstance(self.optimizer, bool):  # "no" is truthy: it would add OPT jobs
             raise self._error(f"case {self.label()!r}: optimizer must be True or False, got {self.optimizer!r}")
         if self.comm is not None and not isinstance(self.comm, bool):

@@ -398,6 +398,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from harness.schedule.builders import builder_info
     from harness.schedule.model import JobKind
 
+    if not args.schedule.strip():
+        raise ConfigError("no schedule given: name one (see `pipeline-harness schedules`) or give a PyTorch pipeline .csv file")
     _check_show_costs(args)  # in the flags' names: FixedCost.ms would speak of F, B and W
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
     case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)

@@ -8,6 +8,7 @@ Each builder is registered under a case-insensitive name (and aliases) with
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from harness.errors import ConfigError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
 
 __all__ = [
+    "MAX_JOBS",
     "BuilderInfo",
     "build_schedule",
     "builder_info",
@@ -47,17 +49,54 @@ _REGISTRY: dict[str, BuilderInfo] = {}
 _ALIASES: dict[str, str] = {}
 
 
-def register(name: str, *aliases: str, summary: str, takes_chunks: bool = False, splits_backward: bool = False) -> Callable[[Builder], Builder]:
-    """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive)."""
+def register(
+    name: str, *aliases: str, summary: str | None = None, takes_chunks: bool = False, splits_backward: bool = False
+) -> Callable[[Builder], Builder]:
+    """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive;
+    ``-``, ``_`` and spaces ignored).
+
+    The builder is called as ``fn(p, m, **options)``, or ``fn(p, m, v, **options)``
+    with ``takes_chunks``, and must return a :class:`Schedule` with ``p`` ranks and
+    ``m`` micro-batches (:func:`build_schedule` checks). ``summary`` defaults to the
+    first line of the builder's docstring; ``splits_backward`` says its backward is
+    ``I`` + ``W``.
+
+    Raises:
+        ConfigError: ``name`` or an alias is already taken by another builder
+            (registering the same function again, as a re-imported module does,
+            is allowed).
+    """
 
     def deco(fn: Builder) -> Builder:
-        info = BuilderInfo(name, tuple(aliases), fn, summary, takes_chunks, splits_backward)
+        for key in (name, *aliases):
+            if not isinstance(key, str) or not _key(key):
+                raise ConfigError(f"a schedule name must be a non-empty string, got {key!r}")
+            taken = _REGISTRY.get(_ALIASES.get(_key(key), ""))
+            if taken is not None and not _same_function(taken.build, fn):
+                raise ConfigError(
+                    f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} is taken by {taken.name!r} "
+                    f"({_where(taken.build)}); register it under another name"
+                )
+        doc = (inspect.getdoc(fn) or "").strip().splitlines()
+        info = BuilderInfo(name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward)
         _REGISTRY[name] = info
         for key in (name, *aliases):
             _ALIASES[_key(key)] = name
         return fn
 
     return deco
+
+
+def _same_function(a: Builder, b: Builder) -> bool:
+    """The same builder, possibly from a re-import of its module."""
+    return a is b or (getattr(a, "__module__", None), getattr(a, "__qualname__", None)) == (
+        getattr(b, "__module__", None),
+        getattr(b, "__qualname__", None),
+    )
+
+
+def _where(fn: Builder) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _key(name: str) -> str:
@@ -75,6 +114,8 @@ def builder_info(name: str) -> BuilderInfo:
     Raises:
         ConfigError: unknown name; the message lists the valid ones.
     """
+    if not isinstance(name, str):
+        raise ConfigError(f"a schedule name must be a string such as '1F1B', got {name!r}")
     canonical = _ALIASES.get(_key(name))
     if canonical is None:
         valid = ", ".join(f"{n} ({', '.join(i.aliases)})" if i.aliases else n for n, i in sorted(_REGISTRY.items()))
@@ -96,14 +137,29 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
 
     Raises:
         ConfigError: unknown name, non-positive sizes, a ``v`` the schedule
-            cannot have, or a builder's own constraint (e.g. ``m >= 2p`` for DualPipeV).
+            cannot have, more than :data:`MAX_JOBS` jobs, a builder's own
+            constraint (e.g. ``m >= 2p`` for DualPipeV), or a builder that
+            returned something else than a schedule of ``p`` ranks and ``m``
+            micro-batches (``v`` chunks per rank when it takes them).
     """
     info = builder_info(name)
-    _check_sizes(num_ranks, num_microbatches, chunks)
+    num_ranks, num_microbatches, chunks = _check_sizes(num_ranks, num_microbatches, chunks)
     check_options(info, options)
+    jobs = num_ranks * chunks * num_microbatches * (3 if info.splits_backward else 2)
+    if jobs > MAX_JOBS:
+        many = f"{jobs:,}" if jobs < 10**12 else f"{jobs:.3g}"
+        raise ConfigError(
+            f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={chunks} would have about {many} jobs, "
+            f"more than the {MAX_JOBS:,} this harness builds (about {MAX_JOBS * 400 / 1e9:.0f} GB of memory; "
+            "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+        )
     if info.takes_chunks:
-        return info.build(num_ranks, num_microbatches, chunks, **options)
-    schedule = info.build(num_ranks, num_microbatches, **options)
+        schedule = info.build(num_ranks, num_microbatches, chunks, **options)
+    else:
+        schedule = info.build(num_ranks, num_microbatches, **options)
+    _check_built(info, schedule, num_ranks, num_microbatches, chunks)
+    if info.takes_chunks:
+        return schedule
     fixed = schedule.chunks_per_rank
     if chunks not in (1, fixed):  # v=1 means "the schedule's own", e.g. 2 for the V placement
         what = "one chunk" if fixed == 1 else f"{fixed} chunks (its placement fixes them)"
@@ -135,10 +191,35 @@ def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
         raise ConfigError(f"schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
 
 
-def _check_sizes(p: int, m: int, v: int = 1) -> None:
+MAX_JOBS = 20_000_000
+"""The most jobs :func:`build_schedule` builds (estimated as ``p * v * m`` times 2, or 3
+with a split backward, before building): about 400 bytes per job while a plan is made,
+so about 8 GB; more is refused with a clear error rather than a ``MemoryError``."""
+
+
+def _check_sizes(p: int, m: int, v: int = 1) -> tuple[int, int, int]:
+    """``(p, m, v)`` as plain ints; any integer type (``numpy.int64`` from a sweep) is accepted, ``bool`` is not."""
+    out = []
     for label, value in (("number of ranks p", p), ("number of micro-batches m", m), ("chunks per rank v", v)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"the {label} must be a positive integer, got {value!r}")
+        out.append(int(value))
+    return out[0], out[1], out[2]
+
+
+def _check_built(info: BuilderInfo, schedule: object, p: int, m: int, v: int) -> None:
+    """A builder returned a schedule of the sizes asked for (a user's builder may not)."""
+    got = None
+    if not isinstance(schedule, Schedule):
+        got = f"{type(schedule).__name__} {schedule!r:.60}"
+    elif schedule.num_ranks != p or schedule.num_microbatches != m or (info.takes_chunks and schedule.chunks_per_rank != v):
+        got = f"a schedule with p={schedule.num_ranks}, m={schedule.num_microbatches}, v={schedule.chunks_per_rank}"
+    if got is not None:
+        asked = f"p={p}, m={m}" + (f", v={v}" if info.takes_chunks else "")
+        raise ConfigError(
+            f"the builder of schedule {info.name!r} ({_where(info.build)}) returned {got} when asked for {asked}; "
+            f"a builder must return a Schedule of p ranks and m micro-batches"
+        )
 
 
 def _with_opt(p: int, ranks: list[list[Job | None]], optimizer: bool, stage_to_rank: tuple[int, ...]) -> None:

@@ -19,6 +19,7 @@ Stages are global: with ``p`` ranks and ``v`` chunks per rank there are
 from __future__ import annotations
 
 import enum
+import numbers
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -271,6 +272,10 @@ class Schedule:
     _chunk_of: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        m = self.num_microbatches
+        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
+            raise ScheduleError(f"schedule {self.name!r}: the number of micro-batches must be a positive integer, got {m!r}")
+        object.__setattr__(self, "num_microbatches", int(m))  # a numpy integer becomes a plain one
         object.__setattr__(self, "stage_to_rank", tuple(self.stage_to_rank))
         object.__setattr__(self, "ranks", tuple(tuple(r) for r in self.ranks))
         p = len(self.ranks)
