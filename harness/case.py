@@ -21,16 +21,9 @@ from harness.cost import CostModel, FixedCost
 from harness.device import check_device_options, check_workload
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
 from harness.schedule.builders import build_schedule, builder_info, check_options
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import Schedule
 
 __all__ = ["PipelineCase", "case_field_names"]
-
-
-def _transfers_cost_time(cost: CostModel, schedule: Schedule) -> bool:
-    """Whether a send between stages takes time under ``cost``."""
-    if schedule.has_comm or schedule.num_stages < 2:
-        return False
-    return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
 
 
 _HARNESS_DIR = Path(__file__).resolve().parent
@@ -401,9 +394,9 @@ class PipelineCase:
                 schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-        if self.comm or (self.comm is None and _transfers_cost_time(self.cost, schedule)):
-            from harness.schedule.passes import add_communication
+        from harness.schedule.passes import add_communication, transfers_cost_time
 
+        if self.comm or (self.comm is None and transfers_cost_time(schedule, self.cost)):
             schedule = add_communication(schedule)
         return schedule
 

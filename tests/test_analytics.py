@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cost import TransformerCost
+from harness.errors import ConfigError
 from harness.device.sim import SimDevice
 from harness.executor import execute
 from harness.metrics import compute_metrics
@@ -88,7 +89,29 @@ def test_durations_asked_once_per_stage_and_kind() -> None:
         def nbytes(self, job: Job, num_stages: int) -> int:
             return 0
 
-    a = analyze(build_schedule("1F1B", 2, 50), Counting())  # type: ignore[arg-type]
+    a = analyze(build_schedule("1F1B", 2, 50), Counting(), comm=False)  # type: ignore[arg-type]
     assert a.makespan_ns == (50 + 1) * 3000
     assert len(calls) == 4  # (stage, kind) pairs: 2 stages x {F, B}
     assert {j.kind for j in calls} == {JobKind.F, JobKind.B}
+    calls.clear()
+    analyze(build_schedule("1F1B", 2, 50), Counting())  # type: ignore[arg-type]
+    assert calls[0] == Job(0, JobKind.SEND_F, 0) and len(calls) == 5  # asked whether transfers take time: no
+
+
+def test_analyze_inserts_communication_as_a_case_does() -> None:
+    # 1F1B p=4 m=8, F=1 ms, B=2 ms, each transfer 0.5 ms + 1 MB at 1 GB/s = 1.5 ms: the prediction
+    # equals what run_case measures on sim, and only comm=False leaves transfers free.
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.runner import run_case
+
+    c = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000, activation_bytes=1_000_000, p2p_gbytes_per_s=1.0)
+    s = build_schedule("1F1B", 4, 8)
+    predicted = analyze(s, c)
+    measured = run_case(PipelineCase("1F1B", stages=4, microbatches=8, cost=c), "sim", range(0, 1))
+    assert predicted.makespan_ns == measured.metrics.step_time_median_ns == 78_000_000
+    assert (predicted.p2p_messages, predicted.p2p_bytes) == (48, 48_000_000)  # 2 (p-1) m sends of 1 MB
+    assert analyze(s, c, comm=False).makespan_ns == (8 + 4 - 1) * 3_000_000  # the compute-only closed form
+    assert analyze(s, cost(1000, 2000)).makespan_ns == analyze(s, cost(1000, 2000), comm=False).makespan_ns
+    with pytest.raises(ConfigError, match=r"^analyze: comm=True needs a Schedule; a Plan is analysed as it was built$"):
+        analyze(build_plan(s), c, comm=True)

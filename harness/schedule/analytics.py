@@ -32,6 +32,7 @@ from harness.cost import CostModel
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
+from harness.schedule.passes import add_communication, transfers_cost_time
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -222,7 +223,7 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
 
 
 @gc_paused
-def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
+def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
     Numpy over the plan's columns: linear in the number of jobs apart from
@@ -230,16 +231,33 @@ def analyze(schedule: Schedule | Plan, cost: CostModel) -> ScheduleAnalytics:
     ``O(n log n)``.
 
     Args:
-        schedule: a schedule (validated here) or an already built plan.
+        schedule: a schedule (validated here) or an already built plan
+            (analysed as it is).
         cost: per-job durations (ns) and transfer sizes (bytes).
+        comm: insert send/receive jobs first
+            (:func:`~harness.schedule.passes.add_communication`): ``None``
+            (default) does so exactly when a case would, i.e. when the
+            schedule has none and transfers take time under ``cost``
+            (:func:`~harness.schedule.passes.transfers_cost_time`), so the
+            figures predict what ``run_case`` measures; ``True`` always,
+            ``False`` never (transfers then cost nothing).
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
-        ConfigError: the step would last 2**62 ns or more (a cost model in the wrong units).
+        ConfigError: the step would last 2**62 ns or more (a cost model in the
+            wrong units), or ``comm`` asked of a plan.
     """
     import numpy as np
 
-    plan = schedule if isinstance(schedule, Plan) else build_plan(schedule)
+    if isinstance(schedule, Plan):
+        if comm:
+            raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
+        plan = schedule
+    else:
+        if comm or (comm is None and transfers_cost_time(schedule, cost)):
+            if not schedule.has_comm:
+                schedule = add_communication(schedule)
+        plan = build_plan(schedule)
     tl = simulate(plan, cost)
     sched = plan.schedule
     p = sched.num_ranks

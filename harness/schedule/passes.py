@@ -21,13 +21,30 @@ its receive, so the sequence is a topological order of the lowered graph.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness._gcpause import gc_paused
 from harness.errors import ScheduleError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _JobArrays
 
-__all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication"]
+if TYPE_CHECKING:
+    from harness.cost import CostModel
+
+__all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication", "transfers_cost_time"]
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
+
+
+def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:
+    """Whether ``schedule`` should get send/receive jobs under ``cost``: it has none
+    yet, has two stages or more, and a send between stages takes time (a positive
+    ``SEND_F`` duration, from ``p2p_latency_ns`` or bandwidth and bytes).
+
+    A case (``PipelineCase.comm=None``) and :func:`~harness.schedule.analytics.analyze`
+    (``comm=None``) insert them exactly then."""
+    if schedule.has_comm or schedule.num_stages < 2:
+        return False
+    return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
 
 
 @gc_paused
