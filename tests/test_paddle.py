@@ -217,6 +217,21 @@ def test_an_unnamed_or_unplaceable_schedule_gets_the_looped_placement(tmp_path):
     assert odd["schedule"]["stage_to_rank"] == [0, 1, 0, 1]
 
 
+def test_a_misspelt_schedule_name_is_warned_with_the_close_built_in_one(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("ZB-V", stages=2, microbatches=4), "sim", range(1, 2)))
+    write_paddle_logs(tmp_path, case)
+    with pytest.warns(PaddleLogWarning) as record:
+        back = import_paddle_logs(tmp_path, schedule_name="ZB-V2")
+    assert [str(w.message) for w in record] == [
+        "schedule 'ZB-V2' is not a built-in schedule (did you mean 'ZB-V'?), so its stages are placed looped "
+        "(stage = chunk * p + rank); give the built-in name to place them as it does"
+    ]
+    assert back["schedule"]["stage_to_rank"] == [0, 1, 0, 1] and back["schedule"]["name"] == "ZB-V2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        assert import_paddle_logs(tmp_path, schedule_name="my ZB run")["schedule"]["stage_to_rank"] == [0, 1, 0, 1]  # a label
+
+
 def test_dualpipev_with_fewer_than_2p_micro_batches_keeps_the_v_placement(tmp_path):
     # ZB-V runs with m=4 on p=4 ranks; DualPipeV cannot be built for m < 2p, but its placement does not depend on m.
     case = case_to_dict(run_case(PipelineCase("ZB-V", stages=4, microbatches=4), "sim", range(1, 2)))

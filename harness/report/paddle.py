@@ -634,6 +634,12 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
     try:
         info = builder_info(schedule_name)
     except ConfigError:  # a name for the report, not a built-in schedule
+        close = _close_schedule_name(schedule_name)
+        if v > 1 and close:  # with chunks the placement matters: a misspelt name would place them looped
+            problems.append(
+                f"schedule {schedule_name!r} is not a built-in schedule (did you mean {close!r}?), so its stages are "
+                "placed looped (stage = chunk * p + rank); give the built-in name to place them as it does"
+            )
         return loop
     why = ""
     try:
@@ -655,6 +661,22 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         "stages placed looped instead (stage = chunk * p + rank)"
     )
     return loop
+
+
+def _close_schedule_name(name: str) -> str | None:
+    """The built-in schedule name (or alias) closest to ``name``, if one is close."""
+    import difflib
+
+    from harness.schedule.builders import builder_info, schedule_names
+
+    known = {n: n for n in schedule_names()}
+    for n in schedule_names():
+        known.update({alias: n for alias in builder_info(n).aliases})
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if not close:
+        lowered = {k.lower(): k for k in known}
+        close = [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=1)]
+    return known[close[0]] if close else None
 
 
 def _places_v(name: str, p: int) -> bool:
