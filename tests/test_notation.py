@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,16 @@ def test_overlap_f_b_errors_name_the_cell_and_the_sub_action() -> None:
         loads_csv("0F0,( 0F1 ; 0B0 )OVERLAP_F_B,junk\n", name="x.csv")
     s = loads_csv("0F0,( 0F1 ; 0B0 )OVERLAP_F_B,0B1\n", name="x.csv")
     assert [str(j) for j in s.ranks[0]] == ["0F0", "0F1", "0B0", "0B1"]
+
+
+@pytest.mark.parametrize("cell", ["０F0", "0F٣", "１B0"])  # full-width and Arabic-Indic digits
+def test_only_ascii_digits_are_stage_and_micro_batch_numbers(cell: str) -> None:
+    with pytest.raises(ScheduleError, match=rf"^x\.csv: row 1 \(rank 0\), cell 1 \(step 0\): cannot read job '{cell}'"):
+        loads_csv(f"{cell},0B0\n", name="x.csv")
+
+
+@pytest.mark.parametrize("mb", [-1, "0", None, True])
+def test_paddle_micro_batch_ids_must_be_integers_from_zero(mb: object) -> None:
+    with pytest.raises(ScheduleError, match=rf"^p: rank 0, job 1 \(backward\): micro_batch_id must be an integer >= 0, got {re.escape(repr(mb))}$"):
+        from_paddle_jobs("p", [[("forward", 0), ("backward", mb), ("forward", 1), ("backward", 1)]])
+    assert from_paddle_jobs("p", [[("forward", 0), ("backward", 0), ("optimizer", None)]]).ranks[0][-1] == Job(0, JobKind.OPT, None)

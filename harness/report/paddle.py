@@ -95,18 +95,19 @@ _PROFILER_MARK = "Profiler Info:"
 _STEP_MARK = "Schedule Profiler"
 _JOB_RE = re.compile(
     r"Profiler Info: Job \((?P<job>-?\d+)\), type = (?P<type>\S(?:.*?\S)?), micro_batch_id = (?P<mb>-?\d+), "
-    r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$"
+    r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$",
+    re.ASCII,  # digits 0-9 only: int() would also read other scripts' digits
 )
-_STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$")
-_TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$")
-_CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$")
+_STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$", re.ASCII)
+_TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$", re.ASCII)
+_CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$", re.ASCII)
 #: Job types Paddle's pipeline passes print that are not pipeline compute jobs but
 #: are known: the learning-rate job of FThenB/1F1B, and VPP's ``recv4_<job>``
 #: receives (``pipeline_vpp.py`` with ``enable_send_recv_overlap``).
 _KNOWN_OTHER = re.compile(r"^(?:lr|recv4_.+|send4_.+)$")
 _KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT"}
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
-_LOG_NAME = re.compile(r"^workerlog\.(\d+)$")
+_LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
 _NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
 

@@ -56,7 +56,7 @@ __all__ = [
     "to_paddle_jobs",
 ]
 
-_IGNORED = re.compile(r"^\s*\d*\s*(UNSHARD|RESHARD|REDUCE_GRAD)\s*\d*\s*$")
+_IGNORED = re.compile(r"^\s*\d*\s*(UNSHARD|RESHARD|REDUCE_GRAD)\s*\d*\s*$", re.ASCII)
 #: PyTorch's composite action, ``(0F3;5B1)OVERLAP_F_B`` (``_Action.sub_actions``): its sub-actions, in order.
 _OVERLAP = re.compile(r"^\s*\((.*)\)\s*OVERLAP_F_B\s*$")
 
@@ -226,7 +226,7 @@ _PADDLE_KIND = {
     "optimizer": JobKind.OPT,
 }
 _PADDLE_NAME = {v: k for k, v in _PADDLE_KIND.items()}
-_PADDLE_RE = re.compile(r"^(forward|backward_b|backward_w|backward|optimizer)(\d*)$")
+_PADDLE_RE = re.compile(r"^(forward|backward_b|backward_w|backward|optimizer)(\d*)$", re.ASCII)
 
 
 def parse_paddle_type(name: str) -> tuple[JobKind, int | None]:
@@ -295,8 +295,9 @@ def from_paddle_jobs(
             or ``"v"`` (ZB-V: chunks 0 and 1 of rank ``r`` are stages ``r`` and ``2p-1-r``).
 
     Raises:
-        ScheduleError: an unknown type (names rank and position), a chunk that
-            the placement does not have, or missing/duplicate jobs.
+        ScheduleError: an unknown type or a micro-batch id that is not an
+            integer >= 0 (names rank and position), a chunk that the placement
+            does not have, or missing/duplicate jobs.
         ConfigError: unknown ``placement``.
     """
     from harness.errors import ConfigError
@@ -311,6 +312,10 @@ def from_paddle_jobs(
                 kind, chunk = parse_paddle_type(typ)
             except ScheduleError as exc:
                 raise ScheduleError(f"{name}: rank {r}, job {pos}: {exc}", exc.jobs) from None
+            if kind is not JobKind.OPT and (not isinstance(mb, int) or isinstance(mb, bool) or mb < 0):
+                raise ScheduleError(
+                    f"{name}: rank {r}, job {pos} ({typ}): micro_batch_id must be an integer >= 0, got {mb!r}", (f"{typ}({mb!r})",)
+                )
             c = chunk or 0
             top_chunk = max(top_chunk, c)
             items.append((kind, c, mb))
