@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.cost import TransformerCost
-from harness.errors import ConfigError
 from harness.device.sim import SimDevice
+from harness.errors import ConfigError
 from harness.executor import execute
 from harness.metrics import compute_metrics
 from harness.plan import build_plan
