@@ -13,13 +13,30 @@ Dependencies (Narayanan et al., SC'21, §2.2; PyTorch pipelining's
   ``SEND_B(k+1,i)`` (a transfer occupies both comm streams at once, like an
   NCCL send/receive pair): these are *start* dependencies;
 * jobs of one stream run in their listed order. Each rank has a compute stream
-  and, when the schedule has send/receive jobs, a comm stream.
+  and, when the schedule has send/receive jobs, a comm stream per peer rank.
 
-:func:`build_plan` checks counts, builds the graph and simulates readiness
-(Kahn's algorithm driven stream by stream) to find an enqueue order that is a
-topological order - which CUDA's "wait on the latest record" semantics need -
-or to report a deadlock with the step x rank grid. Everything is linear in the
-number of jobs.
+Send/receive jobs must be able to happen, as PyTorch's runtime would run them:
+
+* a send/receive connects two stages on different ranks: ``SEND_F(k,i)`` and
+  ``RECV_B(k,i)`` talk to stage ``k+1``, ``SEND_B(k,i)`` and ``RECV_F(k,i)`` to
+  stage ``k-1``; that stage must exist (no ``SEND_F`` from the last stage, no
+  ``SEND_B`` from the first) and sit on another rank (adjacent stages on one
+  rank, as at a V placement's turn, exchange nothing, as
+  :func:`~harness.schedule.passes.add_communication` has it);
+* every ``SEND_F(k,i)`` has its ``RECV_F(k+1,i)`` and every ``SEND_B(k,i)`` its
+  ``RECV_B(k-1,i)``, and the other way round. With the rule above this follows
+  from the dependencies: the consumer on the other rank must be scheduled, and
+  it needs the receive;
+* each rank issues its jobs in listed order, whatever their stream (PyTorch
+  refuses to compute before receiving the input): every dependency on the
+  job's own rank - a consumer's receive, the job whose output a send sends,
+  a same-rank producer - must be listed earlier in that rank's list.
+
+:func:`build_plan` checks counts, these rules, builds the graph and simulates
+readiness (Kahn's algorithm driven stream by stream) to find an enqueue order
+that is a topological order - which CUDA's "wait on the latest record"
+semantics need - or to report a deadlock with the step x rank grid. Everything
+is linear in the number of jobs.
 """
 
 from __future__ import annotations
@@ -234,9 +251,11 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     used to produce the detailed error when the fast path finds a problem.
 
     Raises:
-        ScheduleError: wrong counts (see :func:`check_counts`), a job whose
-            producer is missing, or a deadlock - a job that can never become
-            ready; the message names the jobs and draws the grid with them marked.
+        ScheduleError: wrong counts (see :func:`check_counts`), a send/receive
+            whose peer stage does not exist or shares its rank, a job whose
+            producer is missing, a job listed before a job it needs on its own
+            rank, or a deadlock - a job that can never become ready; the message
+            names the jobs and draws the grid with them marked.
     """
     check_counts(schedule)
     check_order(schedule)
@@ -256,6 +275,7 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         jobs.append(job)
         rank_of.append(rank)
         step_of.append(step)
+    _check_peers(schedule, jobs, rank_of, step_of)
     n = len(jobs)
     last_stage = schedule.num_stages - 1
     stage_rank = schedule.stage_to_rank
@@ -332,6 +352,7 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
             f"schedule {schedule.name!r}: {len(missing)} job(s) depend on jobs that are not scheduled\n" + schedule.format_grid(marks),
             tuple(str(jobs[j]) for j, _ in missing),
         )
+    _check_listed_first(schedule, jobs, rank_of, step_of, deps)
     # Same-stream dependencies stay in the graph for validation; the plan keeps
     # only cross-stream ones, since stream order already covers the rest.
     order = _readiness_order(schedule, jobs, rank_of, step_of, stream_of, deps, start_deps)
@@ -356,6 +377,83 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     plan = Plan(schedule, arrays, stream_names, stream_rank, order)
     plan.__dict__.update(jobs=tuple(jobs), deps=cross, start_deps=tuple(start_deps))
     return plan
+
+
+_MAX_MARKS = 12
+"""At most this many jobs are marked in an error's grid (all are named in ``ScheduleError.jobs``)."""
+
+
+def _check_peers(schedule: Schedule, jobs: list[Job], rank_of: list[int], step_of: list[int]) -> None:
+    """Refuse send/receive jobs whose peer stage does not exist or shares their rank.
+
+    ``SEND_F(k,i)`` and ``RECV_B(k,i)`` talk to stage ``k+1``, ``SEND_B(k,i)`` and
+    ``RECV_F(k,i)`` to stage ``k-1``; that stage must be in the pipeline and on
+    another rank (adjacent stages on one rank, as at a V placement's turn,
+    exchange nothing: :func:`~harness.schedule.passes.add_communication` inserts
+    no job there).
+
+    Raises:
+        ScheduleError: names each such job and its peer stage, marks them in the grid.
+    """
+    last = schedule.num_stages - 1
+    st_rank = schedule.stage_to_rank
+    problems: list[tuple[int, str]] = []
+    for j, job in enumerate(jobs):
+        kind = job.kind
+        if not kind.is_comm:
+            continue
+        k = job.stage
+        nb = k + 1 if kind is _SF or kind is _RB else k - 1
+        verb = "sends to" if kind is _SF or kind is _SB else "receives from"
+        if nb < 0:
+            why = "the pipeline's first stage is 0"
+        elif nb > last:
+            why = f"the pipeline's last stage is {last}"
+        elif st_rank[nb] == rank_of[j]:
+            why = f"stages {min(k, nb)} and {max(k, nb)} share rank {rank_of[j]}; send/receive jobs connect stages on different ranks"
+        else:
+            continue
+        problems.append((j, f"{job} {verb} stage {nb}, but {why}"))
+    if problems:
+        marks = {(rank_of[j], step_of[j]): note for j, note in problems[:_MAX_MARKS]}
+        raise ScheduleError(
+            f"schedule {schedule.name!r} is invalid: {len(problems)} send/receive job(s) with no peer stage on another rank: "
+            f"{problems[0][1]}\n" + schedule.format_grid(marks),
+            tuple(str(jobs[j]) for j, _ in problems),
+        )
+
+
+def _check_listed_first(
+    schedule: Schedule, jobs: list[Job], rank_of: list[int], step_of: list[int], deps: list[tuple[int, ...]]
+) -> None:
+    """Refuse a job listed before a job it needs on its own rank, whatever the
+    streams: a rank issues its jobs in list order (PyTorch's runtime refuses to
+    compute before receiving the input, or to send before computing the
+    output), so a consumer comes after its receive and a send after the job
+    whose output it sends. ``jobs`` are rank by rank in listed order, so ``d``
+    is listed later on ``j``'s rank exactly when ``d > j`` on the same rank.
+    (Start dependencies, a receive's send, are always on another rank.)
+
+    Raises:
+        ScheduleError: names each such pair, marks both jobs in the grid.
+    """
+    late = [(j, d) for j, ds in enumerate(deps) for d in ds if d > j and rank_of[d] == rank_of[j]]
+    if not late:
+        return
+    notes = [
+        f"{jobs[j]} is listed before {jobs[d]}, which it needs, on rank {rank_of[j]} (step {step_of[j]} before step {step_of[d]})"
+        for j, d in late
+    ]
+    marks: dict[tuple[int, int], str] = {}
+    for (j, d), note in zip(late[:_MAX_MARKS], notes):
+        marks.setdefault((rank_of[j], step_of[j]), note)
+        marks.setdefault((rank_of[d], step_of[d]), f"{jobs[d]} must come before {jobs[j]}")
+    raise ScheduleError(
+        f"schedule {schedule.name!r} is invalid: {len(late)} job(s) out of order on their rank: {notes[0]}\n"
+        "(each rank issues its jobs in list order, whatever their stream, so a job comes after the jobs it needs on its rank: "
+        "a receive before the job that uses it, a send after the job whose output it sends)\n" + schedule.format_grid(marks),
+        tuple(chain.from_iterable((str(jobs[j]), str(jobs[d])) for j, d in late)),
+    )
 
 
 def _readiness_order(
@@ -443,11 +541,18 @@ def build_plan(schedule: Schedule) -> Plan:
 
     Checks, in order: counts (every stage has one forward and one complete
     backward per micro-batch, nothing twice, micro-batches in range), order on
-    each rank (``F`` before its ``I``/``B``, ``I`` before its ``W``), every
+    each rank (``F`` before its ``I``/``B``, ``I`` before its ``W``), that each
+    send/receive connects its stage with an existing stage on another rank
+    (``SEND_F``/``RECV_B`` with ``k+1``, ``SEND_B``/``RECV_F`` with ``k-1``), every
     dependency scheduled (including the receive a cross-rank consumer needs in
-    a schedule with communication jobs), and no deadlock (readiness
-    simulation). Linear in the number of jobs: jobs are keyed by integers
-    ``(kind, stage, micro-batch)`` in one flat table, built with numpy.
+    a schedule with communication jobs, so every send has its receive and
+    every receive its send), every dependency on a job's own rank listed
+    before it whatever its stream (a consumer after its receive, a send after
+    its producer: a rank issues its jobs in list order), and no deadlock
+    (readiness simulation). Linear in the number of jobs: jobs are keyed by
+    integers ``(kind, stage, micro-batch)`` in one flat table, built with
+    numpy; whatever looks wrong is judged again, and reported, by the
+    reference path.
 
     Raises:
         ScheduleError: the first problem found; the message names the jobs and
@@ -515,6 +620,8 @@ def build_plan(schedule: Schedule) -> Plan:
         nb = np.where((kc == _CSF) | (kc == _CRB), stage + 1, stage - 1)
         inside = (nb >= 0) & (nb < n_stages)
         peer = np.where(inside, st_rank[np.where(inside, nb, 0)], rank)
+        if bool((comm & (peer == rank)).any()):  # a peer stage outside the pipeline or on the job's own rank
+            return _build_plan_checked(schedule)
         skey = skey + np.where(comm, 1 + peer, 0)
     if n_ranks * p1 <= max(1 << 20, 4 * n):  # a lookup table over all keys: linear
         used = np.flatnonzero(np.bincount(skey, minlength=n_ranks * p1))
@@ -586,12 +693,19 @@ def build_plan(schedule: Schedule) -> Plan:
     bad |= bool((d < 0).any())
     if bad:
         return _build_plan_checked(schedule)
-    # Dependencies on the job's own stream are met by stream order when listed
-    # earlier; one listed later deadlocks. The others gate the readiness order.
+    # Every dependency on the job's own rank, whatever its stream, must be listed
+    # earlier: jobs are rank by rank in listed order, so one listed later lies
+    # in (j, end of j's row). Start dependencies (a receive's send) are on
+    # another rank, as the peer check above ensures. Dependencies on the job's
+    # own stream are then met by stream order; the others gate the readiness order.
+    row_end = np.cumsum(counts)
+    later = False
+    for d in (d1, d2):
+        ahead = np.flatnonzero(d > jidx)  # in a valid schedule, only dependencies on a later rank
+        later = later or bool((d[ahead] < row_end[rank[ahead]]).any())
     cross1 = (d1 >= 0) & (stream[np.maximum(d1, 0)] != stream)
     cross2 = (d2 >= 0) & (stream[np.maximum(d2, 0)] != stream)
     cross_s = (sd >= 0) & (stream[np.maximum(sd, 0)] != stream)
-    later = ((d1 >= 0) & ~cross1 & (d1 > jidx)) | ((d2 >= 0) & ~cross2 & (d2 > jidx)) | ((sd >= 0) & ~cross_s & (sd > jidx))
     opt_l = np.flatnonzero(is_opt).tolist()
     stream_l = stream.tolist()
     opt_deps: dict[int, tuple[int, ...]] = {}
@@ -605,7 +719,7 @@ def build_plan(schedule: Schedule) -> Plan:
         opt_cross[j] = tuple(x for x in ds if stream_l[x] != stream_l[j])
         if any(x > j for x in ds if stream_l[x] == stream_l[j]):
             return _build_plan_checked(schedule)
-    if later.any():
+    if later:
         return _build_plan_checked(schedule)
     # Plan.deps: the cross-stream end dependencies, in (d1, d2) order (CSR).
     c1 = np.where(cross1, d1, np.where(cross2, d2, -1))
