@@ -205,7 +205,10 @@ class PipelineRunner:
             sites = (("declared", declared_at), ("run", run_at))
             # a case's own error starts with its line already: name the other one only
             where = ", ".join(f"{what} at {site}" for what, site in sites if site and not str(error).startswith(f"{site}: "))
-            pytest.fail(f"{type(error).__name__}: {error}" + (f"\n(case {where})" if where else ""), pytrace=False)
+            # The error itself, so pytest.raises(ConfigError) catches it; pytest_runtest_makereport shows it
+            # as its message and this note, not a traceback.
+            error._case_sites = where  # type: ignore[attr-defined]
+            raise error
         hc.results.append(result)
         hc.by_node.setdefault(node.nodeid, []).append(result)
         if hc.session is not None:
@@ -378,8 +381,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if (report.failed and isinstance(exc, HarnessError) and _CASE_FIXTURES & set(getattr(item, "fixturenames", ()))
             and not item.config.getoption("fulltrace", False)):
         message = f"{type(exc).__name__}: {exc}"
-        where = _raised_at(exc.__traceback__)
-        report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
+        sites = getattr(exc, "_case_sites", None)  # set by the pipeline fixture: where the case was declared and run
+        if sites is not None:
+            report.longrepr = message + (f"\n(case {sites})" if sites else "")
+        else:
+            where = _raised_at(exc.__traceback__)
+            report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
     hc = item.config.stash.get(_KEY, None)
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if results:

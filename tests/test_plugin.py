@@ -521,3 +521,31 @@ def test_no_marker(pipeline):
         "test_cases.py:4: this test has a pipeline marker but takes the pipeline fixture, which runs only the cases "
         "the test passes to it; the marker's case would not run. Take pipeline_result to run the marker's case, or drop the marker",
     ])
+
+
+def test_a_refused_case_raises_its_error_so_tests_can_expect_it(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+from harness import PipelineCase
+from harness.errors import ConfigError, ScheduleError
+
+def test_unknown_name_is_refused(pipeline):
+    with pytest.raises(ConfigError, match="unknown schedule '1F1C'"):
+        pipeline(PipelineCase("1F1C", stages=4, microbatches=8))
+
+def test_builder_constraint_is_refused(pipeline):
+    with pytest.raises(ConfigError, match="DualPipeV needs m >= 2p"):
+        pipeline(schedule="DualPipeV", stages=4, microbatches=4)
+    assert pipeline(PipelineCase("1F1B", stages=2, microbatches=2)).schedule.name == "1F1B"  # the fixture still runs cases
+
+def test_uncaught(pipeline):
+    pipeline(PipelineCase("1F1C", stages=4, microbatches=8))
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*_ test_uncaught _*",
+        "ConfigError: test_cases.py:15: case 'test_uncaught': unknown schedule '1F1C'; valid schedules: *",
+        "*short test summary info*",
+    ])
+    assert "Traceback" not in result.stdout.str() and "(case" not in result.stdout.str()  # its own line starts the message
