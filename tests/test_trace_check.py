@@ -46,3 +46,38 @@ def test_checker_still_catches_broken_nesting():
     ]}
     problems = check_trace(doc)
     assert len(problems) == 1 and "overlaps 'a'" in problems[0]
+
+
+def test_a_receive_flow_starts_at_its_send_start_and_no_arrow_points_back():
+    # 1F1B p=2 m=2 with 0.5 ms transfers: 1RECV_F0 starts with 0SEND_F0 (a start dependency); 0SEND_F0
+    # depends on 0F0's end. Flows bind 1 ns (0.001 µs) inside their slices.
+    from harness.cost import FixedCost
+
+    cost = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000)
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=cost), "sim", range(0, 1)))
+    assert ["0SEND_F0", "1RECV_F0", "start"] in case["deps"] and ["0F0", "0SEND_F0", "end"] in case["deps"]
+    events = case_trace(case)["traceEvents"]
+    assert check_trace({"traceEvents": events}) == []
+    slices = {e["name"]: e for e in events if e["ph"] == "X"}
+    flows: dict[int, dict[str, dict]] = {}
+    for e in events:
+        if e["ph"] in "sf":
+            flows.setdefault(e["id"], {})[e["ph"]] = e
+    by_ends = {(f["s"]["ts"], f["f"]["ts"]): f for f in flows.values()}
+    send, recv, f0 = slices["0SEND_F0"], slices["1RECV_F0"], slices["0F0"]
+    assert send["ts"] == recv["ts"] == 1000.0  # the transfer starts when 0F0 ends, at 1 ms
+    assert (send["ts"] + 0.001, recv["ts"] + 0.001) in by_ends  # start to start
+    assert (f0["ts"] + f0["dur"] - 0.001, send["ts"] + 0.001) in by_ends  # end to start
+    assert all(f["f"]["ts"] >= f["s"]["ts"] for f in flows.values())
+
+
+def test_checker_catches_an_arrow_back_in_time():
+    doc = {"traceEvents": [
+        {"ph": "M", "pid": 0, "tid": 0, "name": "process_name", "args": {"name": "p"}},
+        {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "t"}},
+        {"ph": "X", "pid": 0, "tid": 0, "name": "a", "ts": 0.0, "dur": 10.0},
+        {"ph": "X", "pid": 0, "tid": 0, "name": "b", "ts": 20.0, "dur": 10.0},
+        {"ph": "s", "id": 1, "pid": 0, "tid": 0, "ts": 25.0, "name": "dependency", "cat": "dependency"},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 0, "ts": 5.0, "name": "dependency", "cat": "dependency", "bp": "e"},
+    ]}
+    assert check_trace(doc) == ["flow id 1: finishes at 5.0 µs, before it starts at 25.0 µs (an arrow back in time)"]

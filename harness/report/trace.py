@@ -126,15 +126,15 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         flow_id = 1
         deps = case.get("deps", [])
         for step in case["steps"]:
-            for src, dst, _edge in deps:
+            for src, dst, edge in deps:
                 a = where.get((step, src))
                 b = where.get((step, dst))
                 if a is None or b is None:
                     continue
-                # Each end sits 1 ns inside its slice (the producer's end, the consumer's
-                # start), so the enclosing slice is unambiguous and viewers that draw at the
-                # events' times draw end-to-start arrows.
-                events.append({"ph": "s", "id": flow_id, "pid": a[0], "tid": a[1], "ts": _inside(a[2], a[3], at_end=True),
+                # Each end sits 1 ns inside its slice (the producer's end, or its start for a
+                # start dependency - a receive starts with its send -; the consumer's start), so
+                # the enclosing slice is unambiguous and arrows point forward in time.
+                events.append({"ph": "s", "id": flow_id, "pid": a[0], "tid": a[1], "ts": _inside(a[2], a[3], at_end=edge != "start"),
                                "name": "dependency", "cat": "dependency"})
                 events.append({"ph": "f", "id": flow_id, "pid": b[0], "tid": b[1], "ts": _inside(b[2], b[3], at_end=False),
                                "name": "dependency", "cat": "dependency", "bp": "e"})

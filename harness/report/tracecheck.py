@@ -101,4 +101,6 @@ def check_trace(doc: Any, max_problems: int = 50) -> list[str]:
             inside = k >= 0 and tracks[key][k][1] + _EPS >= ev["ts"]
             if not inside:
                 bad(f"flow id {fid}: its {ph!r} event at {ev['ts']} µs is not inside a slice on pid={ev['pid']} tid={ev['tid']}")
+        if ends["f"]["ts"] < ends["s"]["ts"] - _EPS:
+            bad(f"flow id {fid}: finishes at {ends['f']['ts']} µs, before it starts at {ends['s']['ts']} µs (an arrow back in time)")
     return problems
