@@ -146,6 +146,29 @@ def _one_core_gemm_rate() -> float:
         return 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)
 
 
+def _check_compute_flops(case: PipelineCase, plan: Plan) -> None:
+    """Refuse the ``compute`` workload for a cost model that gives no FLOPs: its jobs would
+    sleep or spin their durations while the run says it multiplied matrices.
+
+    Raises:
+        ConfigError: no compute job has FLOPs (e.g. :class:`~harness.cost.FixedCost`).
+    """
+    n_stages = plan.schedule.num_stages
+    asked: set[tuple[int, str]] = set()
+    for job in plan.jobs:
+        key = (job.stage, job.kind.value)
+        if job.kind.is_comm or key in asked:
+            continue
+        asked.add(key)
+        if case.cost.flops(job, n_stages) > 0:
+            return
+    raise ConfigError(
+        f"case {case.label()!r}: the compute workload runs each job's FLOPs as real matrix products, but the cost model "
+        f"({type(case.cost).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
+        "or workload 'timed' (jobs last their cost-model durations)"
+    )
+
+
 def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
     """Refuse a cpu ``compute`` run whose GEMMs would take longer than
     :data:`CPU_GEMM_LIMIT_S`, estimated from a quick measurement of this machine's
@@ -189,8 +212,9 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
 
     Raises:
-        ConfigError: bad case values or backend name, or a cpu ``compute``
-            run that would take more than :data:`CPU_GEMM_LIMIT_S`.
+        ConfigError: bad case values or backend name, a ``compute`` workload
+            with a cost model that gives no FLOPs, or a cpu ``compute`` run that
+            would take more than :data:`CPU_GEMM_LIMIT_S`.
         ScheduleError: the schedule is invalid or deadlocks (before anything runs);
             the message starts with the case's ``declared_at``.
         BackendUnavailable: the backend cannot run here.
@@ -202,6 +226,8 @@ def run_case(
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
+    if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
+        _check_compute_flops(case, plan)
     if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
         _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}

@@ -165,10 +165,25 @@ def test_create_device_gives_the_same_workload_message():
     ("sleep", "sleep"), ("matmul", "matmul"), ("spin", "sleep"), ("gemm", "matmul"),
 ])
 def test_every_documented_workload_runs_and_maps_to_the_cpu_one(workload, cpu_workload):
-    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=0.2, B=0.4), workload=workload)
+    from harness.cost import TransformerCost
+
+    tiny = TransformerCost(hidden_size=64, seq_len=16, micro_batch_size=1, num_layers=2, tflops=1.0)  # FLOPs for GEMMs
+    cost = tiny if cpu_workload == "matmul" else FixedCost.ms(F=0.2, B=0.4)
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=cost, workload=workload)
     result = run_case(case, "cpu", steps=range(0, 1))
     assert result.records.device["workload"] == cpu_workload
     assert run_case(case, "sim", steps=range(0, 1)).records.device["workload"] == "virtual"
+
+
+@pytest.mark.parametrize("workload", ["compute", "matmul"])
+def test_the_compute_workload_needs_a_cost_model_with_flops(workload):
+    # FixedCost gives durations only: the jobs would sleep while the run said it multiplied matrices.
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2), workload=workload)
+    with pytest.raises(ConfigError, match=r"^case '1F1B p=2 m=2': the compute workload runs each job's FLOPs as real matrix "
+                                          r"products, but the cost model \(FixedCost\) gives no FLOPs, only durations; use "
+                                          r"TransformerCost for compute cases, or workload 'timed'"):
+        run_case(case, "cpu", steps=range(0, 1))
+    assert run_case(case, "sim", steps=range(0, 1)).records.device["workload"] == "virtual"  # sim runs no work either way
 
 
 def test_workload_lists_match_the_backends():
