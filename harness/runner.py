@@ -109,19 +109,51 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> d
 CPU_SHORTEST_TRUSTED_NS = 1_000_000
 
 
-def trust_warnings(records: RunRecords) -> list[str]:
-    """Notes on figures the backend cannot measure well: on ``cpu``/``sleep``, jobs
-    shorter than :data:`CPU_SHORTEST_TRUSTED_NS` (thread hand-offs inflate idle time)."""
+#: On the cpu backend's timed workload, a median step this much longer than the
+#: cost model's exact step time (the sim figure) is reported.
+CPU_STEP_STRETCH_WARN = 0.10
+
+
+def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) -> list[str]:
+    """Notes on figures the backend cannot measure well, on ``cpu``/``sleep``: jobs
+    shorter than :data:`CPU_SHORTEST_TRUSTED_NS` (thread hand-offs inflate idle time),
+    or else a median step more than :data:`CPU_STEP_STRETCH_WARN` longer than
+    ``predicted_step_ns`` (the cost model's exact step time, ns), which happens when
+    more streams than cores compete for the CPU."""
+    import os
+    import statistics
+
     out: list[str] = []
     if records.backend == "cpu" and records.device.get("workload") == "sleep":
         durations = sorted(j.end_ns - j.start_ns for j in records.jobs if j.kind in ("F", "B", "I", "W"))
+        steps = [b - a for a, b in zip(records.step_start_ns, records.step_end_ns)]
         if durations and durations[len(durations) // 2] < CPU_SHORTEST_TRUSTED_NS:
             out.append(
                 f"median job {durations[len(durations) // 2] / 1000:.0f} µs: on the cpu backend each cross-stage "
                 "dependency costs a thread hand-off of ~50-100 µs, which inflates step time and bubble for jobs "
                 "under 1 ms; use --backend=sim for exact figures"
             )
+        elif predicted_step_ns and steps and statistics.median(steps) > (1 + CPU_STEP_STRETCH_WARN) * predicted_step_ns:
+            median = statistics.median(steps)  # (short jobs explain a stretch already: one note, not two)
+            cores = os.cpu_count() or 1
+            crowd = (f"{len(records.streams)} streams share {cores} core(s): the threads that finish each job's sleep wait "
+                     "for a core, so jobs and hand-offs stretch; " if len(records.streams) > cores else "")
+            out.append(
+                f"median step {median / 1e6:.3f} ms is {median / predicted_step_ns - 1:.0%} longer than the "
+                f"{predicted_step_ns / 1e6:.3f} ms the cost model gives for this schedule: {crowd}"
+                "the cpu backend's figures are host-timing estimates; use --backend=sim for exact ones"
+            )
     return out
+
+
+def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords) -> int | None:
+    """The exact step time (ns) of ``plan`` under the case's cost model, where the run
+    should match it (cpu, timed workload); ``None`` elsewhere."""
+    if records.backend != "cpu" or records.device.get("workload") != "sleep":
+        return None
+    from harness.schedule.analytics import simulate
+
+    return simulate(plan, case.cost).makespan_ns
 
 
 #: Longest run, in seconds, the cpu ``compute`` workload may be asked for before
@@ -247,5 +279,5 @@ def run_case(
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
-        warnings=trust_warnings(records),
+        warnings=trust_warnings(records, _predicted_step_ns(plan, case, records)),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from unittest import mock
 
 import pytest
 
@@ -161,3 +162,37 @@ def test_a_gpu_sized_compute_case_on_the_cpu_is_refused_with_an_estimate(monkeyp
         run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "cpu")  # 4 steps of 8 micro-batches
     # the same model with timed jobs, or on sim, runs
     assert run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "sim").metrics.step_time_median_ns > 0
+
+
+def test_a_stretched_cpu_step_is_reported_against_the_cost_models_step():
+    # Records as a crowded 2-core machine gives them: 3 steps of 40 ms where the schedule takes 33 ms.
+    from harness.records import RunRecords
+    from harness.runner import trust_warnings
+
+    def records(backend: str, workload: str, n_streams: int) -> RunRecords:
+        return RunRecords(backend=backend, device={"workload": workload}, num_ranks=4,
+                          streams=[f"rank{r}/compute" for r in range(n_streams)], steps=[1, 2, 3],
+                          step_start_ns=[0, 50_000_000, 100_000_000], step_end_ns=[40_000_000, 90_000_000, 140_000_000])
+
+    with mock.patch("os.cpu_count", return_value=2):
+        warned = trust_warnings(records("cpu", "sleep", 32), predicted_step_ns=33_000_000)
+        assert warned == [
+            "median step 40.000 ms is 21% longer than the 33.000 ms the cost model gives for this schedule: 32 streams "
+            "share 2 core(s): the threads that finish each job's sleep wait for a core, so jobs and hand-offs stretch; "
+            "the cpu backend's figures are host-timing estimates; use --backend=sim for exact ones"
+        ]
+        assert "streams share" not in trust_warnings(records("cpu", "sleep", 2), predicted_step_ns=33_000_000)[0]
+        assert trust_warnings(records("cpu", "sleep", 32), predicted_step_ns=37_000_000) == []  # within 10 %
+        assert trust_warnings(records("cpu", "matmul", 32), predicted_step_ns=33_000_000) == []  # GEMMs: no duration to match
+        assert trust_warnings(records("sim", "virtual", 32), predicted_step_ns=33_000_000) == []
+
+
+def test_short_jobs_get_one_note_not_also_the_stretch_one():
+    from harness.records import JobRecord, RunRecords
+    from harness.runner import trust_warnings
+
+    jobs = [JobRecord(0, "rank0/compute", 0, "F", 0, 0, 1, 0, 200_000)]  # a 200 µs job
+    rec = RunRecords(backend="cpu", device={"workload": "sleep"}, num_ranks=1, streams=["rank0/compute"], steps=[1],
+                     step_start_ns=[0], step_end_ns=[400_000], jobs=jobs)
+    (note,) = trust_warnings(rec, predicted_step_ns=200_000)  # twice the predicted step, yet one note
+    assert note.startswith("median job 200 µs: on the cpu backend each cross-stage dependency costs a thread hand-off")
