@@ -98,7 +98,10 @@ def test_wrong_limits_are_refused_with_what_is_wrong(text, message):
 
 def _with_metrics(path, step_ns, bubble):
     doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 2), "sim", case_id="c"))])
-    doc["cases"][0]["metrics"].update(step_time_median_ns=step_ns, bubble_ratio=bubble)
+    case = doc["cases"][0]
+    case["metrics"].update(step_time_median_ns=step_ns, step_time_min_ns=int(step_ns), step_time_max_ns=int(step_ns),
+                           bubble_ratio=bubble)
+    case["step_end_ns"] = [start + int(step_ns) for start in case["step_start_ns"]]  # steps that last step_ns, as metrics say
     path.write_text(json.dumps(doc))
     return path
 
@@ -443,7 +446,9 @@ def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, whi
 def test_compare_with_a_base_step_time_of_zero_says_the_change_cannot_be_computed(tmp_path, capsys):
     base = _results(tmp_path / "base.json", schedules=("1F1B",))
     doc = json.loads(base.read_text())
-    doc["cases"][0]["metrics"]["step_time_median_ns"] = 0
+    case = doc["cases"][0]
+    case["metrics"].update(step_time_median_ns=0, step_time_min_ns=0, step_time_max_ns=0)
+    case["step_end_ns"] = list(case["step_start_ns"])  # steps of 0 ns, as the metrics say
     base.write_text(json.dumps(doc))
     new = _results(tmp_path / "new.json", schedules=("1F1B",))
     assert main(["compare", str(base), str(new)]) == 0

@@ -87,6 +87,14 @@ def _set(path, value):
     (_set(("cases", 0, "jobs", "microbatch", 0), -1), "case 'c/FThenB' (#0): jobs.microbatch[0] is -1, expected 0 or more (or null)"),
     (_set(("cases", 0, "step_end_ns", 1), -5), r"case 'c/FThenB' (#0): step_end_ns[1] (-5) is before step_start_ns[1] ("),
     (_set(("cases", 0, "deps", 0), ["9F9", "0B0", "end"]), "case 'c/FThenB' (#0): deps[0] names job '9F9', which is not among the case's jobs"),
+    (_set(("cases", 0, "metrics", "step_time_median_ns"), -5),
+     "case 'c/FThenB' (#0): metrics.step_time_median_ns is -5, but the case's steps last 15000000 to 15000000 ns "
+     "(step_end_ns - step_start_ns); was the file edited?"),
+    (_set(("cases", 0, "metrics", "step_time_max_ns"), 1e300), "case 'c/FThenB' (#0): metrics.step_time_max_ns is 1e+300, but"),
+    (_set(("cases", 0, "metrics", "bubble_ratio"), 7.5),
+     "case 'c/FThenB' (#0): metrics.bubble_ratio is 7.5, expected 0 to 1 (a share of the time)"),
+    (_set(("cases", 0, "metrics", "step_time_iqr_ns"), -1.0), "case 'c/FThenB' (#0): metrics.step_time_iqr_ns is -1.0, expected 0 or more"),
+    (_set(("cases", 0, "metrics", "peak_inflight", 1), -2), "case 'c/FThenB' (#0): metrics.peak_inflight[1] is -2, expected 0 or more"),
     (_set(("cases", 0, "deps", 0), ["1B0", "0B0", "later"]),
      """case 'c/FThenB' (#0): deps[0] is ['1B0', '0B0', 'later'] (list), expected [source job, target job, "end" or "start"]"""),
 ])

@@ -134,6 +134,9 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     problem = _list_problem("metrics.peak_inflight", metrics.get("peak_inflight"), _is_int)
     if problem:
         return problem
+    problem = _metric_range_problem(case, metrics)
+    if problem:
+        return problem
     theory = case.get("theory")
     if theory is not None and not isinstance(theory, dict):
         return f"theory is {_show(theory)}, expected an object"
@@ -195,3 +198,29 @@ def check_cases(doc: dict[str, Any], source: str = "results") -> None:
                 f"{source}: case id {case['id']!r} appears more than once (cases #{j} and #{i}); "
                 "reports and compare match cases by id, so each id must be unique"
             )
+
+
+def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+    """Stored metrics that contradict the case's own steps or their ranges: a step time
+    outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
+    outside 0..1, a negative spread, ratio or peak."""
+    spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
+    if spans:
+        lo, hi = min(spans), max(spans)
+        for key in ("step_time_median_ns", "step_time_min_ns", "step_time_max_ns"):
+            value = metrics.get(key)
+            if type(value) in (int, float) and not lo <= value <= hi:
+                return (f"metrics.{key} is {value!r}, but the case's steps last {lo} to {hi} ns "
+                        "(step_end_ns - step_start_ns); was the file edited?")
+    for key in ("bubble_ratio", "span_bubble_ratio"):
+        value = metrics.get(key)
+        if type(value) in (int, float) and not 0 <= value <= 1:
+            return f"metrics.{key} is {value!r}, expected 0 to 1 (a share of the time)"
+    for key in ("step_time_iqr_ns", "bubble_over_ideal", "enqueue_ns_per_job"):
+        value = metrics.get(key)
+        if type(value) in (int, float) and value < 0:
+            return f"metrics.{key} is {value!r}, expected 0 or more"
+    bad = next((k for k, x in enumerate(metrics["peak_inflight"]) if x < 0), None)
+    if bad is not None:
+        return f"metrics.peak_inflight[{bad}] is {metrics['peak_inflight'][bad]}, expected 0 or more"
+    return None
