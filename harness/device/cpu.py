@@ -115,8 +115,9 @@ class _CpuStream:
                     continue
                 if self.error is None and not arg.done.wait(timeout):
                     self.error = ExecutionError(
-                        f"cpu: stream {self.name} waited {timeout:g} s for an event after job "
-                        f"{self.last_label or '(none yet)'}; the job it depends on never finished"
+                        f"cpu: stream {self.name} waited {timeout:g} s (stall_timeout_s) for an event after job "
+                        f"{self.last_label or '(none yet)'}; the job it depends on did not finish by then: the run "
+                        "stalled, or that job lasts longer than stall_timeout_s (raise it for long jobs)"
                     )
                     arg.done.set()  # unblock, the run is failed anyway
             elif op == _FENCE:
