@@ -287,13 +287,21 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
             pytrace=False,
         )
     declared_at = _test_site(request)
-    n_marks = sum(1 for _ in request.node.iter_markers("pipeline"))
-    if n_marks > 1:
-        pytest.fail(
-            f"{declared_at or request.node.nodeid}: {n_marks} pipeline markers on one test; it runs one case "
-            "(parametrize the test, or split it, to run several)",
-            pytrace=False,
-        )
+    # The closest level with a marker wins (a method's over its class's, as pytest's markers go);
+    # two on one level are ambiguous.
+    for node in reversed(request.node.listchain()):
+        own = [m for m in node.own_markers if m.name == "pipeline"]
+        if own:
+            if len(own) > 1:
+                where = declared_at if node is request.node else node.nodeid
+                pytest.fail(
+                    f"{where or request.node.nodeid}: {len(own)} pipeline markers on one "
+                    f"{'test' if node is request.node else type(node).__name__.lower()}; it runs one case "
+                    "(parametrize the test, or split it, to run several)",
+                    pytrace=False,
+                )
+            marker = own[0]
+            break
     return pipeline(PipelineCase.from_fields(marker.args, marker.kwargs, declared_at=declared_at, source="pipeline marker"))
 
 

@@ -549,3 +549,20 @@ def test_uncaught(pipeline):
         "*short test summary info*",
     ])
     assert "Traceback" not in result.stdout.str() and "(case" not in result.stdout.str()  # its own line starts the message
+
+
+def test_a_methods_pipeline_marker_overrides_its_classes(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+
+@pytest.mark.pipeline(schedule="FThenB", stages=2, microbatches=2)
+class TestCases:
+    def test_class_case(self, pipeline_result):
+        assert pipeline_result.schedule.name == "FThenB"
+
+    @pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=4)
+    def test_own_case(self, pipeline_result):
+        assert (pipeline_result.schedule.name, pipeline_result.schedule.num_microbatches) == ("1F1B", 4)
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
