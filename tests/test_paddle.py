@@ -89,6 +89,14 @@ def test_unknown_job_type_is_kept_with_a_warning_naming_file_and_line(tmp_path):
     assert case["metrics"]["per_step"][0]["busy_ns"] == [5_000_000]
     # Span bubble: 1 ms idle (1002.5 to 1003 and 999.5 to 1000) of the 6 ms span.
     assert case["metrics"]["span_bubble_ratio"] == pytest.approx(1 / 6)
+    # The import's own kinds pass the checks report and compare make, and render.
+    from harness.report.fields import check_cases
+    from harness.report.render import write_report
+    from harness.report.results import results_document
+
+    doc = results_document([case])
+    check_cases(doc)
+    assert write_report(tmp_path / "out", doc).index.exists()
 
 
 def test_chunked_types_steps_and_machines(tmp_path):
