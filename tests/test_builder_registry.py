@@ -95,6 +95,8 @@ def test_a_schedule_needs_a_positive_integer_micro_batch_count(m):
     (("ZB-H1", 8, 1_000_000), "24,000,000"),  # a split backward: three jobs per stage and micro-batch
     (("Interleaved1F1B", 64, 1024, 1000), "131,072,000"),
     (("1F1B", 10**20, 1), "2e+20"),
+    (("ZB-V", 2000, 2000), "24,000,000"),  # the V placement's two chunks per rank count, though v is not given
+    (("DualPipeV", 2000, 4000), "32,000,000"),
 ])
 def test_schedules_beyond_the_job_limit_are_refused_before_building(args, count):
     with pytest.raises(ConfigError, match=rf"would have about {re.escape(count)} jobs, more than the 20,000,000 this harness builds"):

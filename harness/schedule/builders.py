@@ -43,6 +43,7 @@ class BuilderInfo:
     summary: str
     takes_chunks: bool = False
     splits_backward: bool = False
+    placed_chunks: int = 1
 
 
 _REGISTRY: dict[str, BuilderInfo] = {}
@@ -50,7 +51,12 @@ _ALIASES: dict[str, str] = {}
 
 
 def register(
-    name: str, *aliases: str, summary: str | None = None, takes_chunks: bool = False, splits_backward: bool = False
+    name: str,
+    *aliases: str,
+    summary: str | None = None,
+    takes_chunks: bool = False,
+    splits_backward: bool = False,
+    placed_chunks: int = 1,
 ) -> Callable[[Builder], Builder]:
     """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive;
     ``-``, ``_`` and spaces ignored).
@@ -59,7 +65,8 @@ def register(
     with ``takes_chunks``, and must return a :class:`Schedule` with ``p`` ranks and
     ``m`` micro-batches (:func:`build_schedule` checks). ``summary`` defaults to the
     first line of the builder's docstring; ``splits_backward`` says its backward is
-    ``I`` + ``W``.
+    ``I`` + ``W``; ``placed_chunks`` is the chunks per rank a builder that does not
+    take ``v`` places (2 for the V placement), for the :data:`MAX_JOBS` estimate.
 
     Raises:
         ConfigError: ``name`` or an alias is already taken by another builder
@@ -78,7 +85,9 @@ def register(
                     f"({_where(taken.build)}); register it under another name"
                 )
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
-        info = BuilderInfo(name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward)
+        info = BuilderInfo(
+            name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward, placed_chunks
+        )
         _REGISTRY[name] = info
         for key in (name, *aliases):
             _ALIASES[_key(key)] = name
@@ -145,11 +154,12 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     info = builder_info(name)
     num_ranks, num_microbatches, chunks = _check_sizes(num_ranks, num_microbatches, chunks)
     check_options(info, options)
-    jobs = num_ranks * chunks * num_microbatches * (3 if info.splits_backward else 2)
+    per_rank = chunks if info.takes_chunks else max(chunks, info.placed_chunks)
+    jobs = num_ranks * per_rank * num_microbatches * (3 if info.splits_backward else 2)
     if jobs > MAX_JOBS:
         many = f"{jobs:,}" if jobs < 10**12 else f"{jobs:.3g}"
         raise ConfigError(
-            f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={chunks} would have about {many} jobs, "
+            f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={per_rank} would have about {many} jobs, "
             f"more than the {MAX_JOBS:,} this harness builds (about {MAX_JOBS * 400 / 1e9:.0f} GB of memory; "
             "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
         )
@@ -193,7 +203,7 @@ def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
 
 MAX_JOBS = 20_000_000
 """The most jobs :func:`build_schedule` builds (estimated as ``p * v * m`` times 2, or 3
-with a split backward, before building): about 400 bytes per job while a plan is made,
+with a split backward, before building; ``v`` of a V placement is 2): about 400 bytes per job while a plan is made,
 so about 8 GB; more is refused with a clear error rather than a ``MemoryError``."""
 
 
@@ -564,6 +574,7 @@ def zb_h2(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
     "ZBVZeroBubble",
     summary="zero bubble in a V placement, two chunks per rank, 1F1B memory (Qi et al., arXiv:2401.10241, §6; PyTorch ScheduleZBVZeroBubble)",
     splits_backward=True,
+    placed_chunks=2,
 )
 def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
     """ZB-V: rank ``r`` holds stages ``r`` and ``2p-1-r`` (V placement) and runs the
@@ -623,6 +634,7 @@ def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sche
     "DualPipeV",
     "DualPipe-V",
     summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches back to back (PyTorch ScheduleDualPipeV)",
+    placed_chunks=2,
 )
 def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
     """DualPipeV: V placement (rank ``r`` holds stages ``r`` and ``2p-1-r``), eight
