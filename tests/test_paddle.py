@@ -425,3 +425,12 @@ def test_a_missing_workerlog_is_named_and_the_rest_imported(tmp_path):
     assert str(record[0].message) == gap
     assert back["warnings"][0] == gap
     assert back["schedule"]["p"] == 3 and back["rank_labels"] == ["GPU 0", "GPU 2", "GPU 3"]
+
+
+def test_no_did_you_mean_where_the_close_name_places_chunks_looped_too(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("Interleaved1F1B", stages=2, microbatches=4, chunks=2), "sim", range(1, 2)))
+    write_paddle_logs(tmp_path, case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        for name in ("VPP2", "pipeline"):  # close to Interleaved1F1B (looped too) and FThenB (one chunk)
+            assert import_paddle_logs(tmp_path, schedule_name=name)["schedule"]["stage_to_rank"] == [0, 1, 0, 1]

@@ -636,7 +636,8 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         info = builder_info(schedule_name)
     except ConfigError:  # a name for the report, not a built-in schedule
         close = _close_schedule_name(schedule_name)
-        if v > 1 and close:  # with chunks the placement matters: a misspelt name would place them looped
+        # A misspelt name places the chunks looped: say so where the close built-in one places them otherwise.
+        if v > 1 and close and _placement(close, p, m, v, []) != loop:
             problems.append(
                 f"schedule {schedule_name!r} is not a built-in schedule (did you mean {close!r}?), so its stages are "
                 "placed looped (stage = chunk * p + rank); give the built-in name to place them as it does"
