@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,10 +68,11 @@ def _shown(value: object) -> str:
 def _positive(name: str, value: float, allow_zero: bool = False, duration: bool = False, whole: bool = False) -> None:
     """A number >= 0 (> 0 unless ``allow_zero``), finite and below 2**53; a ``duration`` (ns) below
     :data:`MAX_DURATION_NS`, said so in those words; a ``whole`` number (a count) an integer, not ``8.0``."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
-        raise ConfigError(f"cost model: {name} must be a {'whole ' if whole else ''}number, got {value!r}")
-    if whole and not isinstance(value, int):
-        raise ConfigError(f"cost model: {name} must be a whole number, got {value!r}")
+    if whole:  # any integer type (numpy.int64 from a sweep), not bool; the constructors make it an int
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise ConfigError(f"cost model: {name} must be a whole number, got {value!r}")
+    elif not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
+        raise ConfigError(f"cost model: {name} must be a number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"cost model: {name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
     if value >= MAX_DURATION_NS:  # also inf; compared exactly, so 10**400 is no OverflowError
@@ -167,6 +169,7 @@ class FixedCost:
         for name in ("optimizer_ns", "p2p_latency_ns"):
             _positive(name, getattr(self, name), allow_zero=True, duration=True)
         _positive("activation_bytes", self.activation_bytes, allow_zero=True, whole=True)
+        object.__setattr__(self, "activation_bytes", int(self.activation_bytes))
         _bandwidth(self.p2p_gbytes_per_s)
         if self.p2p_gbytes_per_s is not None and self.activation_bytes == 0:
             raise ConfigError(
@@ -324,6 +327,7 @@ class TransformerCost:
     def __post_init__(self) -> None:
         for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"):
             _positive(name, getattr(self, name), whole=True)
+            object.__setattr__(self, name, int(getattr(self, name)))  # numpy.int64 -> int (describe() is JSON)
         _positive("tflops", self.tflops)
         _positive("optimizer_ns", self.optimizer_ns, allow_zero=True, duration=True)
         _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True, duration=True)

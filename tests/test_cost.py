@@ -210,3 +210,15 @@ def test_activation_bytes_is_a_whole_number_and_tflops_any_number():
     assert TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=100).tflops == 100
     with pytest.raises(ConfigError, match=r"^cost model: tflops must be a number, got True$"):
         TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=True)
+
+
+def test_numpy_integers_are_sizes_and_become_ints():
+    import json
+
+    import numpy as np
+
+    c = TransformerCost(hidden_size=np.int64(64), seq_len=np.int32(16), micro_batch_size=1, num_layers=np.uint8(8), tflops=1.0)
+    assert (c.hidden_size, c.seq_len, c.num_layers) == (64, 16, 8) and type(c.num_layers) is int
+    assert json.loads(json.dumps(c.describe()))["num_layers"] == 8  # describe() stays JSON
+    f = FixedCost(forward_ns=1, backward_ns=2, activation_bytes=np.int64(4096), p2p_gbytes_per_s=1.0)
+    assert type(f.activation_bytes) is int and f.duration_ns(Job(0, JobKind.SEND_F, 0), 2) == 4096
