@@ -240,7 +240,8 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
             schedule has none and transfers take time under ``cost``
             (:func:`~harness.schedule.passes.transfers_cost_time`), so the
             figures predict what ``run_case`` measures; ``True`` always,
-            ``False`` never (transfers then cost nothing).
+            ``False`` never (a compute-only schedule's transfers then cost
+            nothing; send/receive jobs already in the schedule stay).
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
