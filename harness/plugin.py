@@ -291,6 +291,10 @@ def pipeline_result(request: pytest.FixtureRequest, pipeline: PipelineRunner) ->
     # two on one level are ambiguous.
     for node in reversed(request.node.listchain()):
         own = [m for m in node.own_markers if m.name == "pipeline"]
+        if isinstance(node, pytest.Class) and len(own) > 1:
+            # pytest gathers a class's markers through its bases: the class's own one wins over inherited ones
+            declared = [m for m in getattr(node.obj, "__dict__", {}).get("pytestmark", []) if getattr(m, "name", None) == "pipeline"]
+            own = declared or own[:1]
         if own:
             if len(own) > 1:
                 where = declared_at if node is request.node else node.nodeid

@@ -566,3 +566,29 @@ class TestCases:
 """)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+def test_a_subclass_marker_overrides_the_inherited_one(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+
+@pytest.mark.pipeline(schedule="FThenB", stages=2, microbatches=2)
+class TestBase:
+    def test_case(self, pipeline_result):
+        assert pipeline_result.schedule.name == type(self).expected
+
+    expected = "FThenB"
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+class TestDerived(TestBase):
+    expected = "1F1B"
+
+@pytest.mark.pipeline(schedule="1F1B", stages=2, microbatches=2)
+@pytest.mark.pipeline(schedule="FThenB", stages=2, microbatches=2)
+class TestTwo:
+    def test_case(self, pipeline_result):
+        pass
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_cases.py::TestTwo: 2 pipeline markers on one class; it runs one case*"])
