@@ -591,7 +591,7 @@ def build_plan(schedule: Schedule) -> Plan:
     no_mb = mb < 0  # None (OPT): key slot m
     if no_mb.any():
         given = mb[~no_mb]
-        if len(given) and (int(given.max()) >= m):
+        if (len(given) and int(given.max()) >= m) or bool((no_mb & (kc != _COPT)).any()):  # only OPT has no micro-batch
             return _build_plan_checked(schedule)
         mb = np.where(no_mb, m, mb)
     elif int(mb.max()) >= m:

@@ -122,3 +122,13 @@ def test_big_grids_are_cut_around_marks() -> None:
         build_plan(_sched(rows, 200))
     msg = str(exc.value)
     assert "  ..." in msg and len(msg.splitlines()) < 60
+
+
+def test_only_opt_jobs_go_without_a_micro_batch_on_both_plan_paths() -> None:
+    # Job tuples built in code can leave the micro-batch out; the text forms cannot.
+    f, b = JobKind.F, JobKind.B
+    s = Schedule("x", 1, (0, 1), ((Job(0, f, None), Job(0, f, 0), Job(0, b, 0)), (Job(1, f, 0), Job(1, b, 0))), {})
+    for path in (build_plan, _build_plan_checked):
+        with pytest.raises(ScheduleError) as info:
+            path(s)
+        assert str(info.value).splitlines()[-1] == ">> rank 0, step 0: 0F names no micro-batch; only OPT jobs go without one"

@@ -61,6 +61,9 @@ def check_counts(schedule: Schedule) -> None:
         if job.microbatch is not None and not 0 <= job.microbatch < m:
             problems.append((rank, step, f"{job} names micro-batch {job.microbatch}, valid are 0..{m - 1}"))
             continue
+        if job.microbatch is None and job.kind is not JobKind.OPT:
+            problems.append((rank, step, f"{job} names no micro-batch; only OPT jobs go without one"))
+            continue
         if job in seen:
             r0, s0 = seen[job]
             problems.append((rank, step, f"{job} is listed twice (first at rank {r0}, step {s0})"))
