@@ -13,7 +13,7 @@ from typing import Any
 from harness import theory
 from harness.case import PipelineCase
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
-from harness.errors import ConfigError, ScheduleError
+from harness.errors import ConfigError, HarnessError, ScheduleError
 from harness.executor import execute
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
@@ -69,6 +69,28 @@ class CaseResult:
         return self.schedule.chunks_per_rank
 
 
+def is_builtin_order(schedule: Schedule) -> bool:
+    """Whether ``schedule``'s compute jobs are, rank by rank, those of the built-in schedule
+    it is named after (send/receive and ``OPT`` jobs and idle slots aside), with its
+    placement: only then do that schedule's closed forms apply. ``False`` for other
+    names, for a pass's output (``split_backward`` keeps the name) and for a user's
+    schedule that borrows a built-in's name."""
+    from harness.schedule.builders import build_schedule, builder_info
+
+    try:
+        info = builder_info(schedule.name)
+        built = build_schedule(info.name, schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank if info.takes_chunks else 1)
+    except HarnessError:
+        return False
+    if built.stage_to_rank != schedule.stage_to_rank:
+        return False
+
+    def compute(rows: tuple[tuple[Job | None, ...], ...]) -> list[list[Job]]:
+        return [[j for j in row if j is not None and not j.kind.is_comm and j.kind is not JobKind.OPT] for row in rows]
+
+    return compute(built.ranks) == compute(schedule.ranks)
+
+
 def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> dict[str, Any]:
     """Closed-form figures for what ran, where the papers' setting holds.
 
@@ -77,7 +99,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> d
     last their cost-model durations (not a ``compute`` workload, whose GEMMs
     contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
     and ``peak_inflight`` (per rank) where :mod:`harness.theory` knows a closed
-    form; empty otherwise.
+    form, for a schedule whose jobs are the named built-in's
+    (:func:`is_builtin_order`); empty otherwise.
     """
     s = plan.schedule
     n = s.num_stages
@@ -91,6 +114,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> d
     if any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
     if any(j.kind.is_comm and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+        return {}
+    if not is_builtin_order(s):  # a pass (split_backward) or a user's schedule under a built-in's name
         return {}
     t_f, _t_full, t_b, t_w = next(iter(per_stage))
     v = s.chunks_per_rank

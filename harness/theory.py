@@ -208,7 +208,7 @@ def theoretical_bubble(
     * FThenB, 1F1B, Eager-1F1B: ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1;
       Eager-1F1B only moves forwards earlier, the critical path is 1F1B's);
     * interleaved 1F1B with ``p | m``: ``(p-1)/(v m + p - 1)`` (§2.2.2);
-    * ZB-H1, given ``t_f``, ``t_b`` (input part) and ``t_w`` with ``t_w <= t_b``, and ``m >= p``:
+    * ZB-H1, given ``t_f``, ``t_b`` (input part) and ``t_w`` with ``t_w <= min(t_f, t_b)``, and ``m >= p``:
       ``(p-1)(t_f+t_b-t_w) / makespan`` (arXiv:2401.10241 Table 2; rank 0 is busy
       all but the bubble, the others as well);
     * ZB-H2, ZB-V, looped BFS, DualPipeV: ``None`` - their published bubbles
@@ -221,8 +221,9 @@ def theoretical_bubble(
         return bubble_fraction_fthenb(p, m)
     if key == "Interleaved1F1B" and m % p == 0:
         return bubble_fraction_interleaved(p, m, v)
-    # ZB-H1's figure assumes a full steady phase (m >= p) and t_w <= t_b (arXiv:2401.10241 §2.1).
-    if key == "ZB-H1" and m >= p and t_f is not None and t_b is not None and t_w is not None and t_w <= t_b:
+    # ZB-H1's figure assumes a full steady phase (m >= p) and W no longer than F or B (arXiv:2401.10241
+    # §2.1 takes T_F ~ T_B ~ T_W); a longer W stretches the cool-down beyond the formula.
+    if key == "ZB-H1" and m >= p and t_f is not None and t_b is not None and t_w is not None and t_w <= min(t_f, t_b):
         span = makespan_zb_h1(p, m, t_f, t_b, t_w)
         return zb_h1_bubble_time(p, t_f, t_b, t_w) / span if span else None
     return None

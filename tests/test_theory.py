@@ -90,3 +90,52 @@ def test_zb_h1_figure_needs_a_full_steady_phase():
 
     assert th.theoretical_bubble("ZB-H1", 4, 4, 1, t_f=1, t_b=1, t_w=1) == pytest.approx(3 / 15)
     assert th.theoretical_bubble("ZB-H1", 4, 3, 1, t_f=1, t_b=1, t_w=1) is None
+
+
+def test_zb_closed_forms_hold_wherever_the_harness_shows_them() -> None:
+    # arXiv:2401.10241 Table 2 takes T_F ~ T_B ~ T_W. Over every F, I, W in 1..4 and p = 2..4, m = p..3p:
+    # with W <= min(F, I) (ZB-H1) or W <= F (ZB-H2, m >= 2p-1) the worst rank's span bubble is exactly the
+    # closed form; outside, the builders' cool-down is longer and the harness shows no theory.
+    from harness.cli import _span_theory
+    from harness.cost import FixedCost
+
+    shown = wrong = 0
+    for p in (2, 3, 4):
+        for m in range(p, 3 * p + 1):
+            for f in range(1, 5):
+                for i in range(1, 5):
+                    for w in range(1, 5):
+                        c = FixedCost(forward_ns=f, backward_ns=i + w, backward_input_ns=i, backward_weight_ns=w)
+                        for name in ("ZB-H1", "ZB-H2"):
+                            th = _span_theory(name, p, m, c, p)
+                            if th is None:
+                                continue
+                            shown += 1
+                            wrong += max(analyze(build_schedule(name, p, m), c).span_bubble_ns) != th
+    assert shown > 700 and wrong == 0
+    over = FixedCost(forward_ns=1, backward_ns=6, backward_input_ns=4, backward_weight_ns=2)  # W > F
+    assert _span_theory("ZB-H1", 4, 8, over, 4) is None and _span_theory("ZB-H2", 4, 8, over, 4) is None
+    assert theory.theoretical_bubble("ZB-H1", 4, 8, 1, t_f=1, t_b=4, t_w=2) is None
+
+
+def test_closed_forms_only_for_the_built_in_job_order() -> None:
+    # A pass keeps the schedule's name (split_backward), and a user's schedule may borrow one: the closed forms of
+    # the named built-in do not describe them.
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.runner import is_builtin_order, run_case
+    from harness.schedule.model import Schedule
+    from harness.schedule.passes import add_communication, split_backward
+
+    one = build_schedule("1F1B", 4, 8)
+    assert is_builtin_order(one) and is_builtin_order(add_communication(one))
+    assert is_builtin_order(build_schedule("Interleaved1F1B", 4, 8, 2, optimizer=True))
+    assert not is_builtin_order(split_backward(one))
+    gpipe = build_schedule("FThenB", 4, 8)
+    borrowed = Schedule("1F1B", 8, gpipe.stage_to_rank, gpipe.ranks, {})
+    assert not is_builtin_order(borrowed)
+    c = FixedCost.ms(F=1, B=3, W=1)
+    assert run_case(PipelineCase(schedule=borrowed, cost=c), "sim", range(0, 1)).theory == {}
+    assert run_case(PipelineCase(schedule=split_backward(one), cost=c), "sim", range(0, 1)).theory == {}
+    assert run_case(PipelineCase("1F1B", stages=4, microbatches=8, cost=c), "sim", range(0, 1)).theory == {
+        "bubble_ratio": pytest.approx(3 / 11), "peak_inflight": [4, 3, 2, 1]}
