@@ -143,7 +143,11 @@ def test_job_arrays_are_read_only() -> None:
 
 def test_an_error_inside_a_property_is_not_masked() -> None:
     # A kind that is not a JobKind fails inside has_comm: that error shows, not "no attribute 'has_comm'".
-    s = Schedule("x", 1, (0,), ((Job(0, "F", 0), Job(0, "B", 0)),))  # type: ignore[arg-type]
+    # (The constructor refuses such a job; the unchecked one builders use does not.)
+    rows = ((Job(0, "F", 0), Job(0, "B", 0)),)  # type: ignore[arg-type]
+    with pytest.raises(ScheduleError, match=r"^schedule 'x': rank 0, step 0: Job\(0, 'F', 0\) has kind 'F', not a JobKind"):
+        Schedule("x", 1, (0,), rows)
+    s = Schedule._of_checked_jobs("x", 1, (0,), rows, {})
     with pytest.raises(AttributeError, match="'str' object has no attribute 'is_comm'"):
         s.has_comm  # noqa: B018
 

@@ -132,3 +132,19 @@ def test_only_opt_jobs_go_without_a_micro_batch_on_both_plan_paths() -> None:
         with pytest.raises(ScheduleError) as info:
             path(s)
         assert str(info.value).splitlines()[-1] == ">> rank 0, step 0: 0F names no micro-batch; only OPT jobs go without one"
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ((0, JobKind.F, 0), "(0, <JobKind.F: 'F'>, 0) is not a Job; write Job(stage, JobKind.F, microbatch), or None for an idle slot"),
+    (Job(0, "F", 0), "Job(0, 'F', 0) has kind 'F', not a JobKind (e.g. JobKind.F)"),
+    (Job(0.0, JobKind.F, 0), "Job(0.0, JobKind.F, 0) has stage 0.0, not an integer"),
+    (Job(0, JobKind.F, 0.0), "Job(0, JobKind.F, 0.0) has micro-batch 0.0, not an integer >= 0"),
+    (Job(0, JobKind.OPT, 0), "Job(0, JobKind.OPT, 0): an OPT job takes no micro-batch (write Job(0, JobKind.OPT, None))"),
+])
+def test_rows_built_in_code_are_checked_job_by_job(entry: object, message: str) -> None:
+    # Raw AttributeErrors came later before (analyze: "'str' object has no attribute 'is_comm'"), and an OPT with a
+    # micro-batch ran, then wrote a CSV cell ("0OPT0") that cannot be read back.
+    rows = ((Job(0, JobKind.F, 0), Job(0, JobKind.B, 0), entry), (Job(1, JobKind.F, 0), Job(1, JobKind.B, 0)))
+    with pytest.raises(ScheduleError) as info:
+        Schedule("x", 1, loop_placement(2), rows)  # type: ignore[arg-type]
+    assert str(info.value) == f"schedule 'x': rank 0, step 2: {message}"

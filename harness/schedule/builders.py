@@ -320,7 +320,8 @@ def _from_parts(
 
 def _finish(name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object) -> Schedule:
     _with_opt(len(ranks), ranks, optimizer, placement)
-    return Schedule(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
+    # The builders' own jobs (tested, on the ranks that hold their stages): no per-job checks.
+    return Schedule._of_checked_jobs(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
 
 
 @register(

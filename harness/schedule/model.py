@@ -202,6 +202,8 @@ _KIND_OBJECTS: list[Any] = []  # the JobKind members in a numpy object array, ma
 _NEW_TUPLE = tuple.__new__
 _STAGE_FIELD = itemgetter(0)
 _JOB_OR_NONE = frozenset({Job, type(None)})
+_INT_TYPE = frozenset({int})
+_KIND_TYPE = frozenset({JobKind})
 _JOBS_CHECKED: ContextVar[bool] = ContextVar("_JOBS_CHECKED", default=False)
 
 
@@ -298,14 +300,23 @@ class Schedule:
         for stage, rank in enumerate(self.stage_to_rank):
             held[rank].add(stage)
         for rank, jobs in enumerate(self.ranks):
-            # Fast check in C: only Job/None entries, integer stages held by the rank.
+            # Fast check in C: only Job/None entries, integer stages held by the rank, JobKind kinds,
+            # micro-batches int or None.
             if set(map(type, jobs)) <= _JOB_OR_NONE:
-                stages = set(map(_STAGE_FIELD, filter(None, jobs)))
-                if stages <= held[rank] and all(type(s) is int for s in stages):
+                present = list(filter(None, jobs))
+                # Types compared as types: a set of values would merge 0.0 into 0 and 'F' into JobKind.F.
+                if (
+                    set(map(_STAGE_FIELD, present)) <= held[rank]
+                    and set(map(type, map(_STAGE_FIELD, present))) <= _INT_TYPE
+                    and set(map(type, map(_KIND_FIELD, present))) <= _KIND_TYPE
+                    and set(map(type, map(_MB_FIELD, present))) <= _INT_OR_NONE
+                    and all(j[2] is None for j in present if j[1] is JobKind.OPT)
+                ):
                     continue
             for step, job in enumerate(jobs):
                 if job is None:
                     continue
+                self._check_job_fields(rank, step, job)
                 if not 0 <= job.stage < n_stages:
                     raise ScheduleError(
                         f"schedule {self.name!r}: job {job} on rank {rank} (step {step}) names stage {job.stage}, "
@@ -318,6 +329,24 @@ class Schedule:
                         f"but stage {job.stage} is placed on rank {self.stage_to_rank[job.stage]}",
                         (str(job),),
                     )
+
+    def _check_job_fields(self, rank: int, step: int, job: object) -> None:
+        """A row entry is a :class:`Job` of an int stage, a :class:`JobKind` and an int micro-batch
+        ``>= 0`` (``None`` for ``OPT`` only), else a :class:`ScheduleError` naming rank and step."""
+        where = f"schedule {self.name!r}: rank {rank}, step {step}:"
+        if not isinstance(job, Job):
+            raise ScheduleError(f"{where} {job!r} is not a Job; write Job(stage, JobKind.F, microbatch), or None for an idle slot")
+        stage, kind, mb = tuple(job)
+        shown = f"Job({stage!r}, {f'JobKind.{kind.name}' if isinstance(kind, JobKind) else repr(kind)}, {mb!r})"
+        if not isinstance(kind, JobKind):
+            raise ScheduleError(f"{where} {shown} has kind {kind!r}, not a JobKind (e.g. JobKind.F)")
+        if type(stage) is not int:
+            raise ScheduleError(f"{where} {shown} has stage {stage!r}, not an integer")
+        if kind is JobKind.OPT:
+            if mb is not None:
+                raise ScheduleError(f"{where} {shown}: an OPT job takes no micro-batch (write Job({stage}, JobKind.OPT, None))", (str(job),))
+        elif type(mb) is not int or mb < 0:
+            raise ScheduleError(f"{where} {shown} has micro-batch {mb!r}, not an integer >= 0", (f"{stage}{kind.value}",))
 
     @classmethod
     def _of_checked_jobs(
