@@ -376,12 +376,13 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
 def _cmd_schedules(args: argparse.Namespace) -> int:
     import inspect
 
-    from harness.schedule.builders import builder_info, schedule_names
+    from harness.schedule.builders import builder_info, builder_options, schedule_names
 
     for name in schedule_names():
         info = builder_info(name)
-        params = [p for p in inspect.signature(info.build).parameters.values() if p.name not in ("num_ranks", "num_microbatches", "chunks")]
-        opts = ", ".join(f"{p.name}={p.default!r}" if p.default is not inspect.Parameter.empty else p.name for p in params)
+        params, any_keyword = builder_options(info)
+        opts = ", ".join([f"{p.name}={p.default!r}" if p.default is not inspect.Parameter.empty else p.name for p in params]
+                         + (["any keyword"] if any_keyword else []))
         size = "p, m, v" if info.takes_chunks else "p, m"
         aliases = f" (also: {', '.join(info.aliases)})" if info.aliases else ""
         extra = "; splits backward into I and W" if info.splits_backward else ""

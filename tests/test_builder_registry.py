@@ -109,3 +109,28 @@ def test_the_job_limit_can_be_raised(monkeypatch):
         build_schedule("1F1B", 2, 3)
     monkeypatch.setattr(builders, "MAX_JOBS", 12)
     assert build_schedule("1F1B", 2, 3).num_jobs == 12
+
+
+def test_options_never_name_the_sizes_and_the_listing_shows_only_options(capsys):
+    from harness.cli import main
+
+    @register("Mine")
+    def mine(p, m, **options):
+        """My schedule."""
+        return build_schedule("1F1B", p, m)
+
+    @register("MineV", takes_chunks=True)
+    def mine_v(p, m, v, depth: int = 1):
+        return build_schedule("Interleaved1F1B", p, m, v)
+
+    with pytest.raises(ConfigError, match=r"test_builder_registry.py:[0-9]+: case 'Mine p=2 m=2': schedule 'Mine': option 'p' is "
+                                          r"one of its sizes \(p, m\), which come from the case's stages, microbatches and chunks, "
+                                          r"not from options$"):
+        PipelineCase("Mine", stages=2, microbatches=2, options={"p": 3}).build()
+    with pytest.raises(ConfigError, match=r"option 'v' is one of its sizes \(p, m, v\)"):
+        PipelineCase("MineV", stages=2, microbatches=2, chunks=2, options={"v": 3}).build()
+    assert PipelineCase("Mine", stages=2, microbatches=2, options={"anything": 1}).build().num_ranks == 2
+    assert main(["schedules"]) == 0
+    out = capsys.readouterr().out
+    assert "Mine\n    My schedule.\n    sizes: p, m; options: any keyword\n" in out
+    assert "MineV\n    \n    sizes: p, m, v; options: depth=1\n" in out

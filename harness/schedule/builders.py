@@ -22,6 +22,7 @@ __all__ = [
     "BuilderInfo",
     "build_schedule",
     "builder_info",
+    "builder_options",
     "check_options",
     "fthenb",
     "one_f_one_b",
@@ -178,26 +179,44 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     return schedule
 
 
+def builder_options(info: BuilderInfo) -> tuple[list[inspect.Parameter], bool]:
+    """The keyword options a builder takes: its parameters after the positional sizes
+    ``(p, m[, v])``, and whether it also takes any keyword (``**options``)."""
+    params = list(inspect.signature(info.build).parameters.values())
+    sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
+    rest = params[sizes:]
+    named = [p for p in rest if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in rest)
+
+
 def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
     """Check builder keyword ``options`` against the builder's signature.
 
     Raises:
-        ConfigError: an option declared ``bool`` given something else (a truthy
-            ``"no"`` must not switch a flag on), or an option the builder does
-            not take (the message lists those it does).
+        ConfigError: an option that names one of the sizes ``p``, ``m``, ``v`` (they
+            come from the case's fields), an option declared ``bool`` given something
+            else (a truthy ``"no"`` must not switch a flag on), or an option the
+            builder does not take (the message lists those it does).
     """
-    params = inspect.signature(info.build).parameters
+    params = list(inspect.signature(info.build).parameters.values())
+    sizes = [p.name for p in params[: 3 if info.takes_chunks else 2]]
+    clash = sorted(set(options) & set(sizes))
+    if clash:
+        raise ConfigError(
+            f"schedule {info.name!r}: option {', '.join(map(repr, clash))} is one of its sizes ({', '.join(sizes)}), "
+            "which come from the case's stages, microbatches and chunks, not from options"
+        )
+    named, any_keyword = builder_options(info)
+    by_name = {p.name: p for p in named}
     for key, value in options.items():
-        param = params.get(key)
+        param = by_name.get(key)
         if param is not None and param.annotation in (bool, "bool") and not isinstance(value, bool):
             raise ConfigError(f"option {key!r} of schedule {info.name!r} must be True or False, got {value!r}")
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    if any_keyword:
         return
-    sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
-    valid = [n for i, (n, p) in enumerate(params.items()) if i >= sizes and p.kind is not inspect.Parameter.VAR_POSITIONAL]
-    unknown = sorted(set(options) - set(valid))
+    unknown = sorted(set(options) - set(by_name))
     if unknown:
-        takes = f"its options are {', '.join(valid)}" if valid else "it takes no options"
+        takes = f"its options are {', '.join(by_name)}" if by_name else "it takes no options"
         raise ConfigError(f"schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
 
 
