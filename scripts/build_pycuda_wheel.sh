@@ -71,7 +71,7 @@ fi
 # 4. Pure-Python dependencies of PyCUDA and of the harness + its tests, as wheels for the target Python.
 if [ "${NO_DEPS:-0}" != 1 ]; then
   "$PYTHON" -m pip download --only-binary :all: --python-version "$PYVER" -d "$WHEELDIR" \
-    pytools platformdirs siphash24 typing_extensions mako markupsafe \
+    pytools platformdirs siphash24 typing_extensions mako markupsafe numpy filelock threadpoolctl \
     "pytest>=7.4" "pytest-benchmark>=4.0" "pytest-timeout>=2.2" "jinja2>=3.1" "hypothesis>=6.90" \
     setuptools wheel nvtx || echo "warning: some dependency wheels could not be downloaded" >&2
 fi

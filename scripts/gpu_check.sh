@@ -30,7 +30,7 @@ step "install PyCUDA from $WHEELDIR (no network)"
 PIP="$PYTHON -m pip install --no-index --find-links $WHEELDIR"
 $PIP pycuda || fail "pip install pycuda"
 $PIP nvtx >/dev/null 2>&1 && echo "nvtx installed" || echo "nvtx not in $WHEELDIR: no NVTX ranges"
-for dep in pytest pytest-benchmark pytest-timeout jinja2 hypothesis; do
+for dep in numpy filelock threadpoolctl pytest pytest-benchmark pytest-timeout jinja2 hypothesis; do
   "$PYTHON" -c "import ${dep//-/_}" 2>/dev/null || $PIP "$dep" >/dev/null 2>&1 \
     || echo "warning: $dep is not installed and not in $WHEELDIR"
 done

@@ -649,7 +649,7 @@ class CudaDevice:
             return
         gpu = stream.gpu
         src, dst = self._copy_buffers(gpu, nbytes)
-        peer_rank = getattr(work, "peer_rank", None)  # not in Work yet: see docs/cuda.md
+        peer_rank = work.peer_rank  # the receiving rank of a send (the executor fills it in)
         if peer_rank is not None:
             peer = self._gpu_for_rank(int(peer_rank))
             if peer is not gpu:
