@@ -9,6 +9,7 @@ Commands::
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the step x rank grid and the schedule's figures
     --version                                  the installed version
+    --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
 line on stderr, no traceback), 130 interrupted. This module is the only one
@@ -526,6 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(prog="pipeline-harness", description="Pipeline-parallel schedule benchmarks: reports and tools.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import a Python module (a dotted name, or a .py file) first, e.g. one that registers "
+                             "your own schedule builders with @harness.schedule.register; repeatable")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("report", help="re-render index.html and traces from a results JSON")
@@ -584,11 +588,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_user_module(name: str) -> None:
+    """Import ``name``: a ``.py`` file (by path) or a dotted module name (from the current folder too).
+
+    Raises:
+        ConfigError: it cannot be found, or importing it raised (names the exception and the line).
+    """
+    import importlib
+    import importlib.util
+    import traceback
+
+    try:
+        if name.endswith(".py") or "/" in name or "\\" in name:
+            path = Path(name)
+            if not path.is_file():
+                raise ConfigError(f"--import {name}: no such file")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"--import {name}: not a Python module")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))  # as `python -m` would find it
+            importlib.import_module(name)
+    except HarnessError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"--import {name}: {exc}") from None
+    except Exception as exc:  # the user's module failed: say where, in one line
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        raise ConfigError(f"--import {name}: importing it raised {type(exc).__name__}: {exc}{where}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see module doc)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for module in args.imports:
+            _import_user_module(module)
         return int(args.func(args))
     except HarnessError as exc:
         _err(f"error: {exc}")

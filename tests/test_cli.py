@@ -482,3 +482,31 @@ def test_import_paddle_help_names_the_default_folder_as_it_is_used(monkeypatch):
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     text = " ".join(sub.choices["import-paddle"].format_help().split())
     assert "default: reports-paddle in the current folder" in text
+
+
+def test_import_makes_your_builders_available_to_the_commands(tmp_path, capsys, monkeypatch):
+    from harness.schedule import builders
+
+    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))  # the registration does not outlive the test
+    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    mine = tmp_path / "my_builders_for_cli.py"
+    mine.write_text(
+        "from harness.schedule import build_schedule, register\n\n"
+        "@register('MyGPipe')\n"
+        "def my_gpipe(p, m, optimizer: bool = False):\n"
+        "    '''GPipe under my own name.'''\n"
+        "    return build_schedule('FThenB', p, m, optimizer=optimizer)\n"
+    )
+    assert main(["--import", str(mine), "schedules"]) == 0
+    assert "MyGPipe\n    GPipe under my own name.\n    sizes: p, m; options: optimizer=False\n" in capsys.readouterr().out
+    assert main(["--import", str(mine), "show", "mygpipe", "-p", "2", "-m", "2"]) == 0
+    assert "step time 9.000 ms" in capsys.readouterr().out
+    broken = tmp_path / "broken_for_cli.py"
+    broken.write_text("x = 1\nraise RuntimeError('boom')\n")
+    assert main(["--import", str(broken), "schedules"]) == 2
+    assert capsys.readouterr().err == f"error: --import {broken}: importing it raised RuntimeError: boom ({broken}:2)\n"
+    monkeypatch.chdir(tmp_path)
+    assert main(["--import", "no_such_module_here", "schedules"]) == 2
+    assert capsys.readouterr().err == "error: --import no_such_module_here: No module named 'no_such_module_here'\n"
+    assert main(["--import", "missing.py", "schedules"]) == 2
+    assert capsys.readouterr().err == "error: --import missing.py: no such file\n"
