@@ -398,7 +398,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from harness.runner import is_builtin_order, theory_for
     from harness.schedule import analytics
     from harness.schedule.builders import builder_info
-    from harness.schedule.model import JobKind
+    from harness.schedule.model import Job, JobKind
 
     if not args.schedule.strip():
         raise ConfigError("no schedule given: name one (see `pipeline-harness schedules`) or give a PyTorch pipeline .csv file")
@@ -430,8 +430,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(_grid(schedule, args.all_steps))
     print()
     p, m, v = schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank
+    splits = any(job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs())
+    i_ns, w_ns = (cost.duration_ns(Job(0, k, 0), schedule.num_stages) for k in (JobKind.I, JobKind.W))
+    split = f" (I={i_ns / 1e6:g} ms, W={w_ns / 1e6:g} ms" + ("" if args.weight_ms is not None else ": B split in half; --weight-ms sets W") + ")"
     print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
-          f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (f", W={args.weight_ms:g} ms" if args.weight_ms is not None else ""))
+          f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (split if splits else ""))
     work = v * m * (args.forward_ms + args.backward_ms)
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"

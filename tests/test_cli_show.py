@@ -67,3 +67,14 @@ def test_a_long_grid_shows_its_first_and_last_steps(capsys):
     assert _grid_steps(capsys.readouterr().out) == [str(k) for k in range(600)]
     assert main(["show", "1F1B", "-p", "4", "-m", "100"]) == 0  # 200 steps: drawn whole
     assert _grid_steps(capsys.readouterr().out) == [str(k) for k in range(200)]
+
+
+def test_show_states_the_backward_split_it_assumed(capsys):
+    from harness.cli import main
+
+    assert main(["show", "ZB-H1", "-p", "2", "-m", "2"]) == 0
+    assert "cost F=1 ms, B=2 ms (I=1 ms, W=1 ms: B split in half; --weight-ms sets W)\n" in capsys.readouterr().out
+    assert main(["show", "ZB-H1", "-p", "2", "-m", "2", "--weight-ms", "0.5"]) == 0
+    assert "cost F=1 ms, B=2 ms (I=1.5 ms, W=0.5 ms)\n" in capsys.readouterr().out
+    assert main(["show", "1F1B", "-p", "2", "-m", "2"]) == 0
+    assert "cost F=1 ms, B=2 ms\n" in capsys.readouterr().out  # no I or W jobs: nothing to split
