@@ -396,8 +396,8 @@ class PipelineCase:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
         from harness.schedule.passes import add_communication, transfers_cost_time
 
-        if self.comm or (self.comm is None and transfers_cost_time(schedule, self.cost)):
-            schedule = add_communication(schedule)
+        if (self.comm and not schedule.has_comm) or (self.comm is None and transfers_cost_time(schedule, self.cost)):
+            schedule = add_communication(schedule)  # comm=True on a schedule that has them already: as it is
         return schedule
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:

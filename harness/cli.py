@@ -606,11 +606,14 @@ def _import_user_module(name: str) -> None:
             path = Path(name)
             if not path.is_file():
                 raise ConfigError(f"--import {name}: no such file")
-            spec = importlib.util.spec_from_file_location(path.stem, path)
+            # A module name of its own per file: two files called mb.py stay two modules (their builders
+            # then clash by name, as they should), and a file called harness.py cannot shadow the package.
+            module_name = f"_harness_import_{re.sub(r'[^0-9A-Za-z_]', '_', str(path.resolve()))}"
+            spec = importlib.util.spec_from_file_location(module_name, path)
             if spec is None or spec.loader is None:
                 raise ConfigError(f"--import {name}: not a Python module")
             module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module
+            sys.modules[module_name] = module
             spec.loader.exec_module(module)
         else:
             if "" not in sys.path and str(Path.cwd()) not in sys.path:

@@ -201,6 +201,7 @@ class PipelineRunner:
         except HarnessError as exc:
             error = exc
         if error is not None:  # outside the except block: one message, no chained traceback
+            self._runs -= 1  # a refused case ran nothing: it takes no id (a later case keeps its own)
             declared_at = case.declared_at if case.declared_at != run_at else None
             sites = (("declared", declared_at), ("run", run_at))
             # a case's own error starts with its line already: name the other one only

@@ -283,10 +283,13 @@ def run_case(
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
-    if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
-        _check_compute_flops(case, plan)
-    if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
-        _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
+    try:
+        if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
+            _check_compute_flops(case, plan)
+        if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
+            _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
+    except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
+        raise case.with_site(exc) from None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     device = create_device(choice.name, case.workload, **options)
     try:

@@ -115,3 +115,15 @@ def test_analyze_inserts_communication_as_a_case_does() -> None:
     assert analyze(s, cost(1000, 2000)).makespan_ns == analyze(s, cost(1000, 2000), comm=False).makespan_ns
     with pytest.raises(ConfigError, match=r"^analyze: comm=True needs a Schedule; a Plan is analysed as it was built$"):
         analyze(build_plan(s), c, comm=True)
+
+
+def test_comm_true_on_a_schedule_that_has_send_receive_jobs_keeps_them() -> None:
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.runner import run_case
+
+    c = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000)
+    lowered = add_communication(build_schedule("1F1B", 4, 8))
+    assert analyze(lowered, c, comm=True).makespan_ns == analyze(lowered, c).makespan_ns == 48_000_000
+    ran = run_case(PipelineCase(schedule=lowered, cost=c, comm=True), "sim", range(0, 1))
+    assert ran.metrics.step_time_median_ns == 48_000_000 and ran.schedule.num_jobs == lowered.num_jobs

@@ -510,3 +510,33 @@ def test_import_makes_your_builders_available_to_the_commands(tmp_path, capsys, 
     assert capsys.readouterr().err == "error: --import no_such_module_here: No module named 'no_such_module_here'\n"
     assert main(["--import", "missing.py", "schedules"]) == 2
     assert capsys.readouterr().err == "error: --import missing.py: no such file\n"
+
+
+def test_imported_files_of_one_name_stay_apart_and_cannot_shadow_the_package(tmp_path, capsys, monkeypatch):
+    from harness.schedule import builders
+
+    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
+    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    source = ("from harness.schedule import build_schedule, register\n\n@register('Dup')\ndef b(p, m):\n"
+              "    '''from {0}'''\n    return build_schedule('{1}', p, m)\n")
+    for folder, schedule in (("c", "FThenB"), ("d", "1F1B")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "mb.py").write_text(source.format(folder, schedule))
+    (tmp_path / "harness.py").write_text(source.format("harness.py", "FThenB").replace("'Dup'", "'Mine'"))
+    c, d = tmp_path / "c" / "mb.py", tmp_path / "d" / "mb.py"
+    assert main(["--import", str(c), "--import", str(d), "schedules"]) == 2
+    assert capsys.readouterr().err == (f"error: cannot register {d}:b as schedule 'Dup': the name 'Dup' is taken by 'Dup' ({c}:b); "
+                                       "register it under another name\n")
+    assert main(["--import", str(tmp_path / "harness.py"), "schedules"]) == 0  # a file named like the package is no problem
+    assert "Mine\n    from harness.py\n" in capsys.readouterr().out
+
+
+def test_a_user_builder_that_raises_is_one_error_line(tmp_path, capsys, monkeypatch):
+    from harness.schedule import builders
+
+    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
+    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    mine = tmp_path / "raising.py"
+    mine.write_text("from harness.schedule import register\n\n@register('Boom')\ndef boom(p, m):\n    raise ValueError('boom')\n")
+    assert main(["--import", str(mine), "show", "Boom", "-p", "2", "-m", "2"]) == 2
+    assert capsys.readouterr().err == f"error: case 'Boom p=2 m=2': the builder of schedule 'Boom' ({mine}:boom) raised ValueError: boom at {mine}:5\n"

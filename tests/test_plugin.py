@@ -592,3 +592,24 @@ class TestTwo:
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*test_cases.py::TestTwo: 2 pipeline markers on one class; it runs one case*"])
+
+
+def test_a_refused_case_takes_no_case_id(pytester):
+    pytester.makepyfile(test_cases="""
+import pytest
+from harness import PipelineCase
+from harness.errors import ConfigError
+
+def test_refused_then_ok(pipeline):
+    with pytest.raises(ConfigError):
+        pipeline(PipelineCase("DualPipeV", stages=4, microbatches=4))
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+    pipeline(PipelineCase("FThenB", stages=2, microbatches=2))
+""")
+    result = pytester.runpytest("--backend=sim", "--profile-jobs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    cases = json.loads((pytester.path / "reports" / "results.json").read_text())["cases"]
+    assert [(c["id"], c["label"]) for c in cases] == [
+        ("test_cases.py::test_refused_then_ok", "test_refused_then_ok"),
+        ("test_cases.py::test_refused_then_ok#2", "test_refused_then_ok#2"),
+    ]

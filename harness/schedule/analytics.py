@@ -232,7 +232,9 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
 
     Args:
         schedule: a schedule (validated here) or an already built plan
-            (analysed as it is).
+            (analysed as it is: ``comm=None`` inserts nothing into a plan, so
+            a plan built without send/receive jobs has free transfers, as it
+            would have running on ``sim``).
         cost: per-job durations (ns) and transfer sizes (bytes).
         comm: insert send/receive jobs first
             (:func:`~harness.schedule.passes.add_communication`): ``None``
@@ -246,7 +248,7 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
         ConfigError: the step would last 2**62 ns or more (a cost model in the
-            wrong units), or ``comm`` asked of a plan.
+            wrong units), or ``comm=True`` asked of a plan.
     """
     import numpy as np
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness._gcpause import gc_paused
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
 
 __all__ = [
@@ -106,7 +107,12 @@ def _same_function(a: Builder, b: Builder) -> bool:
 
 
 def _where(fn: Builder) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    """``module.function``, or ``file.py:function`` for a module imported from a file (``--import x.py``)."""
+    module, name = getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn))
+    code = getattr(fn, "__code__", None)
+    if module.startswith("_harness_import_") and code is not None:
+        return f"{code.co_filename}:{name}"
+    return f"{module}.{name}"
 
 
 def _key(name: str) -> str:
@@ -164,10 +170,19 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
             f"more than the {MAX_JOBS:,} this harness builds (about {MAX_JOBS * 400 / 1e9:.0f} GB of memory; "
             "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
         )
-    if info.takes_chunks:
-        schedule = info.build(num_ranks, num_microbatches, chunks, **options)
-    else:
-        schedule = info.build(num_ranks, num_microbatches, **options)
+    try:
+        if info.takes_chunks:
+            schedule = info.build(num_ranks, num_microbatches, chunks, **options)
+        else:
+            schedule = info.build(num_ranks, num_microbatches, **options)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        if getattr(info.build, "__module__", None) == __name__:
+            raise  # a built-in builder's bug: its traceback
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise ConfigError(f"the builder of schedule {info.name!r} ({_where(info.build)}) raised {type(exc).__name__}: {exc}{at}") from None
     _check_built(info, schedule, num_ranks, num_microbatches, chunks)
     if info.takes_chunks:
         return schedule
