@@ -179,9 +179,9 @@ def test_every_documented_workload_runs_and_maps_to_the_cpu_one(workload, cpu_wo
 def test_the_compute_workload_needs_a_cost_model_with_flops(workload):
     # FixedCost gives durations only: the jobs would sleep while the run said it multiplied matrices.
     case = PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2), workload=workload)
-    with pytest.raises(ConfigError, match=r"^test_case_options\.py:\d+: case '1F1B p=2 m=2': the compute workload runs each job's FLOPs as real matrix "
-                                          r"products, but the cost model \(FixedCost\) gives no FLOPs, only durations; use "
-                                          r"TransformerCost for compute cases, or workload 'timed'"):
+    with pytest.raises(ConfigError, match=r"^test_case_options\.py:\d+: case '1F1B p=2 m=2': the compute workload runs each "
+                                          r"job's FLOPs as real matrix products, but the cost model \(FixedCost\) gives no FLOPs, "
+                                          r"only durations; use TransformerCost for compute cases, or workload 'timed'"):
         run_case(case, "cpu", steps=range(0, 1))
     assert run_case(case, "sim", steps=range(0, 1)).records.device["workload"] == "virtual"  # sim runs no work either way
 

@@ -539,4 +539,5 @@ def test_a_user_builder_that_raises_is_one_error_line(tmp_path, capsys, monkeypa
     mine = tmp_path / "raising.py"
     mine.write_text("from harness.schedule import register\n\n@register('Boom')\ndef boom(p, m):\n    raise ValueError('boom')\n")
     assert main(["--import", str(mine), "show", "Boom", "-p", "2", "-m", "2"]) == 2
-    assert capsys.readouterr().err == f"error: case 'Boom p=2 m=2': the builder of schedule 'Boom' ({mine}:boom) raised ValueError: boom at {mine}:5\n"
+    assert capsys.readouterr().err == (f"error: case 'Boom p=2 m=2': the builder of schedule 'Boom' ({mine}:boom) raised "
+                                       f"ValueError: boom at {mine}:5\n")
