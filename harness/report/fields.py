@@ -71,6 +71,8 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     """The first wrong-typed or out-of-range field of ``case``, described as
     ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
     checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
+    if case.get("id") == "":
+        return "id is '' (str), expected a name (reports and compare match cases by id)"
     sched = case.get("schedule")
     if not isinstance(sched, dict):
         return f"schedule is {_show(sched)}, expected an object"
@@ -124,6 +126,15 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None)
     if bad is not None:
         return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 or more (or null)"
+    m = sched["m"]
+    if known is not None:  # a run's micro-batches are 0..m-1; an import keeps wrong ids as logged (with a warning)
+        bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x >= m), None)
+        if bad is not None:
+            return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 to {m - 1} (schedule.m is {m})"
+    recorded = set(case["steps"])
+    if not set(jobs["step"]) <= recorded:
+        k = next(i for i, x in enumerate(jobs["step"]) if x not in recorded)
+        return f"jobs.step[{k}] is {jobs['step'][k]}, which is not among the case's steps"
     bad = next((k for k, (a, b) in enumerate(zip(jobs["start_ns"], jobs["end_ns"])) if b < a), None)
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
@@ -209,6 +220,10 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     """Stored metrics that contradict the case's own steps or their ranges: a step time
     outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
     outside 0..1, a negative spread, ratio or peak."""
+    steps = case["steps"]
+    bad = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
+    if bad is not None:
+        return f"steps[{bad}] is {steps[bad]} after {steps[bad - 1]}; steps must increase"
     spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
     if spans:
         lo, hi = min(spans), max(spans)
@@ -228,4 +243,38 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     bad = next((k for k, x in enumerate(metrics["peak_inflight"]) if x < 0), None)
     if bad is not None:
         return f"metrics.peak_inflight[{bad}] is {metrics['peak_inflight'][bad]}, expected 0 or more"
+    lo_hi = [metrics.get(k) for k in ("step_time_min_ns", "step_time_median_ns", "step_time_max_ns")]
+    if all(type(x) in (int, float) for x in lo_hi) and not lo_hi[0] <= lo_hi[1] <= lo_hi[2]:
+        return f"metrics.step_time_min_ns, _median_ns and _max_ns are {lo_hi[0]!r}, {lo_hi[1]!r} and {lo_hi[2]!r}; expected min <= median <= max"
+    return _per_step_problem(case, metrics.get("per_step"), dict(zip(steps, spans)))
+
+
+def _per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, int]) -> str | None:
+    """``metrics.per_step`` entries that contradict the case's steps: an unknown step, a step time other
+    than that step's duration, a bubble share outside 0..1, busy/idle lists not of one entry per rank
+    within 0..step time. Entries of the wrong shape are left to :func:`harness.report.results.load_results`."""
+    if not isinstance(per_step, list):
+        return None
+    p = case["schedule"]["p"]
+    for k, entry in enumerate(per_step):
+        if not isinstance(entry, dict) or type(entry.get("step")) is not int or type(entry.get("step_time_ns")) not in (int, float):
+            continue
+        where = f"metrics.per_step[{k}]"
+        step, time = entry["step"], entry["step_time_ns"]
+        if step not in span_of:
+            return f"{where}.step is {step}, which is not among the case's steps"
+        if abs(time - span_of[step]) > 1:
+            return f"{where}.step_time_ns is {time!r}, but step {step} lasts {span_of[step]} ns (step_end_ns - step_start_ns)"
+        ratio = entry.get("bubble_ratio")
+        if type(ratio) in (int, float) and not 0 <= ratio <= 1:
+            return f"{where}.bubble_ratio is {ratio!r}, expected 0 to 1 (a share of the step)"
+        for key in ("busy_ns", "idle_ns"):
+            values = entry.get(key)
+            if not isinstance(values, list) or not all(type(x) in (int, float) for x in values):
+                continue
+            if len(values) != p:
+                return f"{where}.{key} has {len(values)} entries, expected one per rank ({p})"
+            bad = next((r for r, x in enumerate(values) if not -1 <= x <= time + 1), None)
+            if bad is not None:
+                return f"{where}.{key}[{bad}] is {values[bad]!r}, expected 0 to the step time ({time!r} ns)"
     return None
