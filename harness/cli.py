@@ -506,8 +506,11 @@ def _check_show_costs(args: argparse.Namespace) -> None:
         if value * 1e6 >= MAX_DURATION_NS:
             raise ConfigError(f"{flag} must be below {MAX_DURATION_NS / 1e6:g} ms (2**53 ns, about 104 days), got {value:g} ms")
     if args.weight_ms is not None and round(args.weight_ms * 1e6) >= round(args.backward_ms * 1e6):
-        raise ConfigError(f"--weight-ms {args.weight_ms:g} must be below --backward-ms {args.backward_ms:g}: W is the weight part of "
-                          f"the full backward, the rest (I = {args.backward_ms:g} - {args.weight_ms:g} ms) is the input part")
+        w, b = f"{args.weight_ms:.15g}", f"{args.backward_ms:.15g}"  # as typed, not rounded to 6 digits
+        ns = (f" (durations are whole ns: {round(args.weight_ms * 1e6)} ns is not below {round(args.backward_ms * 1e6)} ns)"
+              if args.weight_ms < args.backward_ms else "")
+        raise ConfigError(f"--weight-ms {w} must be below --backward-ms {b}{ns}: W is the weight part of "
+                          f"the full backward, the rest (I = {b} - {w} ms) is the input part")
 
 
 def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) -> float | None:

@@ -78,3 +78,13 @@ def test_show_states_the_backward_split_it_assumed(capsys):
     assert "cost F=1 ms, B=2 ms (I=1.5 ms, W=0.5 ms)\n" in capsys.readouterr().out
     assert main(["show", "1F1B", "-p", "2", "-m", "2"]) == 0
     assert "cost F=1 ms, B=2 ms\n" in capsys.readouterr().out  # no I or W jobs: nothing to split
+
+
+def test_show_names_durations_as_typed_and_says_when_ns_rounding_makes_them_equal(capsys):
+    from harness.cli import main
+
+    assert main(["show", "ZB-H2", "-p", "4", "-m", "8", "--weight-ms", "1", "--backward-ms", "1.0000001"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --weight-ms 1 must be below --backward-ms 1.0000001 (durations are whole ns: 1000000 ns is not below "
+        "1000000 ns): W is the weight part of the full backward, the rest (I = 1.0000001 - 1 ms) is the input part\n"
+    )
