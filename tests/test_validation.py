@@ -148,3 +148,16 @@ def test_rows_built_in_code_are_checked_job_by_job(entry: object, message: str) 
     with pytest.raises(ScheduleError) as info:
         Schedule("x", 1, loop_placement(2), rows)  # type: ignore[arg-type]
     assert str(info.value) == f"schedule 'x': rank 0, step 2: {message}"
+
+
+def test_a_job_on_a_rank_that_does_not_hold_its_stage_is_drawn_in_the_grid() -> None:
+    with pytest.raises(ScheduleError) as info:
+        Schedule.from_text("t", [["0F0", "1F0", "1B0"], ["1F1", "0B0"]], 1)
+    assert str(info.value).splitlines() == [
+        "schedule 't': job 1F0 is listed on rank 0 (step 1), but stage 1 is placed on rank 1",
+        "step  rank 0    rank 1",
+        "0     0F0       1F1",
+        "1     >>1F0     0B0",
+        "2     1B0       .",
+        ">> rank 0, step 1: stage 1 lives on rank 1: a stage's jobs are all on its rank",
+    ]

@@ -320,15 +320,25 @@ class Schedule:
                 if not 0 <= job.stage < n_stages:
                     raise ScheduleError(
                         f"schedule {self.name!r}: job {job} on rank {rank} (step {step}) names stage {job.stage}, "
-                        f"but the pipeline has stages 0..{n_stages - 1}",
+                        f"but the pipeline has stages 0..{n_stages - 1}" + self._grid_note(rank, step, f"stage {job.stage} does not exist"),
                         (str(job),),
                     )
                 if self.stage_to_rank[job.stage] != rank:
+                    home = self.stage_to_rank[job.stage]
                     raise ScheduleError(
                         f"schedule {self.name!r}: job {job} is listed on rank {rank} (step {step}), "
-                        f"but stage {job.stage} is placed on rank {self.stage_to_rank[job.stage]}",
+                        f"but stage {job.stage} is placed on rank {home}"
+                        + self._grid_note(rank, step, f"stage {job.stage} lives on rank {home}: a stage's jobs are all on its rank"),
                         (str(job),),
                     )
+
+    def _grid_note(self, rank: int, step: int, note: str) -> str:
+        """The grid with ``(rank, step)`` marked, on lines below a message; ``""`` when the rows
+        cannot be drawn yet (another entry is not a valid job)."""
+        try:
+            return "\n" + self.format_grid({(rank, step): note})
+        except Exception:  # drawing is a courtesy: the message stands without it
+            return ""
 
     def _check_job_fields(self, rank: int, step: int, job: object) -> None:
         """A row entry is a :class:`Job` of an int stage, a :class:`JobKind` and an int micro-batch
