@@ -394,11 +394,9 @@ class PipelineCase:
                 schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-        from harness.schedule.passes import add_communication, transfers_cost_time
+        from harness.schedule.passes import add_communication, wants_communication
 
-        if (self.comm and not schedule.has_comm) or (self.comm is None and transfers_cost_time(schedule, self.cost)):
-            schedule = add_communication(schedule)  # comm=True on a schedule that has them already: as it is
-        return schedule
+        return add_communication(schedule) if wants_communication(schedule, self.cost, self.comm) else schedule
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:

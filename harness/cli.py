@@ -519,14 +519,7 @@ def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) ->
     from harness.schedule.model import Job, JobKind
 
     t_f, t_b, t_w = (cost.duration_ns(Job(0, k, 0), num_stages) for k in (JobKind.F, JobKind.I, JobKind.W))
-    key = name.upper()
-    # The closed forms hold for W no longer than F (and, for ZB-H1, than I): arXiv:2401.10241 §2
-    # takes T_F ~ T_B ~ T_W; a longer W stretches the cool-down (checked exhaustively in tests/test_theory.py).
-    if key == "ZB-H1" and m >= p and t_w <= min(t_f, t_b):
-        return theory.zb_h1_bubble_time(p, t_f, t_b, t_w)
-    if key == "ZB-H2" and m >= 2 * p - 1 and t_w <= t_f:
-        return theory.zb_h2_bubble_time(p, t_f, t_b, t_w)
-    return None
+    return theory.zb_span_bubble(name, p, m, t_f, t_b, t_w)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -363,7 +363,7 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
     start_ptr, start_idx = _csr(start_deps)
     arrays = PlanArrays(
         stage=np.array([job.stage for job in jobs], np.int64),
-        kind=np.array([_CODE[id(job.kind)] for job in jobs], np.int64),
+        kind=_kind_codes(jobs),
         microbatch=np.array([-1 if job.microbatch is None else job.microbatch for job in jobs], np.int64),
         rank=np.array(rank_of, np.int64),
         step=np.array(step_of, np.int64),

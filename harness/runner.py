@@ -203,22 +203,32 @@ def _one_core_gemm_rate() -> float:
         return 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)
 
 
-def _check_compute_flops(case: PipelineCase, plan: Plan) -> None:
+def _step_flops(case: PipelineCase, plan: Plan) -> float:
+    """FLOPs of one step of ``plan`` under the case's cost model, asked once per ``(stage, kind)``
+    (costs do not depend on the micro-batch, see :class:`~harness.cost.CostModel`)."""
+    import numpy as np
+
+    cols = plan.arrays
+    kinds = tuple(JobKind)
+    _, first, counts = np.unique(cols.stage * len(kinds) + cols.kind, return_index=True, return_counts=True)
+    n_stages = plan.schedule.num_stages
+    total = 0.0
+    for j, count in zip(first.tolist(), counts.tolist()):
+        b = int(cols.microbatch[j])
+        job = Job(int(cols.stage[j]), kinds[int(cols.kind[j])], None if b < 0 else b)
+        total += case.cost.flops(job, n_stages) * count
+    return total
+
+
+def _check_compute_flops(case: PipelineCase, step_flops: float) -> None:
     """Refuse the ``compute`` workload for a cost model that gives no FLOPs: its jobs would
     sleep or spin their durations while the run says it multiplied matrices.
 
     Raises:
-        ConfigError: no compute job has FLOPs (e.g. :class:`~harness.cost.FixedCost`).
+        ConfigError: no job has FLOPs (e.g. :class:`~harness.cost.FixedCost`).
     """
-    n_stages = plan.schedule.num_stages
-    asked: set[tuple[int, str]] = set()
-    for job in plan.jobs:
-        key = (job.stage, job.kind.value)
-        if job.kind.is_comm or key in asked:
-            continue
-        asked.add(key)
-        if case.cost.flops(job, n_stages) > 0:
-            return
+    if step_flops > 0:
+        return
     raise ConfigError(
         f"case {case.label()!r}: the compute workload runs each job's FLOPs as real matrix products, but the cost model "
         f"({type(case.cost).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
@@ -226,7 +236,7 @@ def _check_compute_flops(case: PipelineCase, plan: Plan) -> None:
     )
 
 
-def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
+def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, step_flops: float, steps: int) -> None:
     """Refuse a cpu ``compute`` run whose GEMMs would take longer than
     :data:`CPU_GEMM_LIMIT_S`, estimated from a quick measurement of this machine's
     float32 GEMM rate (one thread per stream, at most one stream per core).
@@ -236,8 +246,7 @@ def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, steps: int) -> None:
     """
     import os
 
-    n_stages = plan.schedule.num_stages
-    total = sum(case.cost.flops(job, n_stages) for job in plan.jobs) * steps
+    total = step_flops * steps
     if total <= 0:
         return
     rate = _one_core_gemm_rate()
@@ -285,9 +294,10 @@ def run_case(
         raise case.with_site(exc) from None
     try:
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
-            _check_compute_flops(case, plan)
-        if choice.name == "cpu" and backend_workload("cpu", case.workload) == "matmul":
-            _check_cpu_gemm_time(case, plan, len(steps) + steps.start)
+            step_flops = _step_flops(case, plan)
+            _check_compute_flops(case, step_flops)
+            if choice.name == "cpu":
+                _check_cpu_gemm_time(case, plan, step_flops, len(steps) + steps.start)
     except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
         raise case.with_site(exc) from None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}

@@ -33,6 +33,7 @@ __all__ = [
     "theoretical_bubble",
     "zb_h1_bubble_time",
     "zb_h2_bubble_time",
+    "zb_span_bubble",
 ]
 
 
@@ -126,8 +127,8 @@ def zb_h1_bubble_time(p: int, t_f: float, t_b: float, t_w: float) -> float:
 
     Source: Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024,
     arXiv:2401.10241, Table 2 (1F1B: ``(p-1)(T_F+T_B+T_W)``). The derivation
-    assumes ``t_w <= t_b`` (the paper's setting, ``T_B ~= T_W``); with a larger
-    ``t_w`` the harness's ZB-H1 leaves ``(p-1) t_f`` instead.
+    assumes ``t_w <= min(t_f, t_b)`` (the paper's setting, ``T_F ~ T_B ~ T_W``;
+    see :func:`zb_span_bubble`).
     """
     _check(p, 1)
     return (p - 1) * (t_f + t_b - t_w)
@@ -138,6 +139,29 @@ def makespan_zb_h1(p: int, m: int, t_f: float, t_b: float, t_w: float) -> float:
     :func:`zb_h1_bubble_time`; rank 0 spans the whole step). Source: arXiv:2401.10241, Table 2."""
     _check(p, m)
     return m * (t_f + t_b + t_w) + zb_h1_bubble_time(p, t_f, t_b, t_w)
+
+
+def zb_span_bubble(schedule: str, p: int, m: int, t_f: float, t_b: float, t_w: float) -> float | None:
+    """The zero-bubble paper's bubble time of the worst (first) rank's span for ZB-H1
+    (:func:`zb_h1_bubble_time`) or ZB-H2 (:func:`zb_h2_bubble_time`), where it holds,
+    else ``None``.
+
+    The paper takes ``T_F ~ T_B ~ T_W`` (arXiv:2401.10241 §2); the forms hold for
+    ``t_w <= t_f`` (and, for ZB-H1, ``t_w <= t_b``) with ``m >= p`` (ZB-H1) or
+    ``m >= 2p-1`` (ZB-H2): a longer W stretches the builders' cool-down. Checked
+    over every F, I, W of 1-4 in tests/test_theory.py.
+    """
+    key = _canonical(schedule)
+    if key == "ZB-H1" and _zb_h1_holds(p, m, t_f, t_b, t_w):
+        return zb_h1_bubble_time(p, t_f, t_b, t_w)
+    if key == "ZB-H2" and m >= 2 * p - 1 and t_w <= t_f:
+        return zb_h2_bubble_time(p, t_f, t_b, t_w)
+    return None
+
+
+def _zb_h1_holds(p: int, m: int, t_f: float, t_b: float, t_w: float) -> bool:
+    """ZB-H1's closed forms need a full steady phase and a W no longer than F or B (input part)."""
+    return m >= p and t_w <= min(t_f, t_b)
 
 
 def zb_h2_bubble_time(p: int, t_f: float, t_b: float, t_w: float) -> float:
@@ -221,9 +245,8 @@ def theoretical_bubble(
         return bubble_fraction_fthenb(p, m)
     if key == "Interleaved1F1B" and m % p == 0:
         return bubble_fraction_interleaved(p, m, v)
-    # ZB-H1's figure assumes a full steady phase (m >= p) and W no longer than F or B (arXiv:2401.10241
-    # §2.1 takes T_F ~ T_B ~ T_W); a longer W stretches the cool-down beyond the formula.
-    if key == "ZB-H1" and m >= p and t_f is not None and t_b is not None and t_w is not None and t_w <= min(t_f, t_b):
+    # ZB-H1's figure holds where its span form does (see zb_span_bubble).
+    if key == "ZB-H1" and t_f is not None and t_b is not None and t_w is not None and _zb_h1_holds(p, m, t_f, t_b, t_w):
         span = makespan_zb_h1(p, m, t_f, t_b, t_w)
         return zb_h1_bubble_time(p, t_f, t_b, t_w) / span if span else None
     return None

@@ -32,7 +32,7 @@ from harness.cost import CostModel
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
-from harness.schedule.passes import add_communication, transfers_cost_time
+from harness.schedule.passes import add_communication, wants_communication
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -257,10 +257,7 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
         plan = schedule
     else:
-        if comm or (comm is None and transfers_cost_time(schedule, cost)):
-            if not schedule.has_comm:
-                schedule = add_communication(schedule)
-        plan = build_plan(schedule)
+        plan = build_plan(add_communication(schedule) if wants_communication(schedule, cost, comm) else schedule)
     tl = simulate(plan, cost)
     sched = plan.schedule
     p = sched.num_ranks

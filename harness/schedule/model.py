@@ -116,7 +116,7 @@ def _kind_codes(jobs: Sequence[Job]) -> Any:
     import numpy as np
 
     if not _KIND_IDS:
-        pairs = sorted((id(k), i) for i, k in enumerate(JobKind))
+        pairs = sorted((id(k), code) for k, code in KIND_CODE.items())
         _KIND_IDS.extend((np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)))
     ids, codes = _KIND_IDS
     found = np.fromiter(map(id, map(_KIND_FIELD, jobs)), np.int64, len(jobs))

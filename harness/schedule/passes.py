@@ -30,7 +30,14 @@ from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_array
 if TYPE_CHECKING:
     from harness.cost import CostModel
 
-__all__ = ["add_communication", "merge_backward", "split_backward", "strip_communication", "transfers_cost_time"]
+__all__ = [
+    "add_communication",
+    "merge_backward",
+    "split_backward",
+    "strip_communication",
+    "transfers_cost_time",
+    "wants_communication",
+]
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
 
@@ -45,6 +52,16 @@ def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:
     if schedule.has_comm or schedule.num_stages < 2:
         return False
     return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
+
+
+def wants_communication(schedule: Schedule, cost: CostModel, comm: bool | None) -> bool:
+    """Whether to insert send/receive jobs into ``schedule`` for a run or an analysis:
+    ``comm=True`` when it has none yet, ``None`` exactly when :func:`transfers_cost_time`,
+    ``False`` never. The one rule :class:`~harness.case.PipelineCase` and
+    :func:`~harness.schedule.analytics.analyze` share."""
+    if comm is None:
+        return transfers_cost_time(schedule, cost)
+    return comm and not schedule.has_comm
 
 
 @gc_paused
