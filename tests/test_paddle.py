@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.errors import InputFormatError
+from harness.errors import ConfigError, InputFormatError
 from harness.report.paddle import (
     PaddleLogWarning,
     import_paddle_logs,
@@ -350,7 +350,7 @@ def test_a_log_cut_short_names_the_incomplete_step(tmp_path):
     _exported(tmp_path)
     path = tmp_path / "workerlog.1"
     lines = path.read_text().splitlines()
-    path.write_text("\n".join(lines[:-3]) + "\n")  # the last step's B2, F3 and B3 lines are cut off
+    path.write_text("\n".join(lines[:-4] + lines[-1:]) + "\n")  # the last step's B2, F3 and B3 lines (before the export's mark) cut off
     with pytest.warns(PaddleLogWarning) as record:
         case = import_paddle_logs(tmp_path)
     assert [str(w.message) for w in record] == [
@@ -434,3 +434,22 @@ def test_no_did_you_mean_where_the_close_name_places_chunks_looped_too(tmp_path)
         warnings.simplefilter("error", PaddleLogWarning)
         for name in ("VPP2", "pipeline"):  # close to Interleaved1F1B (looped too) and FThenB (one chunk)
             assert import_paddle_logs(tmp_path, schedule_name=name)["schedule"]["stage_to_rank"] == [0, 1, 0, 1]
+
+
+def test_export_replaces_its_own_logs_and_never_real_ones(tmp_path):
+    # An earlier 4-rank export into the folder: a 2-rank export must not leave workerlog.2 and .3 for an import to mix in.
+    four = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(1, 2), case_id="four"))
+    two = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4), "sim", range(1, 2), case_id="two"))
+    write_paddle_logs(tmp_path, four)
+    write_paddle_logs(tmp_path, two)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workerlog.0", "workerlog.1"]
+    assert (tmp_path / "workerlog.0").read_text().splitlines()[-1] == "# written by pipeline-harness export-paddle from case 'two'"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)
+        assert import_paddle_logs(tmp_path)["schedule"]["p"] == 2
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "workerlog.0").write_text("Profiler Info: Job (0), type = forward, micro_batch_id = 0, job_start_time = 1.0, job_end_time = 2.0\n")
+    with pytest.raises(ConfigError, match=r"real holds worker logs that export-paddle did not write \(workerlog\.0\); export into an empty"):
+        write_paddle_logs(real, two)
+    assert (real / "workerlog.0").read_text().startswith("Profiler Info")  # untouched

@@ -71,7 +71,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputFormatError
+from harness.errors import ConfigError, InputFormatError
 from harness.metrics import peak_inflight_of
 from harness.records import JobRecord
 from harness.report.atomic import atomic_write_text, ensure_writable_dir
@@ -784,15 +784,44 @@ def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = Non
     return lines
 
 
+#: Last line of every worker log :func:`write_paddle_logs` writes (the importer skips it; last, so the
+#: profiler lines keep their line numbers): how a later export knows the logs in its folder are its own.
+EXPORT_MARK = "# written by pipeline-harness export-paddle"
+
+
 def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
-    """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`).
+    """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`),
+    each ending with :data:`EXPORT_MARK`. Worker logs an earlier export left there for ranks
+    this case does not have are removed, so an import of the folder reads this case alone.
 
     Raises:
-        ConfigError: ``folder`` is a file or cannot be created.
+        ConfigError: ``folder`` is a file or cannot be created, or it holds worker logs
+            that no export wrote (real PaddlePaddle logs are never overwritten).
         OSError: a file cannot be written (each file is written atomically).
     """
-    ensure_writable_dir(Path(folder), "log folder")
+    folder = Path(folder)
+    ensure_writable_dir(folder, "log folder")
+    existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
+    foreign = [path.name for path in existing if not _written_by_export(path)]
+    if foreign:
+        raise ConfigError(
+            f"{folder} holds worker logs that export-paddle did not write ({', '.join(sorted(foreign, key=_natural))}); "
+            "export into an empty folder (or one of earlier exports) so they are not overwritten or mixed into an import"
+        )
+    p = int(case["schedule"]["p"])
+    header = f"{EXPORT_MARK} from case {case['id']!r}"
     out = []
-    for rank in range(int(case["schedule"]["p"])):
-        out.append(atomic_write_text(Path(folder) / f"workerlog.{rank}", "\n".join(paddle_log_lines(case, rank, epoch_ns)) + "\n"))
+    for rank in range(p):
+        out.append(atomic_write_text(folder / f"workerlog.{rank}", "\n".join([*paddle_log_lines(case, rank, epoch_ns), header]) + "\n"))
+    written = set(out)
+    for path in existing:
+        if path not in written:
+            path.unlink()  # an earlier export's rank this case does not have
     return out
+
+
+def _written_by_export(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 512))
+        lines = f.read().decode("utf-8", errors="replace").rstrip("\n").rsplit("\n", 1)
+    return lines[-1].startswith(EXPORT_MARK)
