@@ -32,6 +32,7 @@ def test_profile_jobs_writes_reports(pytester):
     stale = pytester.path / "reports" / "traces" / "from_an_earlier_run.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
+    (pytester.path / "reports" / ".publish.lock").write_text("")  # an earlier render's (killed before its results.json)
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--profile-steps=1:3", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([

@@ -121,3 +121,30 @@ def test_implausible_results_are_refused_before_anything_is_written(tmp_path, ca
     assert main(["report", str(path), "--out", str(tmp_path / "out"), "-q"]) == 2
     assert capsys.readouterr().err.startswith(f"error: {path}: {message}")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("files", "what"), [
+    ({"results.json": '{"important": true}'}, "its results.json is not a pipeline-harness results file"),
+    ({"index.html": "<html>mine</html>", "traces/mydata.json": '{"mine": 1}'}, "it holds index.html, traces but no pipeline-harness results.json"),
+    ({"hta/foo/rank0.json": "{}"}, "it holds hta but no pipeline-harness results.json"),
+])
+def test_another_tools_folder_is_refused_and_left_as_it_was(tmp_path, doc, files, what):
+    out = tmp_path / "X"
+    for name, text in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError) as info:
+        write_report(out, doc)
+    assert str(info.value) == (f"{out} is not a pipeline-harness report folder ({what}); writing a report there would replace "
+                               "or prune those files: choose another folder (--out / --report-dir)")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_folder_with_unrelated_files_or_an_earlier_report_is_written(tmp_path, doc):
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    write_report(out, doc)  # nothing of a report's there: files are added beside notes.txt
+    assert (out / "notes.txt").read_text() == "mine" and (out / "index.html").exists()
+    write_report(out, doc)  # now a report folder: written again

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputFormatError
+from harness.errors import ConfigError, InputFormatError
 from harness.report.atomic import atomic_write, atomic_write_json, ensure_writable_dir
 
 __all__ = ["ReportFiles", "case_filename", "write_report"]
@@ -299,6 +299,37 @@ def _publish_lock(out_dir: Path, progress: Callable[[str], None] | None) -> Iter
         lock.release()
 
 
+_OUR_RESULTS = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"pipeline-harness/results"')
+
+
+def _check_report_folder(out_dir: Path) -> None:
+    """Refuse a folder that holds another tool's ``results.json``, ``index.html``,
+    ``traces/`` or ``hta/``: rendering replaces the first two and prunes the others.
+    A folder is a report folder when it has none of them, a pipeline-harness
+    ``results.json`` or the publishing lock (an earlier render got that far).
+
+    Raises:
+        ConfigError: names the folder and what in it is not a report's.
+    """
+    if not out_dir.is_dir() or (out_dir / PUBLISH_LOCK_NAME).exists():
+        return
+    results = out_dir / "results.json"
+    if results.is_file():
+        with open(results, "rb") as f:
+            if _OUR_RESULTS.match(f.read(512)):
+                return
+        what = "its results.json is not a pipeline-harness results file"
+    else:
+        present = [name for name in ("index.html", "traces", "hta") if (out_dir / name).exists()]
+        if not present:
+            return
+        what = f"it holds {', '.join(present)} but no pipeline-harness results.json"
+    raise ConfigError(
+        f"{out_dir} is not a pipeline-harness report folder ({what}); writing a report there would replace or "
+        "prune those files: choose another folder (--out / --report-dir)"
+    )
+
+
 def _first_missing(path: Path) -> Path | None:
     """The outermost folder of ``path`` (itself or an ancestor) that does not exist yet, or ``None``."""
     missing = None
@@ -351,7 +382,8 @@ def write_report(
             ``traces/`` and ``hta/`` that it does not link (left by earlier runs).
 
     Raises:
-        ConfigError: ``out_dir`` is not writable.
+        ConfigError: ``out_dir`` is not writable, or holds another tool's
+            ``results.json``, ``index.html``, ``traces/`` or ``hta/``.
         InputFormatError: a case lacks fields the reports need, or has one of a
             wrong type (names the case and the field); nothing is written then,
             and a report folder created for this call is removed again.
@@ -373,6 +405,7 @@ def write_report(
 
     check_cases(doc, source)  # wrong-typed fields: refuse before creating anything
     out_dir = Path(out_dir)
+    _check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
     created = _first_missing(out_dir)
     out_dir = ensure_writable_dir(out_dir)
     notice = notice or progress
