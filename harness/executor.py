@@ -111,9 +111,11 @@ def execute(
         reference event.
 
     Raises:
-        ConfigError: an empty profiling window or unknown ranks.
+        ConfigError: ``steps`` not a range, an empty profiling window or unknown ranks.
         ExecutionError: the device failed or stalled.
     """
+    if not isinstance(steps, range):
+        raise ConfigError(f"steps must be a range of step indices, e.g. range(1, 4) (one warm-up step, three recorded), got {steps!r}")
     if len(steps) == 0 or steps.start < 0:
         raise ConfigError(f"nothing to record: profiling window {steps.start}:{steps.stop}")
     p = plan.schedule.num_ranks

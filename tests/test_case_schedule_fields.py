@@ -99,7 +99,7 @@ def _write(tmp_path: Path, name: str, content: bytes) -> Path:
     [
         ("missing.csv", None, InputFormatError,
          "missing.csv: cannot read schedule file: [Errno 2] No such file or directory: 'missing.csv'"),
-        ("folder.csv", "dir", InputFormatError, "folder.csv: cannot read schedule file: [Errno 21] Is a directory: 'folder.csv'"),
+        ("folder.csv", "dir", InputFormatError, "folder.csv: is a directory, not a schedule file (a PyTorch pipeline .csv)"),
         ("undecodable.csv", b"\xff\xfe0F0", InputFormatError,
          "undecodable.csv: cannot read schedule file: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
         ("cell.csv", b"0XX\n", ScheduleError, "cell.csv: row 1 (rank 0), cell 1 (step 0): cannot read job '0XX': "),

@@ -148,3 +148,15 @@ def test_a_folder_with_unrelated_files_or_an_earlier_report_is_written(tmp_path,
     write_report(out, doc)  # nothing of a report's there: files are added beside notes.txt
     assert (out / "notes.txt").read_text() == "mine" and (out / "index.html").exists()
     write_report(out, doc)  # now a report folder: written again
+
+
+def test_an_unknown_outcome_is_refused(tmp_path, doc):
+    doc["cases"][0]["outcome"] = "exploded"
+    with pytest.raises(InputFormatError, match=r"case 'c/FThenB' \(#0\): outcome is 'exploded' \(str\), expected one of error, "
+                                               r"failed, passed, skipped, xfailed$"):
+        write_report(tmp_path / "out", doc)
+
+
+def test_run_case_wants_a_range_of_steps():
+    with pytest.raises(ConfigError, match=r"^steps must be a range of step indices, e\.g\. range\(1, 4\) .*got \(4, 1\)$"):
+        run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", steps=(4, 1))

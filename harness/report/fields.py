@@ -21,6 +21,8 @@ from harness.schedule.model import JobKind
 __all__ = ["case_field_problem", "check_cases"]
 
 _INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
+#: The pytest outcomes a case may carry (harness.plugin sets them).
+_OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed"})
 #: The job kinds a results file may hold.
 _KINDS = frozenset(kind.value for kind in JobKind)
 
@@ -171,6 +173,8 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
             problem = check(name, value, accept)
             if problem:
                 return problem
+    if case.get("outcome") is not None and case["outcome"] not in _OUTCOMES:
+        return f"outcome is {_show(case['outcome'])}, expected one of {', '.join(sorted(_OUTCOMES))}"
     overlaps = case.get("overlaps")
     if overlaps is not None:
         if not isinstance(overlaps, list):

@@ -152,6 +152,7 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
     m = num_microbatches
     if m is None:
         m = 1 + max((j.microbatch for row in parsed for j in row if j is not None and j.microbatch is not None), default=0)
+        _check_size(name, parsed, m, n_stages)
     sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), {"source": name})
     try:  # the messages name the schedule, i.e. the file
         check_counts(sched)
@@ -167,6 +168,23 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
             exc.jobs,
         ) from None
     return sched
+
+
+def _check_size(name: str, parsed: list[list[Job | None]], m: int, n_stages: int) -> None:
+    """Refuse an inferred ``m`` whose schedule would have more than
+    :data:`~harness.schedule.builders.MAX_JOBS` jobs: a micro-batch id far too large for
+    the file, named with its row and step (rather than counting billions of missing jobs)."""
+    from harness.schedule.builders import MAX_JOBS
+
+    if 2 * n_stages * m <= MAX_JOBS:
+        return
+    r, step, job = max(((r, k, j) for r, row in enumerate(parsed) for k, j in enumerate(row) if j is not None and j.microbatch is not None),
+                       key=lambda t: t[2].microbatch)
+    raise ScheduleError(
+        f"{name}: row {r + 1} (rank {r}), step {step}: {job} names micro-batch {job.microbatch}, so the file would need "
+        f"{m:,} micro-batches ({2 * n_stages * m:,} jobs, more than the {MAX_JOBS:,} this harness builds); is the id a typo?",
+        (str(job),),
+    )
 
 
 def _read_b_as_i(rows: list[list[Job | None]]) -> list[str]:
@@ -211,6 +229,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
             duplicate jobs (message names file, row and cell).
     """
     p = Path(path)
+    if p.is_dir():
+        raise InputFormatError(f"{p}: is a directory, not a schedule file (a PyTorch pipeline .csv)")
     if p.suffix.lower() != ".csv":
         raise InputFormatError(f"{p}: unknown schedule file type {p.suffix!r}; expected a PyTorch pipeline .csv")
     sched = load_csv(p, num_microbatches)
