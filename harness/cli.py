@@ -404,7 +404,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
         raise ConfigError("no schedule given: name one (see `pipeline-harness schedules`) or give a PyTorch pipeline .csv file")
     _check_show_costs(args)  # in the flags' names: FixedCost.ms would speak of F, B and W
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
-    case = PipelineCase(args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
+    # A file of that name that is no schedule name is the file (`show my_schedule`), as `./my_schedule` would be.
+    given_file = Path(args.schedule).is_file() and not _is_schedule_name(args.schedule)
+    case = PipelineCase(Path(args.schedule) if given_file else args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
     # A file (or what is not a schedule name): say plainly when it is not one, before its suffix is looked at.
     given = Path(args.schedule)
     if given.is_dir() and (isinstance(case.schedule, Path) or not _is_schedule_name(args.schedule)):

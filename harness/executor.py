@@ -11,6 +11,7 @@ step's reference event. The executor only talks to the device interface.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Collection
 from typing import Any
@@ -36,13 +37,10 @@ def parse_steps(text: str) -> range:
         ConfigError: not two integers, ``START < 0``, ``END <= START`` or
             ``END > MAX_STEPS`` (every job of every recorded step is kept in memory).
     """
-    parts = text.split(":")
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        start, end = int(parts[0]), int(parts[1])
-    except ValueError:
-        raise ConfigError(f"profile steps must look like START:END (e.g. 1:4), got {text!r}") from None
+    match = re.fullmatch(r"([0-9]+):([0-9]+)", text)  # ASCII digits only, as int() alone would take '３' and ' 1'
+    if match is None:
+        raise ConfigError(f"profile steps must look like START:END (e.g. 1:4), got {text!r}")
+    start, end = int(match.group(1)), int(match.group(2))
     if start < 0 or end <= start:
         raise ConfigError(f"profile steps {text!r}: need 0 <= START < END")
     if end > MAX_STEPS:

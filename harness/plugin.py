@@ -87,6 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if workload is not None:
             check_workload(workload)
         report_dir = config.getoption("--report-dir")
+        if report_dir is not None and not report_dir.strip():
+            raise ConfigError("--report-dir is empty; give a folder, or leave the option out for reports/ in the project root")
         hc = HarnessConfig(
             profile=config.getoption("--profile-jobs"),
             backend_name=backend,

@@ -88,3 +88,12 @@ def test_show_names_durations_as_typed_and_says_when_ns_rounding_makes_them_equa
         "error: --weight-ms 1 must be below --backward-ms 1.0000001 (durations are whole ns: 1000000 ns is not below "
         "1000000 ns): W is the weight part of the full backward, the rest (I = 1.0000001 - 1 ms) is the input part\n"
     )
+
+
+def test_show_reads_a_file_given_without_a_folder_part(tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.json").write_text("{}")
+    assert main(["show", "empty.json"]) == 2
+    assert capsys.readouterr().err == "error: empty.json: unknown schedule file type '.json'; expected a PyTorch pipeline .csv\n"

@@ -614,3 +614,14 @@ def test_refused_then_ok(pipeline):
         ("test_cases.py::test_refused_then_ok", "test_refused_then_ok"),
         ("test_cases.py::test_refused_then_ok#2", "test_refused_then_ok#2"),
     ]
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("--report-dir=", "--report-dir is empty; give a folder, or leave the option out for reports/ in the project root"),
+    ("--profile-steps=０:３", "profile steps must look like START:END (e.g. 1:4), got '０:３'"),
+])
+def test_empty_report_dir_and_non_ascii_steps_are_refused_at_start(pytester, option, message):
+    pytester.makepyfile(test_cases="def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", option, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {message}" in result.stderr.str()
