@@ -129,8 +129,9 @@ def test_stalled_stream_fails_instead_of_hanging():
         with pytest.raises(ExecutionError) as info:
             dev.synchronize()
         assert str(info.value) == (
-            "cpu: stream rank0/compute waited 0.2 s (stall_timeout_s) for an event after job 0F0; the job it depends on "
-            "did not finish by then: the run stalled, or that job lasts longer than stall_timeout_s (raise it for long jobs)"
+            "cpu: stream rank0/compute waited 0.2 s (stall_timeout_s) after job 0F0 for an event recorded on another stream; "
+            "the job it depends on did not finish by then: the run stalled, or that job lasts longer than stall_timeout_s "
+            "(raise it for long jobs)"
         )
     finally:
         dev.close()
@@ -200,3 +201,15 @@ def test_short_jobs_get_one_note_not_also_the_stretch_one():
                      step_start_ns=[0], step_end_ns=[400_000], jobs=jobs)
     (note,) = trust_warnings(rec, predicted_step_ns=200_000)  # twice the predicted step, yet one note
     assert note.startswith("median job 200 µs: on the cpu backend each cross-stage dependency costs a thread hand-off")
+
+
+def test_a_stall_names_the_job_it_waited_for():
+    from harness import PipelineCase, run_case
+
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=100, B=200), device_options={"cpu": {"stall_timeout_s": 0.01}})
+    with pytest.raises(ExecutionError) as info:
+        run_case(case, "cpu", range(0, 1))
+    assert str(info.value).startswith(
+        "cpu: stream rank1/compute waited 0.01 s (stall_timeout_s) after job (none yet) for an event recorded on rank0/compute "
+        "after job 0F0; the job it depends on did not finish by then"
+    )

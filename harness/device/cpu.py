@@ -68,11 +68,19 @@ def _sleep_overshoot_ns() -> int:
 
 
 class _Record:
-    __slots__ = ("done", "time")
+    __slots__ = ("after", "done", "time")
 
-    def __init__(self) -> None:
+    def __init__(self, after: tuple[str, str] | None = None) -> None:
         self.time: int | None = None
         self.done = threading.Event()
+        self.after = after  # (stream name, last job enqueued there) when recorded, for a stall's message
+
+
+def _where_recorded(rec: _Record) -> str:
+    if rec.after is None:
+        return "another stream"
+    stream, label = rec.after
+    return f"{stream} after job {label or '(none yet)'}"
 
 
 class _CpuEvent:
@@ -87,7 +95,8 @@ class _CpuStream:
         self.device = device
         self.name = name
         self.queue: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-        self.last_label = ""
+        self.last_label = ""  # the last job this stream's thread ran
+        self.enqueued_label = ""  # the last job enqueued on it (host side)
         self.error: BaseException | None = None
         self._gemm_cache: dict[int, tuple[Any, Any, Any]] = {}
         self.thread = threading.Thread(target=self._run, name=f"harness-cpu-{name}", daemon=True)
@@ -115,9 +124,9 @@ class _CpuStream:
                     continue
                 if self.error is None and not arg.done.wait(timeout):
                     self.error = ExecutionError(
-                        f"cpu: stream {self.name} waited {timeout:g} s (stall_timeout_s) for an event after job "
-                        f"{self.last_label or '(none yet)'}; the job it depends on did not finish by then: the run "
-                        "stalled, or that job lasts longer than stall_timeout_s (raise it for long jobs)"
+                        f"cpu: stream {self.name} waited {timeout:g} s (stall_timeout_s) after job {self.last_label or '(none yet)'} "
+                        f"for an event recorded on {_where_recorded(arg)}; the job it depends on did not finish "
+                        "by then: the run stalled, or that job lasts longer than stall_timeout_s (raise it for long jobs)"
                     )
                     arg.done.set()  # unblock, the run is failed anyway
             elif op == _FENCE:
@@ -210,7 +219,7 @@ class CpuDevice:
         return _CpuEvent()
 
     def record(self, event: _CpuEvent, stream: _CpuStream) -> None:
-        rec = _Record()
+        rec = _Record((stream.name, stream.enqueued_label))  # formatted only for a stall's message
         event.latest = rec
         stream.queue.put((_RECORD, rec))
 
@@ -219,6 +228,7 @@ class CpuDevice:
             stream.queue.put((_WAIT, event.latest))
 
     def launch(self, stream: _CpuStream, work: Work) -> None:
+        stream.enqueued_label = work.label
         stream.queue.put((_LAUNCH, work))
 
     def synchronize(self) -> None:
