@@ -277,8 +277,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from harness.report.results import load_results
 
     src = Path(args.results)
+    if args.out is not None and not args.out.strip():
+        raise ConfigError("--out is empty; give a folder, or leave it out to render beside the results file")
     doc = load_results(src)
     out = Path(args.out) if args.out else src.parent
+    other = out / "results.json"
+    if not args.out and other.is_file() and not other.samefile(src):  # rendering beside a file: keep the folder's own run
+        raise ConfigError(
+            f"{out} already holds another results file ({other}), which rendering {src.name} beside it would replace; "
+            f"give --out DIR for {src.name}'s report"
+        )
     # results.json is published with the page also when re-rendering in place (the file's own
     # folder): under the publish lock, with the page rendered from it, so a render that published
     # into the folder meanwhile cannot leave its results.json beside this render's page.

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.device import BackendChoice
 from harness.report.atomic import ensure_writable_dir
-from harness.report.render import ReportFiles, write_report
+from harness.report.render import ReportFiles, check_report_folder, write_report
 from harness.report.results import case_to_dict, results_document
 from harness.runner import CaseResult
 
@@ -43,9 +43,11 @@ class ProfileSession:
         """Check the report folder is writable (before any case runs).
 
         Raises:
-            ConfigError: it is not.
+            ConfigError: it is not, or it holds another tool's report files
+                (see :func:`~harness.report.render.check_report_folder`).
         """
         ensure_writable_dir(self.report_dir)
+        check_report_folder(self.report_dir)  # another tool's folder: say so now, not after the cases ran
 
     def add(self, result: CaseResult) -> None:
         """Record a finished case."""

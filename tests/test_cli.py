@@ -543,3 +543,16 @@ def test_a_user_builder_that_raises_is_one_error_line(tmp_path, capsys, monkeypa
     assert main(["--import", str(mine), "show", "Boom", "-p", "2", "-m", "2"]) == 2
     assert capsys.readouterr().err == (f"error: case 'Boom p=2 m=2': the builder of schedule 'Boom' ({mine}:boom) raised "
                                        f"ValueError: boom at {mine}:5\n")
+
+
+def test_report_beside_its_file_keeps_the_folders_own_results(tmp_path, capsys):
+    base = _results(tmp_path / "results.json")
+    two = tmp_path / "r2.json"
+    two.write_text(base.read_text())
+    assert main(["report", str(two), "-q"]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path} already holds another results file ({base}), which rendering r2.json beside "
+                                       "it would replace; give --out DIR for r2.json's report\n")
+    assert main(["report", str(base), "-q"]) == 0  # its own folder: re-rendered in place
+    assert main(["report", str(two), "--out", str(tmp_path), "-q"]) == 0  # asked for: replaced
+    assert main(["report", str(two), "--out", "", "-q"]) == 2
+    assert capsys.readouterr().err.endswith("error: --out is empty; give a folder, or leave it out to render beside the results file\n")

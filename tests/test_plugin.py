@@ -625,3 +625,13 @@ def test_empty_report_dir_and_non_ascii_steps_are_refused_at_start(pytester, opt
     result = pytester.runpytest("--profile-jobs", "--backend=sim", option, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"ERROR: {message}" in result.stderr.str()
+
+
+def test_another_tools_report_dir_is_refused_before_any_case_runs(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    (pytester.path / "theirs").mkdir()
+    (pytester.path / "theirs" / "index.html").write_text("<html>mine</html>")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "--report-dir=theirs", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "theirs is not a pipeline-harness report folder (it holds index.html but no pipeline-harness results.json)" in result.stderr.str()
+    assert (pytester.path / "theirs" / "index.html").read_text() == "<html>mine</html>"

@@ -57,7 +57,7 @@ from typing import Any
 from harness.errors import ConfigError, InputFormatError
 from harness.report.atomic import atomic_write, atomic_write_json, ensure_writable_dir
 
-__all__ = ["ReportFiles", "case_filename", "write_report"]
+__all__ = ["ReportFiles", "case_filename", "check_report_folder", "write_report"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 _STAGE_PREFIX = ".render-"
@@ -302,7 +302,7 @@ def _publish_lock(out_dir: Path, progress: Callable[[str], None] | None) -> Iter
 _OUR_RESULTS = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"pipeline-harness/results"')
 
 
-def _check_report_folder(out_dir: Path) -> None:
+def check_report_folder(out_dir: Path) -> None:
     """Refuse a folder that holds another tool's ``results.json``, ``index.html``,
     ``traces/`` or ``hta/``: rendering replaces the first two and prunes the others.
     A folder is a report folder when it has none of them, a pipeline-harness
@@ -405,7 +405,7 @@ def write_report(
 
     check_cases(doc, source)  # wrong-typed fields: refuse before creating anything
     out_dir = Path(out_dir)
-    _check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
+    check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
     created = _first_missing(out_dir)
     out_dir = ensure_writable_dir(out_dir)
     notice = notice or progress
