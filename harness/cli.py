@@ -272,13 +272,18 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
+def _check_out(out: str | None, default: str | None = None) -> None:
+    """Refuse an empty ``--out`` (it would mean the current folder, unasked)."""
+    if out is not None and not out.strip():
+        raise ConfigError("--out is empty; give a folder" + (f", or leave it out to {default}" if default else ""))
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from harness.report.render import write_report
     from harness.report.results import load_results
 
     src = Path(args.results)
-    if args.out is not None and not args.out.strip():
-        raise ConfigError("--out is empty; give a folder, or leave it out to render beside the results file")
+    _check_out(args.out, "render beside the results file")
     doc = load_results(src)
     out = Path(args.out) if args.out else src.parent
     other = out / "results.json"
@@ -345,6 +350,7 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     from harness.report.render import write_report
     from harness.report.results import results_document
 
+    _check_out(args.out)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PaddleLogWarning)
         case = import_paddle_logs(Path(args.log_dir), name=args.name, schedule_name=args.schedule)
@@ -364,6 +370,7 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
     from harness.report.paddle import write_paddle_logs
     from harness.report.results import load_results
 
+    _check_out(args.out)
     doc = load_results(Path(args.results))
     cases = doc["cases"]
     if args.case is not None:

@@ -556,3 +556,9 @@ def test_report_beside_its_file_keeps_the_folders_own_results(tmp_path, capsys):
     assert main(["report", str(two), "--out", str(tmp_path), "-q"]) == 0  # asked for: replaced
     assert main(["report", str(two), "--out", "", "-q"]) == 2
     assert capsys.readouterr().err.endswith("error: --out is empty; give a folder, or leave it out to render beside the results file\n")
+
+
+@pytest.mark.parametrize("command", [["export-paddle", "r.json"], ["import-paddle", "logs"]])
+def test_an_empty_out_is_refused(command, capsys):
+    assert main([*command, "--out", ""]) == 2
+    assert capsys.readouterr().err == "error: --out is empty; give a folder\n"

@@ -453,3 +453,41 @@ def test_export_replaces_its_own_logs_and_never_real_ones(tmp_path):
     with pytest.raises(ConfigError, match=r"real holds worker logs that export-paddle did not write \(workerlog\.0\); export into an empty"):
         write_paddle_logs(real, two)
     assert (real / "workerlog.0").read_text().startswith("Profiler Info")  # untouched
+
+
+def test_a_failed_export_changes_nothing_and_machine_folders_are_refused(tmp_path, monkeypatch):
+    import harness.report.paddle as paddle
+
+    three = case_to_dict(run_case(PipelineCase("1F1B", stages=3, microbatches=4), "sim", range(1, 2), case_id="three"))
+    four = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(1, 2), case_id="four"))
+    write_paddle_logs(tmp_path, three)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_lines = paddle.paddle_log_lines
+
+    def disk_full(case, rank, epoch_ns=None):
+        if rank == 2:
+            raise OSError(28, "No space left on device")
+        return real_lines(case, rank, epoch_ns)
+
+    monkeypatch.setattr(paddle, "paddle_log_lines", disk_full)
+    with pytest.raises(OSError, match="No space left on device"):
+        write_paddle_logs(tmp_path, four)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no half export, no staging folder left
+    monkeypatch.setattr(paddle, "paddle_log_lines", real_lines)
+    nested = tmp_path / "m"
+    (nested / "machine0").mkdir(parents=True)
+    (nested / "machine0" / "workerlog.0").write_text("Profiler Info: x\n")
+    with pytest.raises(ConfigError, match=r"m holds worker logs that export-paddle did not write \(machine0/workerlog\.0\)"):
+        write_paddle_logs(nested, three)
+
+
+def test_an_import_of_logs_from_two_exports_says_so(tmp_path):
+    a = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4), "sim", range(1, 2), case_id="a"))
+    b = case_to_dict(run_case(PipelineCase("FThenB", stages=2, microbatches=4), "sim", range(1, 2), case_id="b"))
+    write_paddle_logs(tmp_path / "a", a)
+    write_paddle_logs(tmp_path / "b", b)
+    (tmp_path / "a" / "workerlog.1").write_bytes((tmp_path / "b" / "workerlog.1").read_bytes())
+    with pytest.warns(PaddleLogWarning) as record:
+        import_paddle_logs(tmp_path / "a")
+    assert str(record[0].message) == (f"{tmp_path / 'a'}: these worker logs come from different runs (workerlog.0: 'a', "
+                                      "workerlog.1: 'b'); the import reads them as one run")

@@ -62,8 +62,11 @@ the same lines, for tools that parse them.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import statistics
+import tempfile
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -495,7 +498,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     """
     log_dir = Path(log_dir)
     logs = find_worker_logs(log_dir)
-    problems: list[str] = _device_gaps(log_dir, logs)
+    problems: list[str] = _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
     first_step: int | None = None
     labels: list[str] = []
@@ -791,37 +794,65 @@ EXPORT_MARK = "# written by pipeline-harness export-paddle"
 
 def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
     """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`),
-    each ending with :data:`EXPORT_MARK`. Worker logs an earlier export left there for ranks
-    this case does not have are removed, so an import of the folder reads this case alone.
+    each ending with :data:`EXPORT_MARK`. All logs are written to a staging folder first and
+    then moved into place, so a failed export (a full disk) changes nothing; logs an earlier
+    export left for ranks this case does not have are removed, so an import of the folder
+    reads this case alone.
 
     Raises:
         ConfigError: ``folder`` is a file or cannot be created, or it holds worker logs
-            that no export wrote (real PaddlePaddle logs are never overwritten).
-        OSError: a file cannot be written (each file is written atomically).
+            that no export wrote, here or in ``machine*/`` sub-folders (real
+            PaddlePaddle logs are never overwritten, nor left for an import to prefer).
+        OSError: a file cannot be written; nothing in ``folder`` has changed then.
     """
     folder = Path(folder)
     ensure_writable_dir(folder, "log folder")
     existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
-    foreign = [path.name for path in existing if not _written_by_export(path)]
+    nested = [f"{d.name}/{f.name}" for d in folder.iterdir() if d.is_dir() and d.name.startswith("machine")
+              for f in d.iterdir() if _LOG_NAME.match(f.name)]
+    foreign = sorted((path.name for path in existing if export_case_of(path) is None), key=_natural) + sorted(nested, key=_natural)
     if foreign:
         raise ConfigError(
-            f"{folder} holds worker logs that export-paddle did not write ({', '.join(sorted(foreign, key=_natural))}); "
-            "export into an empty folder (or one of earlier exports) so they are not overwritten or mixed into an import"
+            f"{folder} holds worker logs that export-paddle did not write ({', '.join(foreign[:8])}"
+            f"{f', ... ({len(foreign) - 8} more)' if len(foreign) > 8 else ''}); export into an empty folder "
+            "(or one of earlier exports) so they are not overwritten or mixed into an import"
         )
-    p = int(case["schedule"]["p"])
-    header = f"{EXPORT_MARK} from case {case['id']!r}"
-    out = []
-    for rank in range(p):
-        out.append(atomic_write_text(folder / f"workerlog.{rank}", "\n".join([*paddle_log_lines(case, rank, epoch_ns), header]) + "\n"))
-    written = set(out)
+    mark = f"{EXPORT_MARK} from case {case['id']!r}"
+    stage = Path(tempfile.mkdtemp(prefix=".export-", dir=folder))
+    try:
+        staged = []
+        for rank in range(int(case["schedule"]["p"])):
+            text = "\n".join([*paddle_log_lines(case, rank, epoch_ns), mark]) + "\n"
+            staged.append(atomic_write_text(stage / f"workerlog.{rank}", text))
+        out = []
+        for path in staged:  # every log written: move them in
+            os.replace(path, folder / path.name)
+            out.append(folder / path.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     for path in existing:
-        if path not in written:
+        if path not in out:
             path.unlink()  # an earlier export's rank this case does not have
     return out
 
 
-def _written_by_export(path: Path) -> bool:
+def _mixed_exports(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
+    """A note when the logs come from different export-paddle runs (their marks name different
+    cases) or some are exported and some not: their jobs are two runs read as one."""
+    cases = {path: export_case_of(path) for _, _, path in logs}
+    named = {c for c in cases.values() if c is not None}
+    if len(named) < 2 and (not named or None not in cases.values()):
+        return []
+    shown = ", ".join(f"{path.name}: {case or 'not exported'}" for path, case in list(cases.items())[:8])
+    return [f"{log_dir}: these worker logs come from different runs ({shown}); the import reads them as one run"]
+
+
+def export_case_of(path: Path) -> str | None:
+    """The case id an exported worker log names in its :data:`EXPORT_MARK` line, or ``None``
+    for a log that export-paddle did not write."""
     with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - 512))
-        lines = f.read().decode("utf-8", errors="replace").rstrip("\n").rsplit("\n", 1)
-    return lines[-1].startswith(EXPORT_MARK)
+        f.seek(max(0, path.stat().st_size - 1024))
+        last = f.read().decode("utf-8", errors="replace").rstrip("\n").rsplit("\n", 1)[-1]
+    if not last.startswith(EXPORT_MARK):
+        return None
+    return last[len(EXPORT_MARK):].removeprefix(" from case ").strip()
