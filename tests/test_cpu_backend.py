@@ -210,6 +210,6 @@ def test_a_stall_names_the_job_it_waited_for():
     with pytest.raises(ExecutionError) as info:
         run_case(case, "cpu", range(0, 1))
     assert str(info.value).startswith(
-        "cpu: stream rank1/compute waited 0.01 s (stall_timeout_s) after job (none yet) for an event recorded on rank0/compute "
+        "cpu: stream rank1/compute waited 0.01 s (stall_timeout_s) before its first job for an event recorded on rank0/compute "
         "after job 0F0; the job it depends on did not finish by then"
     )

@@ -80,7 +80,7 @@ def _where_recorded(rec: _Record) -> str:
     if rec.after is None:
         return "another stream"
     stream, label = rec.after
-    return f"{stream} after job {label or '(none yet)'}"
+    return f"{stream} after job {label}" if label else f"{stream} before its first job"
 
 
 class _CpuEvent:
@@ -124,7 +124,8 @@ class _CpuStream:
                     continue
                 if self.error is None and not arg.done.wait(timeout):
                     self.error = ExecutionError(
-                        f"cpu: stream {self.name} waited {timeout:g} s (stall_timeout_s) after job {self.last_label or '(none yet)'} "
+                        f"cpu: stream {self.name} waited {timeout:g} s (stall_timeout_s) "
+                        f"{f'after job {self.last_label}' if self.last_label else 'before its first job'} "
                         f"for an event recorded on {_where_recorded(arg)}; the job it depends on did not finish "
                         "by then: the run stalled, or that job lasts longer than stall_timeout_s (raise it for long jobs)"
                     )

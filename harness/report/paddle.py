@@ -808,6 +808,9 @@ def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None =
     folder = Path(folder)
     ensure_writable_dir(folder, "log folder")
     existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
+    blocked = [path.name for path in folder.iterdir() if _LOG_NAME.match(path.name) and not path.is_file()]
+    if blocked:  # a folder (or other non-file) where a log goes: refuse before moving anything in
+        raise ConfigError(f"{folder}: {', '.join(sorted(blocked, key=_natural))} is not a file; export-paddle writes its worker logs there")
     nested = [f"{d.name}/{f.name}" for d in folder.iterdir() if d.is_dir() and d.name.startswith("machine")
               for f in d.iterdir() if _LOG_NAME.match(f.name)]
     foreign = sorted((path.name for path in existing if export_case_of(path) is None), key=_natural) + sorted(nested, key=_natural)
