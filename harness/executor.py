@@ -11,7 +11,6 @@ step's reference event. The executor only talks to the device interface.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Collection
 from typing import Any
@@ -23,33 +22,9 @@ from harness.errors import ConfigError
 from harness.plan import Plan
 from harness.records import JobRecord, RunRecords
 from harness.schedule.model import JobKind
+from harness.window import MAX_STEPS, FixedWindow, ProfilingWindow, parse_steps
 
-__all__ = ["execute", "parse_steps"]
-
-
-def parse_steps(text: str) -> range:
-    """Parse a profiling window ``START:END`` into the recorded steps ``range(START, END)``.
-
-    Steps before ``START`` run as warm-up and are not recorded. ``"1:4"`` runs
-    four steps and records steps 1, 2 and 3.
-
-    Raises:
-        ConfigError: not two integers, ``START < 0``, ``END <= START`` or
-            ``END > MAX_STEPS`` (every job of every recorded step is kept in memory).
-    """
-    match = re.fullmatch(r"([0-9]+):([0-9]+)", text)  # ASCII digits only, as int() alone would take '３' and ' 1'
-    if match is None:
-        raise ConfigError(f"profile steps must look like START:END (e.g. 1:4), got {text!r}")
-    start, end = int(match.group(1)), int(match.group(2))
-    if start < 0 or end <= start:
-        raise ConfigError(f"profile steps {text!r}: need 0 <= START < END")
-    if end > MAX_STEPS:
-        raise ConfigError(f"profile steps {text!r}: at most {MAX_STEPS} steps per run (END <= {MAX_STEPS}); records of every step are kept")
-    return range(start, end)
-
-
-MAX_STEPS = 10_000
-"""The most steps a run may take (``END`` of ``--profile-steps``)."""
+__all__ = ["MAX_STEPS", "execute", "parse_steps"]  # parse_steps and MAX_STEPS live in harness.window
 
 
 def _works(plan: Plan, cost: CostModel) -> list[Work]:
@@ -85,16 +60,19 @@ def execute(
     plan: Plan,
     device: Device,
     cost: CostModel,
-    steps: range,
+    steps: range | ProfilingWindow,
     ranks: Collection[int] | None = None,
 ) -> RunRecords:
-    """Run ``plan`` for ``steps.stop`` steps on ``device`` and record ``steps``.
+    """Run ``plan`` on ``device`` for the steps of a profiling window and record them.
 
     Args:
         plan: the validated plan.
         device: any backend implementing :class:`~harness.device.base.Device`.
         cost: gives each job's work (duration ns, FLOPs, bytes).
-        steps: the recorded steps; steps ``0 .. steps.start-1`` are warm-up.
+        steps: the recorded steps as a ``range`` (steps ``0 .. steps.start-1``
+            are warm-up), or a :class:`~harness.window.ProfilingWindow` (e.g.
+            :class:`~harness.window.AdaptiveWindow`, which records until the
+            median step time is stable); the run's ``window`` says why it stopped.
         ranks: the ranks this process runs (default: all). Jobs of other ranks
             are neither enqueued nor recorded; this is the seam for one rank
             per process, where remote dependencies arrive through a transport.
@@ -112,10 +90,17 @@ def execute(
         ConfigError: ``steps`` not a range, an empty profiling window or unknown ranks.
         ExecutionError: the device failed or stalled.
     """
-    if not isinstance(steps, range):
-        raise ConfigError(f"steps must be a range of step indices, e.g. range(1, 4) (one warm-up step, three recorded), got {steps!r}")
-    if len(steps) == 0 or steps.start < 0:
-        raise ConfigError(f"nothing to record: profiling window {steps.start}:{steps.stop}")
+    if isinstance(steps, range):
+        if len(steps) == 0 or steps.start < 0 or steps.step != 1:
+            raise ConfigError(f"nothing to record: profiling window {steps.start}:{steps.stop}")
+        if steps.stop > MAX_STEPS:
+            raise ConfigError(f"profiling window {steps.start}:{steps.stop}: at most {MAX_STEPS} steps per run")
+        window: ProfilingWindow = FixedWindow(steps)
+    elif all(hasattr(steps, a) for a in ("steps", "is_recorded", "observe", "outcome", "warmup_steps")):
+        window = steps
+    else:
+        raise ConfigError(f"steps must be a range of step indices, e.g. range(1, 4) (one warm-up step, three recorded), "
+                          f"or a profiling window (harness.window.AdaptiveWindow), got {steps!r}")
     p = plan.schedule.num_ranks
     local = set(range(p)) if ranks is None else set(ranks)
     if not local <= set(range(p)):
@@ -134,7 +119,7 @@ def execute(
         device=device.describe(),
         num_ranks=p,
         streams=[plan.stream_names[s] for s in stream_ids],
-        warmup_steps=steps.start,
+        warmup_steps=window.warmup_steps,
     )
     first = streams[stream_ids[0]]
     others = [streams[s] for s in stream_ids[1:]]
@@ -146,7 +131,7 @@ def execute(
     record, wait, launch = device.record, device.wait, device.launch
     clock = time.perf_counter_ns
     enqueue_of = [0] * n
-    for step in range(steps.stop):
+    for step in window.steps():
         ref = device.event()
         t0 = clock()
         record(ref, first)
@@ -167,7 +152,7 @@ def execute(
             t = now
         enqueue = clock() - t0
         device.synchronize()
-        if step not in steps:
+        if not window.is_recorded(step):
             continue
         if base_ref is None:
             base_ref = ref
@@ -188,4 +173,6 @@ def execute(
         records.step_start_ns.append(offset)
         records.step_end_ns.append(step_end)
         records.enqueue_ns.append(enqueue)
+        window.observe(step, step_end - offset)
+    records.window = window.outcome()
     return records

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from harness.records import JobRecord, RunRecords
+from harness.stats import SampleStats, summarize
 
 __all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "peak_inflight_of"]
 
@@ -67,6 +68,12 @@ class RunMetrics:
         peak_inflight: per rank, the maximum over steps.
         peak_inflight_per_stage: per stage (chunk), the maximum over steps.
         enqueue_ns_per_job: host enqueue time per job, median over steps (ns).
+        step_time_stats: the step times' full summary (ns): mean, stdev, MAD,
+            the 95 % CI of the median, outliers (indices into ``steps``), the
+            relative standard error of the median (:mod:`harness.stats`).
+        bubble_stats: the same for the per-step bubble ratio (a share).
+        busy_stats, idle_stats: per rank, the same for its per-step busy and
+            idle time (ns).
     """
 
     steps: list[StepMetrics]
@@ -81,6 +88,10 @@ class RunMetrics:
     span_bubble_ratio: float = 0.0
     peak_inflight_per_stage: list[int] = field(default_factory=list)
     normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time)")
+    step_time_stats: SampleStats | None = None
+    bubble_stats: SampleStats | None = None
+    busy_stats: list[SampleStats] = field(default_factory=list)
+    idle_stats: list[SampleStats] = field(default_factory=list)
 
 
 def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -> list[int]:
@@ -174,4 +185,8 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         span_bubble_ratio=float(statistics.median(s.span_bubble_ratio for s in out)),
         peak_inflight_per_stage=peak_inflight_of(records.jobs, p, per="stage"),
         enqueue_ns_per_job=float(statistics.median(records.enqueue_ns)) / n_jobs_per_step if n_jobs_per_step else 0.0,
+        step_time_stats=summarize(times),
+        bubble_stats=summarize([s.bubble_ratio for s in out]),
+        busy_stats=[summarize([s.busy_ns[r] for s in out]) for r in range(p)],
+        idle_stats=[summarize([s.idle_ns[r] for s in out]) for r in range(p)],
     )

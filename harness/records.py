@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.window import WindowOutcome
+
 __all__ = ["JobRecord", "RunRecords"]
 
 
@@ -68,6 +70,9 @@ class RunRecords:
         enqueue_ns: per recorded step, host time spent enqueueing the step's
             work (waits, records, launches), in ns.
         warmup_steps: steps run before the first recorded one.
+        window: how the profiling window ended (why recording stopped, the
+            relative error of the median reached), ``None`` for records not
+            made by the executor (imports).
     """
 
     backend: str
@@ -80,6 +85,7 @@ class RunRecords:
     jobs: list[JobRecord] = field(default_factory=list)
     enqueue_ns: list[int] = field(default_factory=list)
     warmup_steps: int = 0
+    window: WindowOutcome | None = None
 
     def jobs_of_step(self, step: int) -> list[JobRecord]:
         return [j for j in self.jobs if j.step == step]

@@ -13,12 +13,15 @@ from typing import Any
 from harness import theory
 from harness.case import PipelineCase
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
+from harness.environment import CaseUsage, UsageProbe
 from harness.errors import ConfigError, HarnessError, ScheduleError
 from harness.executor import execute
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
 from harness.schedule.model import Job, JobKind, Schedule
+from harness.stability import Flag, fidelity, stability_flags
+from harness.window import AdaptiveWindow, FixedWindow, ProfilingWindow
 
 __all__ = ["CaseResult", "run_case"]
 
@@ -42,6 +45,12 @@ class CaseResult:
             (``"passed"``, ``"failed"``, ``"error"``, ``"skipped"``), or ``None``.
         warnings: notes on how far to trust the figures (e.g. jobs too short
             for the backend's timing), for the summary and the report.
+        flags: ``unstable`` / ``contended`` flags with their reasons
+            (:mod:`harness.stability`); empty for ``sim`` and stable runs.
+        usage: how busy the machine was during the run (:mod:`harness.environment`).
+        fidelity: measured median step against the cost model's exact step, with
+            the median's CI (:func:`harness.stability.fidelity`), on backends whose
+            jobs last their cost-model durations; else ``None``.
     """
 
     case_id: str
@@ -55,6 +64,9 @@ class CaseResult:
     plan: Plan | None = None
     outcome: str | None = None
     warnings: list[str] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    usage: CaseUsage | None = None
+    fidelity: dict[str, Any] | None = None
 
     @property
     def num_ranks(self) -> int:
@@ -171,10 +183,14 @@ def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) ->
     return out
 
 
+#: Backend workloads whose jobs last their cost-model durations, so a run should match ``sim``.
+TIMED_WORKLOADS = ("sleep", "spin")
+
+
 def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords) -> int | None:
     """The exact step time (ns) of ``plan`` under the case's cost model, where the run
-    should match it (cpu, timed workload); ``None`` elsewhere."""
-    if records.backend != "cpu" or records.device.get("workload") != "sleep":
+    should match it (a timed backend whose jobs last their durations); ``None`` elsewhere."""
+    if records.backend == "sim" or records.device.get("workload") not in TIMED_WORKLOADS:
         return None
     from harness.schedule.analytics import simulate
 
@@ -260,10 +276,23 @@ def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, step_flops: float, step
         )
 
 
+def window_for(backend: str, steps: range | ProfilingWindow | None) -> range | ProfilingWindow:
+    """The profiling window a run on ``backend`` uses: ``steps`` as given, except
+    that ``None`` means an :class:`~harness.window.AdaptiveWindow` with its
+    defaults, and an adaptive window on ``sim`` (which is exact) becomes one
+    recorded step after the same warm-up (``reason="exact"``)."""
+    if steps is None:
+        steps = AdaptiveWindow()
+    if backend == "sim" and isinstance(steps, AdaptiveWindow):
+        w = steps.warmup_steps
+        return FixedWindow(range(w, w + 1), reason="exact")
+    return steps
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
-    steps: range = range(1, 4),
+    steps: range | ProfilingWindow | None = None,
     case_id: str | None = None,
     device_options: dict[str, Any] | None = None,
 ) -> CaseResult:
@@ -272,7 +301,12 @@ def run_case(
     Args:
         case: the pipeline to run.
         backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"`` or a resolved choice.
-        steps: recorded steps; earlier steps are warm-up (default 1 warm-up, 3 recorded).
+        steps: the profiling window: a ``range`` of recorded steps (earlier steps
+            are warm-up), a :class:`~harness.window.ProfilingWindow`, or ``None``
+            (default) for measure-until-stable: one warm-up step, then steps until
+            the median step time's relative standard error is 1 % (5 to 1000 steps,
+            10 s of host time), or one recorded step on ``sim``, which is exact
+            (:func:`window_for`).
         case_id: id for reports (default: the case's label).
         device_options: extra keyword arguments for the device constructor;
             they override the case's own ``device_options`` for this backend.
@@ -287,6 +321,7 @@ def run_case(
         ExecutionError: the run failed or stalled.
     """
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
+    window = window_for(choice.name, steps)
     schedule = case.build()
     try:
         plan = build_plan(schedule)
@@ -297,16 +332,25 @@ def run_case(
             step_flops = _step_flops(case, plan)
             _check_compute_flops(case, step_flops)
             if choice.name == "cpu":
-                _check_cpu_gemm_time(case, plan, step_flops, len(steps) + steps.start)
+                runs = (len(window) + window.start if isinstance(window, range)
+                        else window.warmup_steps + getattr(window, "min_steps", 1))  # at least this many steps run
+                _check_cpu_gemm_time(case, plan, step_flops, runs)
     except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
         raise case.with_site(exc) from None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     device = create_device(choice.name, case.workload, **options)
+    probe = UsageProbe()
     try:
-        records = execute(plan, device, case.cost, steps)
+        records = execute(plan, device, case.cost, window)
     finally:
         device.close()
+    usage = probe.finish()
     metrics = compute_metrics(records)
+    predicted = _predicted_step_ns(plan, case, records)
+    flags: list[Flag] = []
+    if records.backend != "sim" and metrics.step_time_stats is not None:
+        busy = plan.schedule.num_ranks if records.device.get("workload") == "matmul" else 0
+        flags = stability_flags(metrics.step_time_stats, records.window, usage, busy_streams=busy)
     return CaseResult(
         case_id=case_id or case.label(),
         label=case.label(),
@@ -317,5 +361,8 @@ def run_case(
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
-        warnings=trust_warnings(records, _predicted_step_ns(plan, case, records)),
+        warnings=trust_warnings(records, predicted if records.backend == "cpu" else None),
+        flags=flags,
+        usage=usage,
+        fidelity=fidelity(metrics.step_time_stats, predicted) if predicted and metrics.step_time_stats else None,
     )

@@ -14,12 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from harness.device import BackendChoice
+from harness.environment import machine_facts
 from harness.report.atomic import ensure_writable_dir
 from harness.report.render import ReportFiles, check_report_folder, write_report
 from harness.report.results import case_to_dict, results_document
 from harness.runner import CaseResult
+from harness.window import AdaptiveWindow
 
-__all__ = ["ProfileSession"]
+__all__ = ["ProfileSession", "describe_window"]
+
+
+def describe_window(steps: range | AdaptiveWindow) -> str:
+    """The profiling window as options spell it: ``"1:4"``, or
+    ``"adaptive: 1 warm-up, target 1%, 5-1000 steps, 10 s"``."""
+    if isinstance(steps, range):
+        return f"{steps.start}:{steps.stop}"
+    return (f"adaptive: {steps.warmup_steps} warm-up, target {100 * steps.target:g}%, "
+            f"{steps.min_steps}-{steps.max_steps} steps, {steps.max_time_ns / 1e9:g} s")
 
 
 @dataclass
@@ -29,14 +40,15 @@ class ProfileSession:
     Attributes:
         report_dir: where reports go (created; must be writable).
         backend: the backend choice the session runs with.
-        steps: recorded steps (earlier ones are warm-up).
+        steps: the profiling window: recorded steps (earlier ones are warm-up),
+            or an adaptive window's settings (:class:`~harness.window.AdaptiveWindow`).
         results: finished cases, in completion order; serialized when the
             report is written, so outcomes noted after a case ran are included.
     """
 
     report_dir: Path
     backend: BackendChoice
-    steps: range
+    steps: range | AdaptiveWindow
     results: list[CaseResult] = field(default_factory=list)
 
     def prepare(self) -> None:
@@ -65,7 +77,8 @@ class ProfileSession:
             "backend_requested": self.backend.requested,
             "backend": self.backend.name,
             "backend_reason": self.backend.reason,
-            "profile_steps": f"{self.steps.start}:{self.steps.stop}",
+            "profile_steps": describe_window(self.steps),
+            "environment": machine_facts(),
             **(extra_session or {}),
         }
         doc = results_document([case_to_dict(r) for r in self.results], session)

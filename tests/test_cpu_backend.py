@@ -160,11 +160,14 @@ def test_short_jobs_on_the_cpu_backend_come_with_a_note():
 def test_a_gpu_sized_compute_case_on_the_cpu_is_refused_with_an_estimate(monkeypatch):
     from harness import PipelineCase, TransformerCost, run_case, runner
 
-    monkeypatch.setattr(runner, "CPU_GEMM_LIMIT_S", 5.0)  # well below any CPU's time for 237 TFLOP
+    monkeypatch.setattr(runner, "CPU_GEMM_LIMIT_S", 5.0)  # well below any CPU's time for 356 TFLOP
 
     gpt = TransformerCost(hidden_size=2048, seq_len=1024, micro_batch_size=1, num_layers=24, tflops=200.0)
-    with pytest.raises(ConfigError, match=r"the compute workload would run 237 TFLOP of real GEMMs on this CPU, about [\d,]+ min"):
-        run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "cpu")  # 4 steps of 8 micro-batches
+    # the adaptive window runs at least 1 warm-up + 5 steps: 6 steps of 8 micro-batches, 59.3 TFLOP each
+    with pytest.raises(ConfigError, match=r"the compute workload would run 356 TFLOP of real GEMMs on this CPU, about [\d,]+ min"):
+        run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "cpu")
+    with pytest.raises(ConfigError, match=r"would run 237 TFLOP"):  # a fixed window of 1 warm-up + 3 steps
+        run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "cpu", range(1, 4))
     # the same model with timed jobs, or on sim, runs
     assert run_case(PipelineCase("1F1B", 4, 8, cost=gpt, workload="compute"), "sim").metrics.step_time_median_ns > 0
 

@@ -16,7 +16,7 @@ from harness.runner import run_case
 
 
 def _doc(microbatches: int) -> dict:
-    return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, microbatches, name="c"), "sim", case_id="c"))])
+    return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, microbatches, name="c"), "sim", range(1, 4), case_id="c"))])
 
 
 def test_sigint_during_the_move_is_held_until_the_report_is_whole(tmp_path, monkeypatch):

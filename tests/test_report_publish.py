@@ -28,7 +28,7 @@ _LINK = re.compile(r'(?:traces|hta)/[^"\\<>\s]*')
 
 
 def _doc(microbatches: int, ids: tuple[str, ...] = ("c",)) -> dict:
-    return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, microbatches, name=i), "sim", case_id=i)) for i in ids])
+    return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, microbatches, name=i), "sim", range(1, 4), case_id=i)) for i in ids])
 
 
 def _script(body: str) -> str:
@@ -53,7 +53,7 @@ _PRELUDE = """
     from harness.runner import run_case
 
     def doc(m, ids):
-        return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, m, name=i), "sim", case_id=i)) for i in ids])
+        return results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, m, name=i), "sim", range(1, 4), case_id=i)) for i in ids])
 """
 
 

@@ -19,8 +19,23 @@ line), ``overlaps`` (``[earlier job, later job]`` index pairs of jobs that
 overlap on one device). Readers must not require them. Likewise the job
 column ``enqueue_ns`` (host time spent enqueueing each job, ns), written for
 harness runs; the case field ``outcome`` (the pytest outcome of the test that
-ran the case: ``passed``, ``failed``, ``error``, ``skipped``); and the metric
-``span_bubble_ratio`` (see :mod:`harness.metrics`).
+ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
+``span_bubble_ratio`` (see :mod:`harness.metrics`); and, for harness runs:
+
+* ``metrics.stats``: ``step_time_ns``, ``bubble_ratio`` and per rank
+  ``busy_ns``/``idle_ns`` summaries (:class:`harness.stats.SampleStats`:
+  median, mean, stdev, min, max, q1, q3, iqr, mad, the 95 % CI of the median
+  ``ci_low``/``ci_high`` with its real coverage ``ci_level``, ``rel_err``,
+  ``outliers`` as indices into the recorded steps);
+* ``window``: why recording stopped (:class:`harness.window.WindowOutcome`);
+* ``flags``: ``[{"kind": "unstable" | "contended", "reason": ...}]`` (empty
+  when the figures are to be trusted, :mod:`harness.stability`);
+* ``usage``: load average before/after, this process's and other processes'
+  CPU use in cores during the case (:mod:`harness.environment`);
+* ``fidelity``: measured median step against the cost model's exact one, with
+  the CI (:func:`harness.stability.fidelity`).
+
+The session holds ``environment`` (:func:`harness.environment.machine_facts`).
 
 Format history:
     1 - first version.
@@ -119,8 +134,18 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
             "peak_inflight_per_stage": m.peak_inflight_per_stage,
             "enqueue_ns_per_job": m.enqueue_ns_per_job,
             "per_step": [asdict(s) for s in m.steps],
+            **({"stats": {
+                "step_time_ns": m.step_time_stats.to_dict(),
+                "bubble_ratio": m.bubble_stats.to_dict() if m.bubble_stats else None,
+                "busy_ns": [x.to_dict() for x in m.busy_stats],
+                "idle_ns": [x.to_dict() for x in m.idle_stats],
+            }} if m.step_time_stats is not None else {}),
         },
         "theory": result.theory,
+        **({"window": rec.window.to_dict()} if rec.window is not None else {}),
+        "flags": [f.to_dict() for f in result.flags],
+        **({"usage": result.usage.to_dict()} if result.usage is not None else {}),
+        **({"fidelity": result.fidelity} if result.fidelity is not None else {}),
         **({"outcome": result.outcome} if result.outcome else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
     }

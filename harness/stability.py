@@ -1,0 +1,120 @@
+"""How far a timed case's figures can be trusted: the ``unstable`` and ``contended`` flags, and fidelity.
+
+A flag is a one-line reason shown in the pytest summary, the report's overview
+and results.json (pyperf's "the benchmark may be unstable" warnings are the
+model). ``compare`` does not gate a flagged case unless ``--strict``: its
+change says more about the machine than about the schedule.
+
+* **unstable**: the adaptive window's time budget or step cap ran out before
+  the relative standard error of the median reached its target, or the step
+  times' IQR is more than :data:`UNSTABLE_IQR` of their median.
+* **contended**: the case needed more cores than it had: more streams running
+  real work (the ``matmul`` workload) than usable cores, or other processes
+  using the cores the case needed (their CPU time from ``/proc/stat``, see
+  :mod:`harness.environment`; the 1-minute load average where that is not
+  readable). The load average alone is not used on Linux: it counts the
+  case's own threads, and lags the previous case by a minute.
+
+**Fidelity** is the measured median step against the cost model's exact step
+(the ``sim`` figure of the same plan) on a backend whose jobs last their
+cost-model durations (``cpu/sleep``, ``cuda/spin``), with the CI of the median
+carried over: ``(median / predicted - 1)`` in ``[ci_low / predicted - 1,
+ci_high / predicted - 1]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.environment import CaseUsage
+from harness.stats import SampleStats
+from harness.window import WindowOutcome
+
+__all__ = ["UNSTABLE_IQR", "Flag", "fidelity", "stability_flags"]
+
+#: An IQR above this share of the median flags a case unstable.
+UNSTABLE_IQR = 0.10
+#: Other processes' CPU use (cores) below which a case is never called contended
+#: (a shell, an editor, the kernel's own threads).
+_OTHER_NOISE_CORES = 0.5
+#: The share of the usable cores above which the machine counts as saturated.
+_SATURATED = 0.9
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A reason not to trust a case's figures as they stand.
+
+    Attributes:
+        kind: ``"unstable"`` or ``"contended"``.
+        reason: one line for people, with the figures that tripped it.
+    """
+
+    kind: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "reason": self.reason}
+
+
+def stability_flags(
+    step_stats: SampleStats,
+    window: WindowOutcome | None,
+    usage: CaseUsage | None = None,
+    busy_streams: int = 0,
+) -> list[Flag]:
+    """The flags of one timed case (none for ``sim``: call it for timed backends only).
+
+    Args:
+        step_stats: the case's step-time summary (ns).
+        window: how its profiling window ended.
+        usage: the machine's load during the case (:class:`~harness.environment.UsageProbe`).
+        busy_streams: streams that keep a core busy while they work (``cpu/matmul``
+            compute streams); sleeping or GPU streams do not.
+    """
+    flags: list[Flag] = []
+    if window is not None and window.target_missed:
+        flags.append(Flag("unstable", f"{window.describe()}; the median is known to ±{100 * (window.rel_err or 0):.1f}% only"))
+    if step_stats.n > 1 and step_stats.iqr_over_median > UNSTABLE_IQR:
+        flags.append(Flag("unstable", f"step times spread widely: IQR {step_stats.iqr / 1e6:.3f} ms is "
+                                      f"{100 * step_stats.iqr_over_median:.0f}% of the median (flagged above {100 * UNSTABLE_IQR:.0f}%)"))
+    if usage is not None:
+        cores = usage.cores
+        if busy_streams > cores:
+            flags.append(Flag("contended", f"{busy_streams} streams run real work on {cores} usable core(s): they share cores, "
+                                           "so the figures measure the machine's scheduling as much as the pipeline"))
+        need = max(float(busy_streams), usage.own_cores)
+        if usage.other_cores is not None:
+            if usage.other_cores >= _OTHER_NOISE_CORES and usage.other_cores + need > _SATURATED * cores:
+                load = "" if usage.loadavg_before is None else f", load average {usage.loadavg_before:g} → {usage.loadavg_after:g}"
+                flags.append(Flag("contended", f"other processes used {usage.other_cores:.1f} of {cores} core(s) during the case{load}"))
+        elif usage.loadavg_before is not None and max(usage.loadavg_before, usage.loadavg_after or 0) > cores:
+            flags.append(Flag("contended", f"load average {usage.loadavg_before:g} → {usage.loadavg_after:g} is above "
+                                           f"the {cores} usable core(s)"))
+    return flags
+
+
+def fidelity(step_stats: SampleStats, predicted_step_ns: int) -> dict[str, Any]:
+    """Measured median step against the cost model's exact step (see module doc).
+
+    Args:
+        step_stats: the case's step-time summary (ns).
+        predicted_step_ns: the exact step time of the same plan (``sim``), ns.
+
+    Returns:
+        ``{"predicted_step_ns", "change", "ci_low", "ci_high", "ci_level"}``, changes as
+        fractions (0.02 = measured 2 % longer than predicted).
+
+    Raises:
+        ValueError: ``predicted_step_ns`` is not positive.
+    """
+    if predicted_step_ns <= 0:
+        raise ValueError(f"predicted step must be positive, got {predicted_step_ns} ns")
+    return {
+        "predicted_step_ns": int(predicted_step_ns),
+        "change": step_stats.median / predicted_step_ns - 1,
+        "ci_low": step_stats.ci_low / predicted_step_ns - 1,
+        "ci_high": step_stats.ci_high / predicted_step_ns - 1,
+        "ci_level": step_stats.ci_level,
+    }
