@@ -3,7 +3,7 @@
 Commands::
 
     report RESULTS_JSON [--out DIR]            re-render index.html and traces from a results file
-    compare BASE NEW [--fail step_time:5%]...  per-case deltas; exit 1 past a threshold, 2 with no common case
+    compare BASE NEW [--fail step_time:5%]...  per-case changes with CIs; exit 1 past a significant threshold, 2 with no common case
     import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
     schedules                                  registered schedules and their parameters
@@ -23,13 +23,21 @@ import math
 import re
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.compare import (
+    Threshold,
+    cases_by_id,
+    compare_documents,
+    parse_threshold,
+    parse_thresholds,
+    pipeline_mismatches,
+    setup_mismatches,
+)
 from harness.cost import MAX_DURATION_NS, CostModel
-from harness.errors import ConfigError, HarnessError, InputFormatError
+from harness.errors import ConfigError, HarnessError
 
 __all__ = [
     "Threshold",
@@ -42,220 +50,6 @@ __all__ = [
     "pipeline_mismatches",
     "setup_mismatches",
 ]
-
-_METRICS = {"step_time": "median step time", "bubble": "bubble ratio (idle share of total)"}
-#: The unit a gate's LIMIT is read in, per metric: the step time's change is
-#: relative (percent), the bubble's absolute (percentage points: it is a share).
-_UNIT = {"step_time": "%", "bubble": "pp"}
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """A ``compare`` gate: ``metric`` (``step_time`` or ``bubble``) may grow by at most
-    ``limit``: relative for ``step_time`` (0.05 = 5%), absolute for ``bubble``
-    (0.02 = 2 percentage points of the idle share)."""
-
-    metric: str
-    limit: float
-
-    def describe(self) -> str:
-        """The gate as the command line takes it: ``step_time +5%``, ``bubble +2pp``."""
-        return f"{self.metric} +{round(100 * self.limit, 9):g}{_UNIT[self.metric]}"
-
-
-#: A gate's LIMIT: a plain decimal number in ASCII digits (no ``1_0``, exponent or other scripts' digits).
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-
-
-def parse_threshold(text: str) -> Threshold:
-    """Parse a ``--fail METRIC:LIMIT`` gate.
-
-    LIMIT is a number in the metric's unit, optionally with the unit spelled
-    out (in any case): percent for ``step_time`` (``step_time:5`` =
-    ``step_time:5%``, the median step time may grow by 5% of the base),
-    percentage points for ``bubble`` (``bubble:2`` = ``bubble:2pp`` =
-    ``bubble:2PP`` = ``bubble:2%``, the bubble ratio may grow from e.g. 10% to
-    12% of the step time). The number is plain ASCII decimal (``2``, ``2.5``,
-    ``.5``), a leading ``+`` allowed (``+2`` is 2, as the gates are shown:
-    ``bubble +2pp``); ``-0`` is 0.
-
-    Raises:
-        ConfigError: unknown metric; a LIMIT that is not a plain decimal
-            number, negative, NaN or infinite; ``pp`` on ``step_time`` (a
-            relative change); a bubble LIMIT over 100 points (the bubble is a
-            share of the step).
-    """
-    m = re.fullmatch(r"\s*([^:\s][^:]*?)\s*:\s*(.*?)\s*", text)
-    if not m or not m.group(2):
-        raise ConfigError(f"--fail {text!r}: expected METRIC:LIMIT like step_time:5% or bubble:2pp")
-    metric, limit = m.group(1), m.group(2)
-    if metric not in _METRICS:
-        raise ConfigError(f"--fail {text!r}: unknown metric {metric!r}; valid: {', '.join(_METRICS)}")
-    unit = next((u for u in ("pp", "%") if limit.lower().endswith(u)), "")
-    number = limit[: len(limit) - len(unit)].strip()
-    usage = ("step_time takes percent (step_time:5 or step_time:5%)" if metric == "step_time"
-             else "bubble takes percentage points (bubble:2 or bubble:2pp)")
-    if number.lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        raise ConfigError(f"--fail {text!r}: the limit must be a finite number, got {number!r}; {usage}")
-    if not _DECIMAL.fullmatch(number):
-        raise ConfigError(f"--fail {text!r}: {number!r} is not a plain decimal number (digits 0-9, like 5 or 2.5); {usage}")
-    value = float(number) + 0.0  # + 0.0: -0 is 0, not a gate shown as "+-0"
-    if value < 0:
-        raise ConfigError(f"--fail {text!r}: the limit must not be negative (it is how much the {metric} may grow); {usage}")
-    if metric == "step_time" and unit == "pp":
-        raise ConfigError(f"--fail {text!r}: the step time's change is relative, in percent, not percentage points; {usage}")
-    if metric == "bubble" and value > 100:
-        raise ConfigError(f"--fail {text!r}: the bubble is a share of the step time (0 to 100%), so it cannot grow by "
-                          f"more than 100 percentage points; {usage}")
-    return Threshold(metric, value / 100)
-
-
-def parse_thresholds(texts: Sequence[str]) -> list[Threshold]:
-    """Parse every ``--fail`` gate (:func:`parse_threshold`); the same gate given twice
-    counts once.
-
-    Raises:
-        ConfigError: a gate does not parse, or one metric is given two different
-            limits (which one would hold is not for us to guess).
-    """
-    gates: dict[str, tuple[str, Threshold]] = {}
-    for text in texts:
-        t = parse_threshold(text)
-        seen = gates.get(t.metric)
-        if seen is None:
-            gates[t.metric] = (text, t)
-        elif seen[1] != t:
-            raise ConfigError(f"--fail {seen[0]!r} and --fail {text!r}: two limits for {t.metric} "
-                              f"({seen[1].describe()} and {t.describe()}); give one")
-    return [t for _, t in gates.values()]
-
-
-@dataclass(frozen=True)
-class CaseDelta:
-    """One case in both documents: base and new figures and whether a gate failed."""
-
-    case_id: str
-    base_step_ns: float
-    new_step_ns: float
-    base_bubble: float
-    new_bubble: float
-    failed: tuple[str, ...]
-
-    @property
-    def step_change(self) -> float | None:
-        """Relative change of the median step time (0.05 = 5% slower); ``None`` when the
-        base step time is 0 (a relative change of 0 cannot be computed)."""
-        return self.new_step_ns / self.base_step_ns - 1 if self.base_step_ns else None
-
-    @property
-    def bubble_change(self) -> float:
-        """Absolute change of the bubble ratio (0.02 = 2 percentage points more idle)."""
-        return self.new_bubble - self.base_bubble
-
-
-def cases_by_id(doc: dict[str, Any], source: str = "results") -> dict[str, dict[str, Any]]:
-    """The cases of a results document keyed by id.
-
-    Raises:
-        InputFormatError: two cases share an id (names the id, both positions
-            and ``source``): a comparison would silently pick one of them.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    first: dict[str, int] = {}
-    for i, case in enumerate(doc["cases"]):
-        cid = str(case["id"])
-        if cid in out:
-            raise InputFormatError(
-                f"{source}: case id {cid!r} appears more than once (cases #{first[cid]} and #{i}); "
-                "cases are matched by id, so each id must be unique"
-            )
-        out[cid] = case
-        first[cid] = i
-    return out
-
-
-def _workload(case: dict[str, Any]) -> str:
-    device = case.get("device")
-    return str(device.get("workload") or "") if isinstance(device, dict) else ""
-
-
-def compare_documents(
-    base: dict[str, Any], new: dict[str, Any], thresholds: Sequence[Threshold],
-    base_name: str = "base", new_name: str = "new",
-) -> tuple[list[CaseDelta], list[str], list[str]]:
-    """Match cases by id and compute deltas.
-
-    Args:
-        base, new: results documents.
-        thresholds: the gates.
-        base_name, new_name: name the documents in errors.
-
-    Returns:
-        ``(deltas for cases in both, ids only in base, ids only in new)``.
-
-    Raises:
-        InputFormatError: a document holds two cases with the same id.
-    """
-    base_cases = cases_by_id(base, base_name)
-    new_cases = cases_by_id(new, new_name)
-    deltas = []
-    for cid, b in base_cases.items():
-        n = new_cases.get(cid)
-        if n is None:
-            continue
-        bm, nm = b["metrics"], n["metrics"]
-        d = CaseDelta(cid, float(bm["step_time_median_ns"]), float(nm["step_time_median_ns"]),
-                      float(bm["bubble_ratio"]), float(nm["bubble_ratio"]), ())
-        failed = []
-        for t in thresholds:
-            change = d.step_change if t.metric == "step_time" else d.bubble_change
-            if change is None:  # base step time 0: any growth from it is past every relative limit
-                if d.new_step_ns > d.base_step_ns:
-                    failed.append(t.metric)
-            elif change > t.limit + 1e-12:
-                failed.append(t.metric)
-        deltas.append(CaseDelta(d.case_id, d.base_step_ns, d.new_step_ns, d.base_bubble, d.new_bubble, tuple(failed)))
-    only_base = [c for c in base_cases if c not in new_cases]
-    only_new = [c for c in new_cases if c not in base_cases]
-    return deltas, only_base, only_new
-
-
-def _cases_in_both(base: dict[str, Any], new: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """``(base case, new case)`` for each case id in both documents, in base order."""
-    new_cases = {str(c["id"]): c for c in new["cases"]}
-    for b in base["cases"]:
-        n = new_cases.get(str(b["id"]))
-        if n is not None:
-            yield b, n
-
-
-def setup_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Per case id in both documents whose backend or workload differs, a note
-    saying how (such a comparison measures the setup, not the schedule)."""
-    notes = []
-    for b, n in _cases_in_both(base, new):
-        diffs = []
-        if b.get("backend") != n.get("backend"):
-            diffs.append(f"backend {b.get('backend')!r} vs {n.get('backend')!r}")
-        if _workload(b) != _workload(n):
-            diffs.append(f"workload {_workload(b) or '(none)'!r} vs {_workload(n) or '(none)'!r}")
-        if diffs:
-            notes.append(f"{b['id']}: ran on different setups ({'; '.join(diffs)}); its deltas compare the setups, not the schedule")
-    return notes
-
-
-def pipeline_mismatches(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Per case id in both documents whose pipeline differs (``p``, ``m`` or ``v``), a
-    note saying how: its deltas then compare two different pipelines, not two runs of one."""
-    notes = []
-    for b, n in _cases_in_both(base, new):
-        bs, ns = b.get("schedule") or {}, n.get("schedule") or {}
-        diffs = [f"{key} {bs.get(key)} vs {ns.get(key)}" for key in ("p", "m", "v") if bs.get(key) != ns.get(key)]
-        if diffs:
-            notes.append(f"{b['id']}: a different pipeline in the two files ({'; '.join(diffs)}); its deltas compare "
-                         "different pipelines, not two runs of one")
-    return notes
-
 
 def package_version() -> str:
     """The installed version of the ``pipeline-harness`` distribution, or ``"unknown"``
@@ -300,43 +94,77 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _said_once(ids: Sequence[str], note: str) -> str:
+    """One warning for a note shared by several cases: its count and the first few ids."""
+    if len(ids) == 1:
+        return f"{ids[0]}: {note}"
+    shown = ", ".join(ids[:3]) + (f", ... ({len(ids) - 3} more)" if len(ids) > 3 else "")
+    return f"{len(ids)} cases {note.replace('its deltas', 'their deltas')}: {shown}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.2f}%" if math.isfinite(x) else "?"
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from harness.compare import compare_documents, mismatch_groups, parse_confidence
     from harness.report.fields import check_cases
     from harness.report.results import load_results
 
     thresholds = parse_thresholds(args.fail or [])
+    confidence = parse_confidence(args.confidence)
     base, new = load_results(Path(args.base)), load_results(Path(args.new))
     for doc, name in ((base, args.base), (new, args.new)):
         check_cases(doc, str(name))  # as `report` checks them: a null bubble or a string step time names file, case and field
-    deltas, only_base, only_new = compare_documents(base, new, thresholds, str(args.base), str(args.new))
+    result = compare_documents(base, new, thresholds, str(args.base), str(args.new), confidence=confidence, strict=args.strict)
+    deltas, only_base, only_new = result
     if not deltas:
         raise ConfigError(
             f"no case id is in both {args.base} ({len(base['cases'])} case(s)) and {args.new} "
             f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file?"
         )
-    for note in setup_mismatches(base, new) + pipeline_mismatches(base, new):
-        _err(f"warning: {note}")
-    for d in deltas:
-        if d.step_change is None:
-            _err(f"warning: {d.case_id}: the median step time in {args.base} is 0 ns, so its change cannot be computed "
-                 "(shown as n/a; a step_time gate fails it if the new step time is above 0)")
+    for note, ids in mismatch_groups(base, new):
+        _err(f"warning: {_said_once(ids, note)}")
+    zero = [d.case_id for d in deltas if d.step_change is None]
+    if zero:
+        note = (f"the median step time in {args.base} is 0 ns, so its change cannot be computed "
+                "(shown as n/a; a step_time gate fails it if the new step time is above 0)")
+        _err(f"warning: {_said_once(zero, note)}")
     out: TextIO = sys.stdout
-    w = max([len(d.case_id) for d in deltas] + [4])
-    w = min(w, 70)
-    print(f"{'case':<{w}}  {'step base':>11} {'step new':>11} {'change':>8}  {'bubble base':>11} {'new':>7} {'change':>9}", file=out)
+    w = min(max([len(d.case_id) for d in deltas] + [4]), 70)
+    level = f"{100 * confidence:g}% CI"
+    print(f"{'case':<{w}}  {'step base':>11} {'step new':>11} {'change':>8} {level:>19}  {'verdict':<22} "
+          f"{'bubble base':>11} {'new':>7} {'change':>9}", file=out)
     for d in deltas:
         name = d.case_id if len(d.case_id) <= w else "..." + d.case_id[-(w - 3):]
         flag = "  FAIL " + ",".join(d.failed) if d.failed else ""
-        step_change = f"{100 * d.step_change:>+7.2f}%" if d.step_change is not None else f"{'n/a':>8}"
-        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {step_change}  "
+        if d.step is None:
+            step_change, ci = f"{'n/a':>8}", ""
+        else:
+            step_change = f"{_pct(d.step.estimate):>8}"
+            ci = "exact" if d.step.method == "exact" else f"[{_pct(d.step.ci_low)}, {_pct(d.step.ci_high)}]"
+        verdict = d.verdict + (" (flagged)" if d.flags else "")
+        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {step_change} {ci:>19}  {verdict:<22} "
               f"{100 * d.base_bubble:>10.2f}% {100 * d.new_bubble:>6.2f}% {100 * d.bubble_change:>+7.2f}pp{flag}", file=out)
+    for d in deltas:
+        for f in d.flags:
+            print(f"flagged: {d.case_id}: {f}", file=out)
     for cid in only_base:
         print(f"only in {args.base}: {cid}", file=out)
     for cid in only_new:
         print(f"only in {args.new}: {cid}", file=out)
-    failed = [d for d in deltas if d.failed]
+    failed = result.failed
     gates = ", ".join(t.describe() for t in thresholds) or "none"
-    print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})", file=out)
+    verdicts = {v: sum(1 for d in deltas if d.verdict == v) for v in ("slower", "faster", "no significant change", "not enough samples")}
+    counted = ", ".join(f"{n} {v}" for v, n in verdicts.items() if n)
+    ungated = result.ungated
+    tail = ""
+    if ungated and thresholds:
+        tail = (f"; {len(ungated)} flagged case(s) not gated (unstable or contended in either file; --strict gates them)")
+    elif result.strict and any(d.flags for d in deltas):
+        tail = f"; {sum(1 for d in deltas if d.flags)} flagged case(s) gated (--strict)"
+    print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})"
+          + (f" at {100 * confidence:g}% confidence" if thresholds else "") + f": {counted}{tail}", file=out)
     broken = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]
     if thresholds and only_base:
         print(f"FAIL: {len(only_base)} case(s) of {args.base} missing from {args.new}", file=out)
@@ -563,6 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
                         "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
                         "bubble:2pp and bubble:2%% all let it grow from 10%% to 12%% of the step time); repeatable")
+    p.add_argument("--confidence", default="0.95", metavar="LEVEL",
+                   help="confidence of the intervals shown and of the significance a gate needs (default 0.95; e.g. 0.99 or 99%%): "
+                        "a gate fails a case only when its change is past LIMIT and its interval excludes no change")
+    p.add_argument("--strict", action="store_true",
+                   help="gate cases flagged unstable or contended in either file too (by default they are reported, not gated)")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")
