@@ -18,6 +18,8 @@ from harness.schedule import build_schedule
 from harness.schedule.analytics import analyze
 from harness.schedule.notation import load_schedule_file
 
+from _checks import check_run
+
 SCHEDULE = Path(__file__).parent / "schedules" / "zb_like_p3_m4.csv"
 COST = FixedCost.ms(F=2, B=4)
 MS = 1_000_000
@@ -29,6 +31,5 @@ def test_custom_csv_schedule(pipeline):
     assert (result.num_ranks, result.num_microbatches) == (3, 4)
     assert predicted.makespan_ns == 30 * MS
     assert analyze(build_schedule("1F1B", 3, 4), COST).makespan_ns == 36 * MS
-    # Measured on the chosen backend: exact on sim, sleep-based on cpu (host overhead only adds).
-    assert predicted.makespan_ns * 0.99 <= result.metrics.step_time_median_ns <= predicted.makespan_ns * 1.3
-    assert result.metrics.peak_inflight == predicted.peak_inflight == [4, 3, 2]
+    assert predicted.peak_inflight == [4, 3, 2]
+    check_run(result, predicted)

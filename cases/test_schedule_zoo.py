@@ -20,6 +20,7 @@ from harness.case import PipelineCase
 from harness.schedule import build_schedule
 from harness.schedule.analytics import analyze
 
+from _checks import check_run
 from _models import GPT_1B
 
 P, M = 4, 8
@@ -41,7 +42,5 @@ def test_schedule_zoo(pipeline, schedule, v, bubble):
         assert predicted.bubble_ratio == pytest.approx(bubble, rel=1e-3)  # ns rounding of job durations
     else:
         assert predicted.max_span_bubble_ns <= P  # zero up to a ns of rounding per job boundary
-    assert result.metrics.peak_inflight == predicted.peak_inflight
-    assert result.metrics.peak_inflight == [theory.peak_inflight(schedule, P, M, r, v) for r in range(P)]
-    step = result.metrics.step_time_median_ns
-    assert predicted.makespan_ns * 0.99 <= step <= predicted.makespan_ns * 1.3
+    assert predicted.peak_inflight == [theory.peak_inflight(schedule, P, M, r, v) for r in range(P)]
+    check_run(result, predicted)

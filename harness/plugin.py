@@ -22,10 +22,10 @@ import pytest
 from harness.case import PipelineCase
 from harness.device import BACKENDS, BackendChoice, check_workload, resolve_backend
 from harness.errors import ConfigError, HarnessError
-from harness.executor import parse_steps
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
+from harness.window import DEFAULT_MAX_TIME_NS, DEFAULT_MIN_STEPS, DEFAULT_TARGET, AdaptiveWindow, parse_duration_ns, parse_steps, parse_target
 
 _KEY = pytest.StashKey["HarnessConfig"]()
 _BENCHMARK_FIXTURE = pytest.StashKey[Any]()  # that fixture, kept for an interrupted case (see pytest_runtest_call)
@@ -44,7 +44,7 @@ class HarnessConfig:
     profile: bool
     backend_name: str
     report_dir: Path
-    steps: range
+    steps: range | AdaptiveWindow
     workload: str | None
     _choice: BackendChoice | None = None
     session: ProfileSession | None = None
@@ -60,6 +60,10 @@ class HarnessConfig:
             self._choice = resolve_backend(self.backend_name)
         return self._choice
 
+    def window(self) -> range | AdaptiveWindow:
+        """A profiling window for one case (an adaptive window holds state: one per case)."""
+        return self.steps if isinstance(self.steps, range) else replace(self.steps)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pipeline-harness", "pipeline schedule benchmarks (pipeline-harness)")
@@ -69,8 +73,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"backend to run pipeline cases on: {', '.join(BACKENDS)} (default: auto = cuda if usable, else cpu)")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="where reports are written (default: reports/ in the project's root folder); each run replaces the report there")
-    group.addoption("--profile-steps", default="1:4", metavar="START:END",
-                    help="steps to record; earlier steps run as warm-up (default 1:4 = 1 warm-up, 3 recorded)")
+    group.addoption("--profile-steps", default=None, metavar="START:END",
+                    help="record exactly these steps; earlier steps run as warm-up (e.g. 1:4 = 1 warm-up, 3 recorded). "
+                         "Default: measure until stable (one warm-up step, then steps until the median step time is known "
+                         "to --profile-target; sim records one step, it is exact)")
+    group.addoption("--profile-target", default=None, metavar="PCT",
+                    help=f"measure until the relative standard error of the median step time is at most this "
+                         f"(default {100 * DEFAULT_TARGET:g}%)")
+    group.addoption("--profile-max-time", default=None, metavar="TIME",
+                    help=f"time budget per case for measuring until stable, e.g. 10s, 500ms, 2min (default {DEFAULT_MAX_TIME_NS / 1e9:g}s); "
+                         "a case that runs out of it before the target is flagged unstable")
+    group.addoption("--profile-min-steps", default=None, metavar="N",
+                    help=f"record at least N steps when measuring until stable (default {DEFAULT_MIN_STEPS})")
     group.addoption("--workload", default=None, metavar="NAME",
                     help="override every case's workload: timed (jobs last their cost-model duration: cpu sleep, cuda spin) "
                          "or compute (real GEMMs sized from the job's FLOPs: cpu NumPy, cuda kernel)")
@@ -79,7 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pipeline(**case): declare a pipeline case; the pipeline_result fixture runs it")
     try:
-        steps = parse_steps(config.getoption("--profile-steps"))
+        steps = _profiling_window(config)
         backend = config.getoption("--backend")
         if backend.strip().lower() not in BACKENDS:
             resolve_backend(backend)  # raises with the list of valid names
@@ -106,6 +120,35 @@ def pytest_configure(config: pytest.Config) -> None:
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_KEY] = hc
+    if config.pluginmanager.hasplugin("benchmark") and not config.pluginmanager.has_plugin("harness-benchmark-guard"):
+        config.pluginmanager.register(_BenchmarkRegressionGuard(), "harness-benchmark-guard")
+
+
+def _profiling_window(config: pytest.Config) -> range | AdaptiveWindow:
+    """``--profile-steps`` (a fixed window) or the adaptive window's options.
+
+    Raises:
+        ConfigError: a value that does not parse, or both kinds given.
+    """
+    fixed = config.getoption("--profile-steps")
+    knobs = {name: config.getoption(name) for name in ("--profile-target", "--profile-max-time", "--profile-min-steps")}
+    given = [name for name, value in knobs.items() if value is not None]
+    if fixed is not None:
+        if given:
+            raise ConfigError(f"--profile-steps fixes the window exactly; {', '.join(given)} only apply to the adaptive window "
+                              "(measure until stable): give one or the other")
+        return parse_steps(fixed)
+    options: dict[str, Any] = {}
+    if knobs["--profile-target"] is not None:
+        options["target"] = parse_target(knobs["--profile-target"])
+    if knobs["--profile-max-time"] is not None:
+        options["max_time_ns"] = parse_duration_ns(knobs["--profile-max-time"])
+    if knobs["--profile-min-steps"] is not None:
+        text = knobs["--profile-min-steps"]
+        if not text.isascii() or not text.strip().isdigit():
+            raise ConfigError(f"--profile-min-steps {text!r}: expected a whole number of steps, e.g. 5")
+        options["min_steps"] = int(text)
+    return AdaptiveWindow(**options)
 
 
 def _shown(path: Path) -> str:
@@ -150,23 +193,32 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     line = f"pipeline-harness: {c.name} backend ({c.reason})"
     if hc.profile:
         st = hc.steps
-        warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
-        line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {_shown(hc.report_dir)}/"
+        if isinstance(st, range):
+            warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
+            line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {_shown(hc.report_dir)}/"
+        elif c.name == "sim":
+            line += f"; recording 1 step after {st.warmup_steps} warm-up (sim is exact) to {_shown(hc.report_dir)}/"
+        else:
+            line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
+                     f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {_shown(hc.report_dir)}/")
     return line
 
 
 class _ReplayClock:
     """A pytest-benchmark timer that returns the run's own clock (seconds), so
-    the benchmark statistics are the measured step times, not host wall time."""
+    the benchmark statistics are the measured step times, not host wall time.
+    Named so that ``--benchmark-json`` records it as an importable name,
+    ``harness.plugin.replay_clock``."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
         self.now = 0.0
+        self.__name__ = self.__qualname__ = f"{__name__}.{name}"  # pytest-benchmark writes a timer by its __name__
 
     def __call__(self) -> float:
         return self.now
 
 
-_CLOCK = _ReplayClock()
+replay_clock = _CLOCK = _ReplayClock("replay_clock")
 
 
 class PipelineRunner:
@@ -199,7 +251,7 @@ class PipelineRunner:
         case_id = node.nodeid + ("" if self._runs == 1 else f"#{self._runs}")
         error: HarnessError | None = None
         try:
-            result = run_case(case, hc.choice, hc.steps, case_id=case_id)
+            result = run_case(case, hc.choice, hc.window(), case_id=case_id)
         except HarnessError as exc:
             error = exc
         if error is not None:  # outside the except block: one message, no chained traceback
@@ -245,6 +297,9 @@ class PipelineRunner:
             "bubble_normalization": m.normalization,
             "peak_inflight": m.peak_inflight,
             "clock": "step times on the run's own clock (device events or simulated time), in seconds",
+            "window": result.records.window.describe() if result.records.window else None,
+            "step_time_ci_s": [m.step_time_stats.ci_low / 1e9, m.step_time_stats.ci_high / 1e9] if m.step_time_stats else None,
+            "flags": [f"{f.kind}: {f.reason}" for f in result.flags],
         })
         bench.pedantic(one_step, rounds=len(step_times), iterations=1, warmup_rounds=0)
 
@@ -420,6 +475,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_SESSION] = session  # for the exit status of a summary cut short
+    _no_baseline_no_gate(session.config)
+
+
+def _no_baseline_no_gate(config: pytest.Config) -> None:
+    """A first run with ``--benchmark-compare-fail`` and no stored baseline: pytest-benchmark
+    has already warned "Can't compare. No benchmark files in ..." and would end the run with a
+    ``UsageError`` traceback (exit 4, pytest-benchmark#276). There is nothing to gate yet, so
+    say so once and run without the gate; later runs, with a baseline saved, are gated."""
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None or not getattr(bs, "compare_fail", None) or getattr(bs, "compared_mapping", None):
+        return
+    bs.compare_fail = []
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
+                      "nothing is gated this time; save one with --benchmark-autosave", yellow=True)
+
+
+class _BenchmarkRegressionGuard:
+    """Turns pytest-benchmark's ``PerformanceRegression`` (raised from its terminal summary
+    when ``--benchmark-compare-fail`` trips) into a failed run: pytest-benchmark has already
+    listed the regressions; without this, pytest prints an internal-error traceback of
+    about 70 lines and no final line. Registered only where pytest-benchmark is."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> Generator[None, None, None]:
+        try:
+            from pytest_benchmark.session import PerformanceRegression
+        except ImportError:  # another layout: leave its exceptions alone
+            return (yield)
+        try:
+            return (yield)
+        except PerformanceRegression:
+            terminalreporter.write_line("pytest-benchmark: performance has regressed past --benchmark-compare-fail "
+                                        "(the regressions are listed above); the run fails", red=True)
+            session = config.stash.get(_SESSION, None)
+            if session is not None:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -465,6 +559,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
 
+def _printable(text: str) -> str:
+    """``text`` for one terminal cell: control and bidirectional-override characters escaped."""
+    import unicodedata
+
+    if text.isprintable() and not any(unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI")
+                                      for c in text):
+        return text
+    return "".join(c if c.isprintable() and unicodedata.bidirectional(c) not in
+                   ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI") else repr(c)[1:-1] for c in text)
+
+
 def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     """The "pipeline cases" section: one row per case, notes, failed cases, where the report is."""
     tr.section("pipeline cases")
@@ -473,20 +578,28 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
         m = r.metrics
         th = r.theory.get("bubble_ratio")
         workload = r.records.device.get("workload")
+        st = m.step_time_stats
+        spread = "exact" if r.records.backend == "sim" else "—"
+        if st is not None and st.n > 1 and st.median and r.records.backend != "sim":
+            spread = f"±{100 * max(st.median - st.ci_low, st.ci_high - st.median) / st.median:.1f}%"
+        fid = r.fidelity
         rows.append((
-            r.case_id.split("::", 1)[-1],
-            r.schedule.name,
+            _printable(r.case_id.split("::", 1)[-1]),
+            _printable(r.schedule.name),
             str(r.num_ranks),
             str(r.num_microbatches),
             str(r.chunks),
             r.records.backend + (f"/{workload}" if workload else ""),
+            str(len(m.steps)) + ("!" if r.flags else ""),
             f"{m.step_time_median_ns / 1e6:.3f} ms",
+            spread,
             f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
             f"{100 * m.span_bubble_ratio:.1f}%",
+            "—" if fid is None else f"{100 * fid['change']:+.1f}%",
         ))
-    header = ("case", "schedule", "p", "m", "v", "backend", "step median", "bubble meas/theory", "span bubble")
+    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "95% CI", "bubble meas/theory", "span bubble", "vs sim")
     widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7, 8}
+    right = {2, 3, 4, 6, 7, 8, 9, 10, 11}
 
     def fmt(row: tuple[str, ...]) -> str:
         cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
@@ -496,10 +609,20 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     for row in rows:
         tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
-                  "span bubble = idle inside each rank's own first-to-last job, over the summed spans")
+                  "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
+                  "95% CI = of the median step (order statistics), as the larger side's distance from the median; "
+                  "vs sim = measured median against the cost model's exact step; steps! = flagged below")
     for r in hc.results:
         for note in r.warnings:
-            tr.write_line(f"note: {r.label}: {note}")
+            tr.write_line(f"note: {_printable(r.label)}: {note}")
+    flagged = [r for r in hc.results if r.flags]
+    for r in flagged:
+        for f in r.flags:
+            tr.write_line(f"{f.kind}: {_printable(r.label)}: {f.reason}")
+    if flagged:
+        kinds = sorted({f.kind for r in flagged for f in r.flags})
+        tr.write_line(f"{len(flagged)} of {len(hc.results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
+                      "`python -m harness compare` reports them and does not gate them unless --strict")
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
         tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))

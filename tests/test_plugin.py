@@ -67,11 +67,13 @@ def test_profile_jobs_writes_reports(pytester):
 def test_benchmark_json_carries_measured_step_times(pytester):
     pytester.makepyfile(test_cases=CASES)
     out = pytester.path / "bench.json"
-    result = pytester.runpytest("--backend=sim", f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--backend=sim", "--profile-steps=1:4", f"--benchmark-json={out}", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
-    benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    doc = json.loads(out.read_text())
+    benches = {b["name"]: b for b in doc["benchmarks"]}
     b = benches["test_case[1F1B]"]
-    assert b["stats"]["rounds"] == 3
+    assert b["stats"]["rounds"] == 3  # every recorded step is one round
+    assert b["options"]["timer"] == "harness.plugin.replay_clock"  # an importable name, not an object's repr
     assert b["stats"]["median"] == pytest.approx(0.012)  # 12 ms simulated step, in seconds
     assert b["extra_info"]["bubble_ratio"] == pytest.approx(0.25)
     assert b["extra_info"]["stages"] == 2 and b["extra_info"]["backend"] == "sim"
@@ -82,7 +84,8 @@ def test_auto_backend_says_why_in_the_header(pytester):
     pytester.makepyfile(test_cases=CASES)
     result = pytester.runpytest("--profile-jobs", "-k", "FThenB", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["pipeline-harness: cpu backend (auto: no usable GPU: *); recording steps 1-3 (after 1 warm-up step) to reports/"])
+    result.stdout.fnmatch_lines(["pipeline-harness: cpu backend (auto: no usable GPU: *); measuring until stable: median step time "
+                                 "to 1% after 1 warm-up (5-1000 steps, 10 s per case) to reports/"])
 
 
 @pytest.mark.parametrize(
