@@ -32,6 +32,7 @@ _BENCHMARK_FIXTURE = pytest.StashKey[Any]()  # that fixture, kept for an interru
 _FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
 _FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
 _SESSION = pytest.StashKey[pytest.Session]()
+_NO_BASELINE = pytest.StashKey[bool]()  # --benchmark-compare-fail found no baseline: the gate was lifted
 _CASE_FIXTURES = frozenset({"pipeline", "pipeline_result"})
 # Frames a user's case never lives in: the harness and the pytest machinery that calls the test.
 _NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager))
@@ -487,10 +488,7 @@ def _no_baseline_no_gate(config: pytest.Config) -> None:
     if bs is None or not getattr(bs, "compare_fail", None) or getattr(bs, "compared_mapping", None):
         return
     bs.compare_fail = []
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is not None:
-        tr.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
-                      "nothing is gated this time; save one with --benchmark-autosave", yellow=True)
+    config.stash[_NO_BASELINE] = True  # said in the terminal summary, where the gate's verdict would be
 
 
 class _BenchmarkRegressionGuard:
@@ -540,6 +538,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.stash.get(_NO_BASELINE, False):
+        terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
+                                    "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
     hc = config.stash.get(_KEY, None)
     if hc is None or not hc.results:
         return

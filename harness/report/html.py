@@ -220,6 +220,39 @@ def spread_text(n_steps: int, min_ns: float | None, max_ns: float | None, iqr_ns
             "detail": f"{n_steps} step" + ("" if n_steps == 1 else "s")}
 
 
+def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The median step's 95 % CI for the page, from ``metrics.stats`` (``None`` for files
+    without it, one step, or sim, which is exact)."""
+    st = ((case["metrics"].get("stats") or {}).get("step_time_ns")) if isinstance(case["metrics"].get("stats"), dict) else None
+    if not isinstance(st, dict) or case.get("backend") == "sim" or not st.get("median") or (st.get("n") or 0) < 2:
+        return None
+    med, lo, hi = float(st["median"]), float(st["ci_low"]), float(st["ci_high"])
+    half = max(med - lo, hi - med) / med
+    level = float(st.get("ci_level") or 0)
+    return {"short": f"±{100 * half:.1f}%", "title": f"{100 * level:.1f}% CI of the median: {lo / 1e6:,.3f}–{hi / 1e6:,.3f} ms "
+            f"(order statistics, n={st.get('n')}); relative standard error {100 * float(st.get('rel_err') or 0):.2f}%",
+            "outliers": len(st.get("outliers") or [])}
+
+
+def _flags(case: dict[str, Any]) -> list[dict[str, str]]:
+    """A case's flags, one per kind, its reasons joined (for one badge each)."""
+    flags = case.get("flags")
+    by_kind: dict[str, list[str]] = {}
+    for f in flags if isinstance(flags, list) else []:
+        if isinstance(f, dict):
+            by_kind.setdefault(str(f.get("kind")), []).append(str(f.get("reason")))
+    return [{"kind": kind, "reason": "; ".join(reasons)} for kind, reasons in by_kind.items()]
+
+
+def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
+    f = case.get("fidelity")
+    if not isinstance(f, dict) or not all(isinstance(f.get(k), (int, float)) for k in ("change", "ci_low", "ci_high", "predicted_step_ns")):
+        return None
+    return {"text": f"{100 * f['change']:+.1f}%", "sort": f["change"],
+            "title": f"measured median step against the cost model's exact step ({f['predicted_step_ns'] / 1e6:,.3f} ms, the sim figure); "
+                     f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%"}
+
+
 def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> dict[str, Any]:
     m = case["metrics"]
     th = case.get("theory") or {}
@@ -255,6 +288,10 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bad": _BAD_OUTCOMES.get(outcome or ""),
         "canvas_h": 30 + 20 * len(case["streams"]) + 6,
         "warnings": list(case.get("warnings") or []),
+        "ci": _ci_text(case),
+        "flags": _flags(case),
+        "fidelity": _fidelity(case),
+        "window": (case.get("window") or {}).get("description") if isinstance(case.get("window"), dict) else None,
         "trace": trace_href,
         "hta": hta_href,
         "bars": _stage_bars(case),
@@ -383,6 +420,51 @@ def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+#: The side-by-side view gets the change of every pair of cases up to this many cases
+#: (276 pairs); past it, pairs of neighbouring cases and of cases with the same p and m.
+PAIRS_ALL_UP_TO = 24
+
+
+def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For the side-by-side view: per pair ``"a,b"`` of case indices, the change from case ``a``
+    to case ``b`` of the median step time (relative) and of the bubble (points), each with its
+    95 % CI and verdict, by the same statistics as ``compare`` (:func:`harness.stats.compare_samples`).
+
+    Returns:
+        ``{"a,b": {"step": [estimate, low, high, verdict], "bubble": [...]}}`` (fractions).
+    """
+    from harness.compare import bubble_samples, step_samples
+    from harness.stats import compare_samples
+
+    n = len(cases)
+    if n <= PAIRS_ALL_UP_TO:
+        wanted = [(a, b) for a in range(n) for b in range(n) if a != b]
+    else:
+        shape = [(c["schedule"].get("p"), c["schedule"].get("m")) for c in cases]
+        wanted = [(a, a + 1) for a in range(n - 1)] + [(a + 1, a) for a in range(n - 1)]
+        by_shape: dict[Any, list[int]] = {}
+        for i, key in enumerate(shape):
+            by_shape.setdefault(key, []).append(i)
+        wanted += [(a, b) for group in by_shape.values() if len(group) <= 12 for a in group for b in group if a != b]
+    def row(ch: Any, words: dict[str, str]) -> list[Any]:  # JSON has no infinity: an interval that is not known is null
+        return [x if math.isfinite(x) else None for x in (ch.estimate, ch.ci_low, ch.ci_high)] + [words.get(ch.verdict, ch.verdict)]
+
+    timed = {"larger": "slower", "smaller": "faster"}
+
+    out: dict[str, dict[str, Any]] = {}
+    samples = [(step_samples(c), bubble_samples(c), c.get("backend") == "sim") for c in cases]
+    for a, b in dict.fromkeys(wanted):
+        (sa, ba, ea), (sb, bb, eb) = samples[a], samples[b]
+        entry: dict[str, Any] = {}
+        if min(sa) > 0:
+            ch = compare_samples(sa, sb, exact=ea and eb, resamples=1000)
+            entry["step"] = row(ch, timed)
+        ch = compare_samples(ba, bb, relative=False, exact=ea and eb, resamples=1000)
+        entry["bubble"] = row(ch, {})
+        out[f"{a},{b}"] = entry
+    return out
+
+
 def render_index(
     doc: dict[str, Any],
     trace_hrefs: dict[str, str] | None = None,
@@ -408,13 +490,16 @@ def render_index(
     kinds = kind_table(cases)
     rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"])) for c in cases]
     timelines = [timeline_data(c, kinds) for c in cases]
+    pairs = pair_changes(cases)
     return str(env.get_template("index.html.j2").render(
         title=title,
         doc=doc,
         session=doc.get("session") or {},
         rows=rows,
         chart=chart_data(cases),
-        payload={"kinds": kinds, "cases": timelines},
+        payload={"kinds": kinds, "cases": timelines, "pairs": pairs,
+                 "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"]} for c in cases]},
+        flagged=sum(1 for r in rows if r["flags"]),
         kinds=kinds,
         normalization=cases[0]["metrics"].get("normalization", "") if cases else "",
     ))
