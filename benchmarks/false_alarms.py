@@ -87,8 +87,8 @@ def main() -> int:
         detected += hit
         summary_ab = text_ab.strip().splitlines()[-1]
         flagged.append(summary_ab)
-        print(f"pair {i + 1}: same code exit {code} ({summary_ab}); 10% slower case: {'detected' if hit else 'MISSED'} ({row.split('  ')[-1] if row else '?'})",
-              flush=True)
+        verdict = "detected" if hit else "MISSED"
+        print(f"pair {i + 1}: same code exit {code} ({summary_ab}); 10% slower case: {verdict} ({row.strip()})", flush=True)
         for path in (a, b, c):
             if i > 0:
                 shutil.rmtree(path, ignore_errors=True)
