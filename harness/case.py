@@ -112,6 +112,9 @@ class PipelineCase:
             only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
             "l2_flush": True}}``. Every backend named is checked against its
             device's constructor when the case is built, whichever backend runs.
+        memory_limit_bytes: the device memory per rank in bytes (e.g. ``80 * 2**30``);
+            a case whose peak memory (:mod:`harness.memory`) is above it on any rank is
+            marked "does not fit" in the summary, the report and results. ``None``: no limit.
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -148,6 +151,7 @@ class PipelineCase:
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    memory_limit_bytes: int | None = None
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +182,12 @@ class PipelineCase:
                 f"case {self.label()!r}: comm must be True, False or None (insert send/receive jobs when transfers cost time), "
                 f"got {self.comm!r}"
             )
+        limit = self.memory_limit_bytes
+        if limit is not None and (not isinstance(limit, numbers.Integral) or isinstance(limit, bool) or limit <= 0):
+            raise self._error(f"case {self.label()!r}: memory_limit_bytes must be a positive whole number of bytes "
+                              f"(e.g. 80 * 2**30 for 80 GiB), got {limit!r}")
+        if limit is not None:
+            object.__setattr__(self, "memory_limit_bytes", int(limit))
         if self.workload is not None:
             try:
                 check_workload(self.workload)

@@ -4,9 +4,11 @@ how many bytes a send/receive moves.
 Two models ship:
 
 * :class:`FixedCost` - fixed durations per job kind (``F=1 ms, B=2 ms``), the
-  setting of the published bubble formulas;
-* :class:`TransformerCost` - durations derived from a GPT-style transformer
-  description and a device's sustained FLOP/s.
+  setting of the published bubble formulas, per stage where lists are given,
+  with optional memory bytes per job;
+* :class:`TransformerCost` (:mod:`harness.transformer`) - durations, memory and
+  parameters derived from a GPT-style transformer description, a stage layout
+  and a device's sustained FLOP/s.
 
 A cost model answers per job and knows the stage count, so stages may differ
 (e.g. layers that do not divide evenly).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -107,7 +110,7 @@ def _bandwidth(value: float | None) -> None:
 #: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
 _MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
 #: The fields :meth:`FixedCost.ms` passes through as they are.
-_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes")
+_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static")
 
 
 def _check_ms_keywords(kw: dict[str, Any]) -> None:
@@ -126,9 +129,101 @@ def _check_ms_keywords(kw: dict[str, Any]) -> None:
         )
 
 
+PerStage = int | tuple[int, ...]
+"""A value for every stage (an ``int``) or one per stage (a tuple, stage 0 first)."""
+
+
+def _per_stage_values(name: str, value: Any, duration: bool, allow_zero: bool = False, signed: bool = False) -> PerStage:
+    """``value`` as an int or a tuple of ints (a list or tuple of numbers given), each checked.
+
+    Raises:
+        ConfigError: an empty list, an entry that is not a number or out of range (names the entry).
+    """
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ConfigError(f"cost model: {name} is an empty list; give one value per stage, or one number for all")
+        out = []
+        for k, v in enumerate(value):
+            if signed:
+                _signed_bytes(f"{name}[{k}] (stage {k})", v)
+            else:
+                _positive(f"{name}[{k}] (stage {k})", v, allow_zero=allow_zero, duration=duration, whole=not duration)
+            out.append(int(v))
+        return tuple(out)
+    if signed:
+        _signed_bytes(name, value)
+    else:
+        _positive(name, value, allow_zero=allow_zero, duration=duration, whole=not duration)
+    return int(value)
+
+
+def _signed_bytes(name: str, value: Any) -> None:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ConfigError(f"cost model: {name} must be a whole number of bytes, got {value!r}")
+    if abs(int(value)) >= MAX_DURATION_NS:
+        raise ConfigError(f"cost model: {name} must be below 2**53 bytes in size, got {_shown(value)}")
+
+
+def _at(name: str, value: PerStage, stage: int, num_stages: int) -> int:
+    """The value of ``stage``.
+
+    Raises:
+        ConfigError: a per-stage list whose length is not ``num_stages``.
+    """
+    if isinstance(value, int):
+        return value
+    if len(value) != num_stages:
+        raise ConfigError(f"cost model: {name} gives {len(value)} per-stage value(s), but the pipeline has {num_stages} stage(s) "
+                          "(p x v); give one per stage, or one number for all")
+    return value[stage]
+
+
+def _ms_to_ns(name: str, value: Any) -> PerStage:
+    """``FixedCost.ms``'s milliseconds (a number or a per-stage list) in whole ns, checked in those words."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ConfigError(f"cost model: {name} is an empty list; give one value per stage (ms), or one number for all")
+        return tuple(_pick(_ms_to_ns(f"{name}[{k}] (stage {k})", v), 0) for k, v in enumerate(value))
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows
+        raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {_shown(value)}")
+    if value <= 0:
+        raise ConfigError(f"cost model: {name} must be positive, got {value!r} ms")
+    if value * _NS_PER_MS >= MAX_DURATION_NS:
+        raise ConfigError(
+            f"cost model: {name} must be below {MAX_DURATION_NS / _NS_PER_MS:.6f} ms ({_MAX_DURATION_TEXT}), got {_shown(value)} ms"
+        )
+    if round(value * _NS_PER_MS) == 0:
+        raise ConfigError(f"cost model: {name} must be at least 1 ns (0.000001 ms), got {value!r} ms")
+    return round(value * _NS_PER_MS)
+
+
+def _lengths(**values: Any) -> int:
+    """The per-stage length shared by the list-valued fields (1 when all are numbers).
+
+    Raises:
+        ConfigError: two list-valued fields of different lengths.
+    """
+    sized = {k: len(v) for k, v in values.items() if isinstance(v, tuple)}
+    if len(set(sized.values())) > 1:
+        raise ConfigError("cost model: per-stage lists of different lengths: "
+                          + ", ".join(f"{k} has {n}" for k, n in sized.items()) + "; give one value per stage in each")
+    return next(iter(sized.values()), 1)
+
+
+def _pick(value: PerStage, k: int) -> int:
+    return value if isinstance(value, int) else value[k]
+
+
 @dataclass(frozen=True)
 class FixedCost:
-    """Fixed durations per job kind, in ns.
+    """Fixed durations per job kind, in ns; per stage where a list is given.
+
+    Every duration and memory field takes one number for all stages or a list
+    (tuple) of one value per stage, stage 0 first (uneven stages, e.g.
+    ``FixedCost.ms(F=[8, 8, 8, 8.8], B=[16, 16, 16, 17.6])`` for a last stage
+    10 % heavier); a list must then have as many entries as the pipeline has
+    stages (``p x v``), checked when the case runs.
 
     Args:
         forward_ns: ``T_F``, duration of a forward.
@@ -140,6 +235,14 @@ class FixedCost:
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
             only the latency.
+        mem_F, mem_I, mem_W: activation bytes a forward allocates (``mem_F >= 0``)
+            and a backward-for-inputs / backward-for-weights frees (``mem_I``,
+            ``mem_W <= 0``), signed as the zero-bubble simulators' ``mem_f``,
+            ``mem_b``, ``mem_w`` (:mod:`harness.memory`); a full ``B`` frees
+            ``mem_I + mem_W``. Default ``mem_W = 0`` and ``mem_I = -mem_F - mem_W``:
+            what a forward allocates, its backward frees.
+        mem_static: bytes a stage holds all the time (parameters, gradients,
+            optimizer state).
 
     Raises:
         ConfigError: negative or non-numeric values; a duration (or a
@@ -147,29 +250,37 @@ class FixedCost:
             or more; a non-positive bandwidth, or one without ``activation_bytes``
             (transfers would cost only the latency); ``activation_bytes`` not a whole number;
             ``backward_input_ns + backward_weight_ns != backward_ns`` when all
-            three are given (a split backward is the same work as a full one).
+            three are given (a split backward is the same work as a full one);
+            per-stage lists of different lengths; memory bytes that do not
+            balance (``mem_F + mem_I + mem_W != 0``: activations would leak or
+            be freed twice).
     """
 
-    forward_ns: int
-    backward_ns: int
-    backward_input_ns: int | None = None
-    backward_weight_ns: int | None = None
+    forward_ns: PerStage
+    backward_ns: PerStage
+    backward_input_ns: PerStage | None = None
+    backward_weight_ns: PerStage | None = None
     optimizer_ns: int = 0
     p2p_latency_ns: int = 0
     p2p_gbytes_per_s: float | None = None
     activation_bytes: int = 0
+    mem_F: PerStage = 0  # noqa: N815 - the zero-bubble simulators' names
+    mem_I: PerStage | None = None  # noqa: N815
+    mem_W: PerStage = 0  # noqa: N815
+    mem_static: PerStage = 0
 
     def __post_init__(self) -> None:
-        _positive("forward_ns", self.forward_ns, duration=True)
-        _positive("backward_ns", self.backward_ns, duration=True)
+        set_ = object.__setattr__
+        set_(self, "forward_ns", _per_stage_values("forward_ns", self.forward_ns, duration=True))
+        set_(self, "backward_ns", _per_stage_values("backward_ns", self.backward_ns, duration=True))
         for name in ("backward_input_ns", "backward_weight_ns"):
             v = getattr(self, name)
             if v is not None:
-                _positive(name, v, duration=True)
+                set_(self, name, _per_stage_values(name, v, duration=True))
         for name in ("optimizer_ns", "p2p_latency_ns"):
             _positive(name, getattr(self, name), allow_zero=True, duration=True)
         _positive("activation_bytes", self.activation_bytes, allow_zero=True, whole=True)
-        object.__setattr__(self, "activation_bytes", int(self.activation_bytes))
+        set_(self, "activation_bytes", int(self.activation_bytes))
         _bandwidth(self.p2p_gbytes_per_s)
         if self.p2p_gbytes_per_s is not None and self.activation_bytes == 0:
             raise ConfigError(
@@ -177,28 +288,61 @@ class FixedCost:
                 "transfer would cost only the latency; give activation_bytes (bytes per send), or leave out the bandwidth"
             )
         _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-        i, w = self.backward_input_ns, self.backward_weight_ns
-        if i is not None and w is not None and i + w != self.backward_ns:
+        for name in ("mem_F", "mem_W", "mem_static"):
+            set_(self, name, _per_stage_values(name, getattr(self, name), duration=False, allow_zero=True, signed=name == "mem_W"))
+        if self.mem_I is not None:
+            set_(self, "mem_I", _per_stage_values("mem_I", self.mem_I, duration=False, signed=True))
+        n = _lengths(F=self.forward_ns, B=self.backward_ns, I=self.backward_input_ns, W=self.backward_weight_ns,
+                     mem_F=self.mem_F, mem_I=self.mem_I, mem_W=self.mem_W, mem_static=self.mem_static)
+        splits, mem = [], []
+        for k in range(n):
+            splits.append(self._split_of(k, n))
+            mem.append(self._memory_of(k, n))
+        set_(self, "_splits", tuple(splits))
+        set_(self, "_mem", tuple(mem))
+        set_(self, "_n", n)
+
+    def _split_of(self, k: int, n: int) -> tuple[int, int]:
+        where = f" of stage {k}" if n > 1 else ""
+        b = _pick(self.backward_ns, k)
+        i = None if self.backward_input_ns is None else _pick(self.backward_input_ns, k)
+        w = None if self.backward_weight_ns is None else _pick(self.backward_weight_ns, k)
+        if i is not None and w is not None and i + w != b:
             raise ConfigError(
-                f"cost model: backward_input_ns + backward_weight_ns = {i} + {w} ns must equal backward_ns = {self.backward_ns} ns "
+                f"cost model: backward_input_ns + backward_weight_ns = {i} + {w} ns must equal backward_ns = {b} ns{where} "
                 "(a split backward does the same work as the full one); with FixedCost.ms give B=I+W"
             )
         if i is None and w is None:
-            i = self.backward_ns // 2
+            i = b // 2
         if i is None:
-            i = self.backward_ns - (w or 0)
+            i = b - (w or 0)
         if w is None:
-            w = self.backward_ns - i
+            w = b - i
         if i <= 0 or w <= 0:
             raise ConfigError(
-                f"cost model: the backward of {self.backward_ns} ns cannot split into I = {i} ns and W = {w} ns; "
+                f"cost model: the backward{where} of {b} ns cannot split into I = {i} ns and W = {w} ns; "
                 "give I or W below B (both must be positive)"
             )
-        object.__setattr__(self, "_split", (int(i), int(w)))
+        return int(i), int(w)
+
+    def _memory_of(self, k: int, n: int) -> tuple[int, int, int, int]:
+        """``(F, B, I, W)`` signed activation bytes of stage ``k``."""
+        where = f" (stage {k})" if n > 1 else ""
+        f, w = _pick(self.mem_F, k), _pick(self.mem_W, k)
+        i = -f - w if self.mem_I is None else _pick(self.mem_I, k)
+        if i > 0 or w > 0:
+            raise ConfigError(f"cost model: mem_I = {i} and mem_W = {w} bytes{where}: a backward frees activations, so "
+                              "both are <= 0 (signed as the zero-bubble simulators' mem_b, mem_w)")
+        if f + i + w != 0:
+            raise ConfigError(f"cost model: mem_F + mem_I + mem_W = {f} + ({i}) + ({w}) = {f + i + w} bytes{where}; the backward "
+                              "must free what the forward allocated (give mem_I = -mem_F - mem_W, or leave mem_I out)")
+        return f, i + w, i, w
 
     @classmethod
-    def ms(cls, F: float, B: float, W: float | None = None, I: float | None = None, **kw: Any) -> FixedCost:  # noqa: N803
-        """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``.
+    def ms(cls, F: float | Sequence[float], B: float | Sequence[float], W: float | Sequence[float] | None = None,  # noqa: N803
+           I: float | Sequence[float] | None = None, **kw: Any) -> FixedCost:  # noqa: N803
+        """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``;
+        each a number or one value per stage (``F=[8, 8, 8, 8.8]``).
 
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
 
@@ -208,52 +352,49 @@ class FixedCost:
         """
         # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
         _check_ms_keywords(kw)
-        for name, value in (("F", F), ("B", B), ("W", W), ("I", I)):
-            if value is None and name in ("W", "I"):  # optional; F and B are not
-                continue
-            if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                    or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows
-                raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {_shown(value)}")
-            if value <= 0:
-                raise ConfigError(f"cost model: {name} must be positive, got {value!r} ms")
-            if value * _NS_PER_MS >= MAX_DURATION_NS:
+        f, b = _ms_to_ns("F", F), _ms_to_ns("B", B)
+        w = None if W is None else _ms_to_ns("W", W)
+        i = None if I is None else _ms_to_ns("I", I)
+        n = _lengths(F=f, B=b, I=i, W=w)
+        for k in range(n):
+            bk = _pick(b, k)
+            ik = None if i is None else _pick(i, k)
+            wk = None if w is None else _pick(w, k)
+            where = f" (stage {k})" if n > 1 else ""
+            if ik is not None and wk is not None and ik + wk != bk:
+                shown = (I, W, B) if n == 1 else (ik / _NS_PER_MS, wk / _NS_PER_MS, bk / _NS_PER_MS)
                 raise ConfigError(
-                    f"cost model: {name} must be below {MAX_DURATION_NS / _NS_PER_MS:.6f} ms ({_MAX_DURATION_TEXT}), got {_shown(value)} ms"
+                    f"cost model: I + W = {shown[0]!r} + {shown[1]!r} ms must equal B = {shown[2]!r} ms{where} "
+                    "(a split backward does the same work as the full one)"
                 )
-            if round(value * _NS_PER_MS) == 0:
-                raise ConfigError(f"cost model: {name} must be at least 1 ns (0.000001 ms), got {value!r} ms")
-        if I is not None and W is not None and round(I * _NS_PER_MS) + round(W * _NS_PER_MS) != round(B * _NS_PER_MS):
-            raise ConfigError(
-                f"cost model: I + W = {I!r} + {W!r} ms must equal B = {B!r} ms (a split backward does the same work as the full one)"
-            )
-        if (I is None) != (W is None):
-            i, w = (I, B - I) if I is not None else (B - (W or 0), W or 0)
-            if round(i * _NS_PER_MS) <= 0 or round(w * _NS_PER_MS) <= 0:
-                raise ConfigError(
-                    f"cost model: the backward of B = {B:g} ms cannot split into I = {i:g} ms and W = {w:g} ms; "
-                    "give I or W below B (both must be positive)"
-                )
-        return cls(
-            forward_ns=round(F * _NS_PER_MS),
-            backward_ns=round(B * _NS_PER_MS),
-            backward_input_ns=None if I is None else round(I * _NS_PER_MS),
-            backward_weight_ns=None if W is None else round(W * _NS_PER_MS),
-            **kw,
-        )
+            if (ik is None) != (wk is None):
+                si, sw = (ik, bk - ik) if ik is not None else (bk - (wk or 0), wk or 0)
+                if si <= 0 or sw <= 0:
+                    raise ConfigError(
+                        f"cost model: the backward of B = {bk / _NS_PER_MS:g} ms cannot split into I = {si / _NS_PER_MS:g} ms and "
+                        f"W = {sw / _NS_PER_MS:g} ms{where}; give I or W below B (both must be positive)"
+                    )
+        return cls(forward_ns=f, backward_ns=b, backward_input_ns=i, backward_weight_ns=w, **kw)
+
+    def _stage_index(self, stage: int, num_stages: int) -> int:
+        if self._n == 1:  # type: ignore[attr-defined]
+            return 0
+        _at("per-stage durations", tuple(range(self._n)), stage, num_stages)  # type: ignore[attr-defined]  # checks the length
+        return stage
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
         kind = job.kind
-        if kind is JobKind.F:
-            return self.forward_ns
-        if kind is JobKind.B:
-            return self.backward_ns
-        if kind is JobKind.I:
-            return self._split[0]  # type: ignore[attr-defined, no-any-return]
-        if kind is JobKind.W:
-            return self._split[1]  # type: ignore[attr-defined, no-any-return]
         if kind is JobKind.OPT:
             return self.optimizer_ns
-        return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        if kind.is_comm:
+            return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        k = self._stage_index(job.stage, num_stages)
+        if kind is JobKind.F:
+            return _pick(self.forward_ns, k)
+        if kind is JobKind.B:
+            return _pick(self.backward_ns, k)
+        i, w = self._splits[k]  # type: ignore[attr-defined]
+        return i if kind is JobKind.I else w  # type: ignore[no-any-return]
 
     def flops(self, job: Job, num_stages: int) -> float:
         return 0.0
@@ -261,146 +402,42 @@ class FixedCost:
     def nbytes(self, job: Job, num_stages: int) -> int:
         return self.activation_bytes if job.kind.is_comm else 0
 
+    def models_memory(self) -> bool:
+        """Whether any memory field is set (else the case has no memory model)."""
+        return any(v != 0 for v in (self.mem_F, self.mem_W, self.mem_static)) or self.mem_I not in (None, 0)
+
+    def memory_bytes(self, job: Job, num_stages: int) -> int:
+        """Signed activation bytes ``job`` allocates (F) or frees (B, I, W); 0 for others (see :mod:`harness.memory`)."""
+        order = {JobKind.F: 0, JobKind.B: 1, JobKind.I: 2, JobKind.W: 3}
+        if job.kind not in order:
+            return 0
+        return int(self._mem[self._stage_index(job.stage, num_stages)][order[job.kind]])  # type: ignore[attr-defined]
+
+    def static_bytes(self, stage: int, num_stages: int) -> int:
+        """Bytes ``stage`` holds all the time (``mem_static``)."""
+        return _at("mem_static", self.mem_static, stage, num_stages) if isinstance(self.mem_static, tuple) else int(self.mem_static)
+
     def is_uniform(self, num_stages: int) -> bool:
-        return self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_gbytes_per_s)
+        free = self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_gbytes_per_s)
+        even = len(set(self._splits)) == 1 and all(  # type: ignore[attr-defined]
+            not isinstance(v, tuple) or len(set(v)) == 1 for v in (self.forward_ns, self.backward_ns))
+        return free and even
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "fixed", **asdict(self)}
-        d["backward_input_ns"], d["backward_weight_ns"] = self._split  # type: ignore[attr-defined]
+        splits = self._splits  # type: ignore[attr-defined]
+        if len(splits) == 1:
+            d["backward_input_ns"], d["backward_weight_ns"] = splits[0]
+        else:
+            d["backward_input_ns"], d["backward_weight_ns"] = [s[0] for s in splits], [s[1] for s in splits]
+        for key, value in list(d.items()):
+            if isinstance(value, tuple):
+                d[key] = list(value)
+        if not self.models_memory():
+            for key in ("mem_F", "mem_I", "mem_W", "mem_static"):
+                d.pop(key, None)
         return d
 
 
-@dataclass(frozen=True)
-class TransformerCost:
-    """Durations of a GPT-style decoder split evenly over the pipeline's stages.
-
-    Per layer the weights hold ``12 h^2`` parameters (attention ``4 h^2``, MLP
-    ``8 h^2``; biases and layer norms neglected). A forward of one micro-batch
-    through a stage of ``L`` layers costs ``2 * params * tokens`` FLOPs, with
-    ``tokens = micro_batch_size * seq_len`` (the 2N-per-token rule of Kaplan et
-    al., "Scaling Laws for Neural Language Models", arXiv:2001.08361, §2.1),
-    i.e. ``24 L h^2 t``. With ``attention=True`` the score and context products
-    add ``4 L s h t`` (Narayanan et al., SC'21, arXiv:2104.04473, §5.1, eq. 3
-    divided by its 4 passes: ``24 b s L h^2 (1 + s/(6h))``). A full backward
-    costs 2x the forward (arXiv:2104.04473 §5.1), split into ``W`` = the weight
-    GEMMs' ``24 L h^2 t`` and ``I`` = the rest, so without the attention term
-    ``I = W`` (Qi et al., arXiv:2401.10241, Table 1). A job's duration is
-    ``FLOPs / (tflops * 1e12)`` seconds. Not modelled: embedding and LM head
-    (about ``2 t h V`` FLOPs on the last stage), activation recomputation.
-
-    Sends and receives move one activation, ``micro_batch_size * seq_len * h``
-    elements of ``bytes_per_element`` bytes, in ``p2p_latency_ns + bytes /
-    bandwidth``.
-
-    Args:
-        hidden_size: ``h``.
-        seq_len: ``s``, tokens per sequence.
-        micro_batch_size: sequences per micro-batch.
-        num_layers: layers of the whole model, spread over the stages (earlier
-            stages take one more layer when they do not divide evenly).
-        tflops: sustained device throughput in TFLOP/s (1e12 FLOP/s).
-        attention: include the attention-score FLOPs.
-        optimizer_ns: duration of an ``OPT`` job.
-        bytes_per_element: activation element size (2 for bf16).
-        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link; bandwidth in
-            gigabytes (not gigabits) per second, i.e. bytes/ns; ``None`` means
-            transfers cost only the latency.
-
-    Raises:
-        ConfigError: a non-positive size (or one of 2**53 or more), a size or
-            layer count that is not a whole number (``8.0``), or fewer
-            layers than stages or a job of :data:`MAX_DURATION_NS` or more
-            (raised when durations are first asked for with that stage count).
-    """
-
-    hidden_size: int
-    seq_len: int
-    micro_batch_size: int
-    num_layers: int
-    tflops: float
-    attention: bool = False
-    optimizer_ns: int = 0
-    bytes_per_element: int = 2
-    p2p_latency_ns: int = 0
-    p2p_gbytes_per_s: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"):
-            _positive(name, getattr(self, name), whole=True)
-            object.__setattr__(self, name, int(getattr(self, name)))  # numpy.int64 -> int (describe() is JSON)
-        _positive("tflops", self.tflops)
-        _positive("optimizer_ns", self.optimizer_ns, allow_zero=True, duration=True)
-        _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True, duration=True)
-        _bandwidth(self.p2p_gbytes_per_s)
-        _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-
-    def layers_of(self, stage: int, num_stages: int) -> int:
-        """Layers on ``stage``: ``num_layers // num_stages``, plus one on the first
-        ``num_layers % num_stages`` stages.
-
-        Raises:
-            ConfigError: fewer layers than stages.
-        """
-        if self.num_layers < num_stages:
-            raise ConfigError(f"cost model: {self.num_layers} layers cannot be split over {num_stages} stages")
-        base, extra = divmod(self.num_layers, num_stages)
-        return base + (1 if stage < extra else 0)
-
-    def _weight_and_attention_flops(self, stage: int, num_stages: int) -> tuple[float, float]:
-        """Forward FLOPs of ``stage`` in its weight GEMMs (``24 L h^2 t``) and in
-        attention scores/context (``4 L s h t``, 0 without ``attention``)."""
-        h, s = self.hidden_size, self.seq_len
-        tokens = self.micro_batch_size * s
-        layers = self.layers_of(stage, num_stages)
-        return 24.0 * h * h * tokens * layers, (4.0 * s * h * tokens * layers if self.attention else 0.0)
-
-    def forward_flops(self, stage: int, num_stages: int) -> float:
-        """FLOPs of one micro-batch's forward through ``stage``."""
-        weights, attention = self._weight_and_attention_flops(stage, num_stages)
-        return weights + attention
-
-    def flops(self, job: Job, num_stages: int) -> float:
-        """FLOPs of ``job``: F as :meth:`forward_flops`, B twice that. Split, W is the
-        weight-gradient GEMMs (``24 L h^2 t``) and I the rest (``24 L h^2 t + 8 L s h t``):
-        attention has no weights, so its backward is all input gradient
-        (Qi et al., arXiv:2401.10241, Table 1)."""
-        kind = job.kind
-        if kind.is_comm or kind is JobKind.OPT:
-            return 0.0
-        weights, attention = self._weight_and_attention_flops(job.stage, num_stages)
-        if kind is JobKind.F:
-            return weights + attention
-        if kind is JobKind.B:
-            return 2.0 * (weights + attention)
-        if kind is JobKind.W:
-            return weights
-        return weights + 2.0 * attention  # I
-
-    @property
-    def activation_bytes(self) -> int:
-        """Bytes of one activation (or its gradient) between stages."""
-        return self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
-
-    def duration_ns(self, job: Job, num_stages: int) -> int:
-        if job.kind is JobKind.OPT:
-            return self.optimizer_ns
-        if job.kind.is_comm:
-            return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-        ns = self.flops(job, num_stages) / (self.tflops * 1e3)  # 1 TFLOP/s = 1e3 FLOP/ns
-        if ns >= MAX_DURATION_NS:  # a float, so inf too: checked before round() could overflow
-            raise ConfigError(
-                f"cost model: a {job.kind.name} job of stage {job.stage} ({self.flops(job, num_stages):.3g} FLOPs at {self.tflops!r} TFLOP/s) "
-                f"would last {ns:.3g} ns; jobs must last below {MAX_DURATION_NS} ns ({_MAX_DURATION_TEXT}): check the model's sizes and tflops"
-            )
-        return max(1, round(ns))
-
-    def nbytes(self, job: Job, num_stages: int) -> int:
-        return self.activation_bytes if job.kind.is_comm else 0
-
-    def is_uniform(self, num_stages: int) -> bool:
-        even = self.num_layers % num_stages == 0
-        free = self.p2p_latency_ns == 0 and not self.p2p_gbytes_per_s
-        return even and free
-
-    def describe(self) -> dict[str, Any]:
-        return {"model": "transformer", **asdict(self)}
+# TransformerCost lives in its own module (it is most of the model arithmetic); it is part of this API.
+from harness.transformer import TransformerCost  # noqa: E402

@@ -560,6 +560,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
 
+def _bytes(n: float) -> str:
+    """Bytes for people: ``"1.50 GiB"``, ``"12.0 MiB"``, ``"512 B"``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}" if unit == "GiB" else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
 def _printable(text: str) -> str:
     """``text`` for one terminal cell: control and bidirectional-override characters escaped."""
     import unicodedata
@@ -597,10 +605,12 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
             f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
             f"{100 * m.span_bubble_ratio:.1f}%",
             "—" if fid is None else f"{100 * fid['change']:+.1f}%",
+            "—" if r.memory is None else _bytes(max(r.memory.peak_bytes, default=0)) + (" !" if r.does_not_fit else ""),
         ))
-    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "95% CI", "bubble meas/theory", "span bubble", "vs sim")
+    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "95% CI", "bubble meas/theory", "span bubble", "vs sim",
+              "peak mem")
     widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7, 8, 9, 10, 11}
+    right = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
 
     def fmt(row: tuple[str, ...]) -> str:
         cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
@@ -612,10 +622,14 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
                   "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
                   "95% CI = of the median step (order statistics), as the larger side's distance from the median; "
-                  "vs sim = measured median against the cost model's exact step; steps! = flagged below")
+                  "vs sim = measured median against the cost model's exact step; steps! = flagged below; "
+                  "peak mem = the most bytes a rank holds (static + activations; ! = over the case's memory limit)")
     for r in hc.results:
         for note in r.warnings:
             tr.write_line(f"note: {_printable(r.label)}: {note}")
+    for r in hc.results:
+        if r.does_not_fit:
+            tr.write_line(f"does not fit: {_printable(r.label)}: {r.does_not_fit}")
     flagged = [r for r in hc.results if r.flags]
     for r in flagged:
         for f in r.flags:

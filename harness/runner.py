@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import theory
+from harness.bubble import BubbleDecomposition, decompose
 from harness.case import PipelineCase
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.environment import CaseUsage, UsageProbe
 from harness.errors import ConfigError, HarnessError, ScheduleError
 from harness.executor import execute
+from harness.memory import MemoryProfile, memory_profile
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
@@ -51,6 +53,11 @@ class CaseResult:
         fidelity: measured median step against the cost model's exact step, with
             the median's CI (:func:`harness.stability.fidelity`), on backends whose
             jobs last their cost-model durations; else ``None``.
+        memory: bytes held per rank over the run and their peaks
+            (:mod:`harness.memory`), where the cost model models memory; else ``None``.
+        decomposition: the median step split into ideal, imbalance, recomputation,
+            communication and schedule bubble (:mod:`harness.bubble`).
+        cost_model: the cost model itself (``cost`` is its description).
     """
 
     case_id: str
@@ -67,6 +74,20 @@ class CaseResult:
     flags: list[Flag] = field(default_factory=list)
     usage: CaseUsage | None = None
     fidelity: dict[str, Any] | None = None
+    memory: MemoryProfile | None = None
+    decomposition: BubbleDecomposition | None = None
+    cost_model: Any = field(default=None, repr=False)
+
+    @property
+    def does_not_fit(self) -> str | None:
+        """A one-line reason when the case's peak memory is over its ``memory_limit_bytes``, else ``None``."""
+        mem = self.memory
+        if mem is None or mem.limit_bytes is None or mem.fits:
+            return None
+        over = mem.over_limit()
+        worst = max(over, key=lambda r: mem.peak_bytes[r])
+        return (f"rank {worst} peaks at {mem.peak_bytes[worst] / 2**30:.2f} GiB, above the {mem.limit_bytes / 2**30:.2f} GiB "
+                f"limit per rank" + (f" ({len(over)} of {len(mem.peak_bytes)} ranks over it)" if len(over) > 1 else ""))
 
     @property
     def num_ranks(self) -> int:
@@ -138,7 +159,31 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> d
     peaks = [theory.peak_inflight(s.name, s.num_ranks, s.num_microbatches, r, v=v) for r in range(s.num_ranks)]
     if all(x is not None for x in peaks):
         out["peak_inflight"] = peaks
+        out.update(_memory_theory(cost, plan, [int(x) for x in peaks if x is not None]))
     return out
+
+
+def _memory_theory(cost: Any, plan: Plan, peaks: list[int]) -> dict[str, Any]:
+    """``peak_memory_bytes`` per rank, ``static + peak in-flight x one stage's activation``, where
+    that product is what the rank holds: the cost model models memory, every stage's activation is
+    the same, and a split backward frees nothing at ``I`` (else its ``I`` frees part early and the
+    product over-counts)."""
+    from harness.memory import has_memory_model
+
+    if not has_memory_model(cost):
+        return {}
+    s = plan.schedule
+    n = s.num_stages
+    per_stage = {tuple(cost.memory_bytes(Job(k, kind, 0), n) for kind in (JobKind.F, JobKind.I)) for k in range(n)}
+    if len(per_stage) != 1:
+        return {}
+    act, freed_by_i = next(iter(per_stage))
+    if freed_by_i and any(j.kind is JobKind.I for j in plan.jobs):
+        return {}
+    static = [0] * s.num_ranks
+    for k, r in enumerate(s.stage_to_rank):
+        static[r] += int(cost.static_bytes(k, n))
+    return {"peak_memory_bytes": [st + peak * act for st, peak in zip(static, peaks)]}
 
 
 #: On the cpu backend a dependency between streams costs a thread hand-off of
@@ -328,6 +373,9 @@ def run_case(
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
     try:
+        from harness.schedule.analytics import durations
+
+        durations(plan, case.cost)  # checks that costs do not vary by micro-batch (they would be flattened to the first)
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
             step_flops = _step_flops(case, plan)
             _check_compute_flops(case, step_flops)
@@ -365,4 +413,7 @@ def run_case(
         flags=flags,
         usage=usage,
         fidelity=fidelity(metrics.step_time_stats, predicted) if predicted and metrics.step_time_stats else None,
+        memory=memory_profile(records, case.cost, plan.schedule.num_stages, plan.schedule.stage_to_rank, case.memory_limit_bytes),
+        decomposition=decompose(round(metrics.step_time_median_ns), plan, case.cost),
+        cost_model=case.cost,
     )

@@ -195,7 +195,11 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int | None = None
       not pass chunks never get a one-chunk figure for a two-chunk run);
     * ZB-H2: ``min(m, 2p-1)`` (arXiv:2401.10241 Table 2, ``(2p-1) M_B``);
     * ZB-V with ``m >= 2p-1``: ``2p`` chunk activations, ``p`` whole-stage
-      equivalents, as 1F1B (arXiv:2401.10241 §6).
+      equivalents, as 1F1B (arXiv:2401.10241 §6);
+    * DualPipeV with ``m >= 2p``: ``2p + 1`` chunk activations on every rank:
+      the DualPipe README's "activation per device ``PP+1``" with ``PP = 2p``
+      stages on ``PP/2`` devices (deepseek-ai/DualPipe README, "Pipeline Bubbles
+      and Memory Usage Comparison").
     """
     _check(p, m, v or 1)
     key = _canonical(schedule)
@@ -214,6 +218,8 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int | None = None
         return min(m, 2 * p - 1)
     if key == "ZB-V" and m >= 2 * p - 1:
         return 2 * p
+    if key == "DualPipeV" and m >= 2 * p:
+        return 2 * p + 1
     return None
 
 

@@ -53,11 +53,24 @@ def test_transformer_attention_term():
     assert c.flops(F0, 1) == pytest.approx(expected, rel=1e-12)
 
 
-def test_uneven_layers_go_to_the_first_stages():
+def test_uneven_layers_are_refused_with_the_choices_and_taken_when_given():
     c = TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0)
-    assert [c.layers_of(s, 4) for s in range(4)] == [3, 3, 2, 2]
+    with pytest.raises(ConfigError) as info:
+        c.layers_of(0, 4)
+    assert str(info.value) == ("cost model: 10 layers do not divide evenly over 4 stages; give layers_per_stage=(3, 3, 2, 2) "
+                               "(or (2, 2, 3, 3), lighter first stages for the embedding), or a layout such as 'Et*3|t*3|t*2|t*2L'")
     with pytest.raises(ConfigError, match="10 layers cannot be split over 11 stages"):
         c.layers_of(0, 11)
+    given = TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0, layers_per_stage=(2, 3, 3, 2))
+    assert [given.layers_of(s, 4) for s in range(4)] == [2, 3, 3, 2]
+    laid = TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0, layout="Et*2|t*3|t*3|t*2L")
+    assert [laid.layers_of(s, 4) for s in range(4)] == [2, 3, 3, 2]
+    with pytest.raises(ConfigError, match="has 4 stage\\(s\\), but the pipeline has 8"):
+        laid.layers_of(0, 8)
+    with pytest.raises(ConfigError, match="holds 9 transformer layer\\(s\\), but the model has 10"):
+        TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0, layout="Et*2|t*3|t*2|t*2L")
+    with pytest.raises(ConfigError, match="holds 9 layers, but num_layers is 10"):
+        TransformerCost(hidden_size=64, seq_len=8, micro_batch_size=1, num_layers=10, tflops=1.0, layers_per_stage=(3, 3, 3))
 
 
 def test_case_checks_its_fields_on_construction():
@@ -128,13 +141,13 @@ def test_impossible_fixed_costs_are_refused(kwargs, message):
         (dict(F=1, B=2, p2p_latency_ns=-5), "cost model: p2p_latency_ns must be non-negative, got -5"),  # given in ns by its own name
         (dict(F=1, B=2, X=1),  # in ms()'s own name, not FixedCost.__init__()'s
          "cost model: FixedCost.ms() got an unexpected keyword argument 'X'; "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes"),
+         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static"),
         (dict(F=1, B=2, w=1),
          "cost model: FixedCost.ms() got an unexpected keyword argument 'w' (did you mean 'W'?); "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes"),
+         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static"),
         (dict(F=1, B=2, p2p_latency=5),
          "cost model: FixedCost.ms() got an unexpected keyword argument 'p2p_latency' (did you mean 'p2p_latency_ns'?); "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes"),
+         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static"),
         (dict(F=1, B=2, forward_ns=5), "cost model: FixedCost.ms() takes forward_ns as F, in milliseconds"),
     ],
 )

@@ -152,15 +152,14 @@ def test_bad_cases_fail_with_clear_messages(pytester):
         "ConfigError: test_bad.py:8: case '1F1B p=0 m=8': stages must be a positive integer, got 0",
         "*ConfigError: test_bad.py:11: case 'test_too_few_microbatches': DualPipeV needs m >= 2p micro-batches (one per stage); "
         "got p=4, m=6*",
-        "*ConfigError: cost model: 4 layers cannot be split over 8 stages*",
-        "(case run at test_bad.py:15)",  # the only message that does not start with the case's line
+        "*ConfigError: test_bad.py:15: cost model: 4 layers cannot be split over 8 stages*",  # the cost model's error names the case's line
     ])
     out = result.stdout.str()
     assert "Traceback" not in out and "harness/case.py" not in out and "PytestBenchmarkWarning" not in out
     # The failures section shows each message once; the short summary repeats it in full only where
     # pytest sees a CI (the CI / BUILD_NUMBER variables), so count before it.
     failures = out.split("short test summary info")[0]
-    assert failures.count("(case run at") == 1
+    assert failures.count("test_bad.py:15: cost model: 4 layers") == 1
 
 
 def test_failed_run_keeps_previous_reports(pytester):
@@ -316,7 +315,7 @@ class TestGroup:
     assert "Benchmark fixture was not used" not in out
 
 
-FIELDS = "valid fields: schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options"
+FIELDS = "valid fields: schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options, memory_limit_bytes"
 
 
 def test_a_bad_marker_or_fixture_call_names_its_line_the_field_and_the_valid_ones(pytester):

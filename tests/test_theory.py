@@ -75,7 +75,8 @@ def test_peak_inflight_forms_match_simulation(name: str, v: int, expected: list[
 def test_unknown_or_open_forms_are_none() -> None:
     assert theory.theoretical_bubble("LoopedBFS", 4, 8, 2) is None
     assert theory.theoretical_bubble("no-such", 4, 8) is None
-    assert theory.peak_inflight("DualPipeV", 4, 8, 0) is None
+    assert theory.peak_inflight("LoopedBFS", 4, 8, 0) is None
+    assert theory.peak_inflight("DualPipeV", 4, 7, 0) is None  # m < 2p: not the README's setting
     assert theory.peak_inflight("Interleaved1F1B", 4, 8, 0) is None  # v not given
 
 

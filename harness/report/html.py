@@ -151,7 +151,25 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         "step": [jobs["step"][i] for i in order],
         "deps": deps,
         "ov": [pos[x] for pair in case.get("overlaps", []) for x in pair],
+        "mem": _memory_lanes(case, base),
     }
+
+
+def _memory_lanes(case: dict[str, Any], base: int) -> dict[str, Any] | None:
+    """For the timeline's memory lanes: per rank the bytes held as a step function, times in µs
+    from the timeline's base, and the scale (the largest peak, or the limit if higher)."""
+    mem = case.get("memory")
+    if not isinstance(mem, dict) or not isinstance(mem.get("timeline"), list):
+        return None
+    lines = []
+    for line in mem["timeline"]:
+        if not isinstance(line, dict):
+            return None
+        lines.append({"t": [(t - base) / 1000 for t in line.get("t_ns", [])], "b": list(line.get("bytes", []))})
+    peaks = [int(x) for x in mem.get("peak_bytes") or [0]]
+    limit = mem.get("limit_bytes")
+    top = max(peaks + ([int(limit)] if isinstance(limit, int) else []) + [1])
+    return {"lines": lines, "peak": peaks, "limit": limit if isinstance(limit, int) else None, "top": top}
 
 
 def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
@@ -234,6 +252,27 @@ def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
             "outliers": len(st.get("outliers") or [])}
 
 
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,.0f} B"
+
+
+def _memory_text(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The overview's peak-memory cell: the largest peak over ranks, the limit, whether it fits."""
+    mem = case.get("memory")
+    if not isinstance(mem, dict) or not mem.get("peak_bytes"):
+        return None
+    peaks = [int(x) for x in mem["peak_bytes"]]
+    limit = mem.get("limit_bytes")
+    fits = mem.get("fits")
+    worst = max(range(len(peaks)), key=lambda r: peaks[r])
+    theory = (case.get("theory") or {}).get("peak_memory_bytes")
+    title = ("peak bytes held per rank (static + activations): " + ", ".join(_gib(x) for x in peaks)
+             + (f"; theory {', '.join(_gib(x) for x in theory)}" if theory else "")
+             + (f"; limit {_gib(limit)} per rank" if isinstance(limit, int) else ""))
+    return {"main": _gib(peaks[worst]), "sub": f"rank {worst}", "sort": peaks[worst], "title": title,
+            "fits": fits, "limit": _gib(limit) if isinstance(limit, int) else None}
+
+
 def _flags(case: dict[str, Any]) -> list[dict[str, str]]:
     """A case's flags, one per kind, its reasons joined (for one badge each)."""
     flags = case.get("flags")
@@ -286,7 +325,8 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "steps": n_steps,
         "outcome": outcome,
         "bad": _BAD_OUTCOMES.get(outcome or ""),
-        "canvas_h": 30 + 20 * len(case["streams"]) + 6,
+        "canvas_h": 30 + 20 * len(case["streams"]) + 6 + (36 * int(case["schedule"]["p"]) if isinstance(case.get("memory"), dict) else 0),
+        "memory": _memory_text(case),
         "warnings": list(case.get("warnings") or []),
         "ci": _ci_text(case),
         "flags": _flags(case),
@@ -500,6 +540,7 @@ def render_index(
         payload={"kinds": kinds, "cases": timelines, "pairs": pairs,
                  "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"]} for c in cases]},
         flagged=sum(1 for r in rows if r["flags"]),
+        has_memory=any(r["memory"] for r in rows),
         kinds=kinds,
         normalization=cases[0]["metrics"].get("normalization", "") if cases else "",
     ))

@@ -33,7 +33,15 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``usage``: load average before/after, this process's and other processes'
   CPU use in cores during the case (:mod:`harness.environment`);
 * ``fidelity``: measured median step against the cost model's exact one, with
-  the CI (:func:`harness.stability.fidelity`).
+  the CI (:func:`harness.stability.fidelity`);
+* ``memory``: per rank static bytes, peak bytes, peak activation bytes, when,
+  the limit and whether it fits, and the timeline ``{"t_ns": [...], "bytes":
+  [...]}`` per rank (:class:`harness.memory.MemoryProfile`), where the cost
+  model models memory;
+* ``decomposition``: the median step split into ideal, imbalance,
+  recomputation, communication and schedule bubble, ns (:mod:`harness.bubble`);
+* ``recompute``: ``[[stage, kind, ns], ...]``, the recomputation part of
+  each backward's duration.
 
 The session holds ``environment`` (:func:`harness.environment.machine_facts`).
 
@@ -146,9 +154,31 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         "flags": [f.to_dict() for f in result.flags],
         **({"usage": result.usage.to_dict()} if result.usage is not None else {}),
         **({"fidelity": result.fidelity} if result.fidelity is not None else {}),
+        **({"memory": result.memory.to_dict()} if result.memory is not None else {}),
+        **({"decomposition": result.decomposition.to_dict()} if result.decomposition is not None else {}),
+        **({"recompute": _recompute_table(result)} if _recompute_table(result) else {}),
         **({"outcome": result.outcome} if result.outcome else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
     }
+
+
+def _recompute_table(result: CaseResult) -> list[list[Any]]:
+    """``[[stage, kind, ns], ...]``: per stage and backward kind, the part of its duration that
+    recomputes the forward (for the traces' ``recompute`` sub-slices); empty without recomputation."""
+    plan = result.plan
+    cost = getattr(result, "cost_model", None)
+    if plan is None or cost is None or not callable(getattr(cost, "recompute_ns", None)):
+        return []
+    from harness.schedule.model import Job, JobKind
+
+    n = plan.schedule.num_stages
+    out = []
+    for stage in range(n):
+        for kind in (JobKind.B, JobKind.I):
+            ns = int(cost.recompute_ns(Job(stage, kind, 0), n))
+            if ns > 0:
+                out.append([stage, kind.value, ns])
+    return out
 
 
 def results_document(cases: list[dict[str, Any]], session: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,7 +7,10 @@ Layout: one process per pipeline rank (device), one thread per stream
 Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
 ns precision) and ``args`` stage, micro-batch, chunk, kind, step.
 Cross-stream dependencies are flow events (``s``/``f`` with integer ids,
-``"bp": "e"``) bound to the slices they connect. Only reserved ``cname``
+``"bp": "e"``) bound to the slices they connect. Where the cost model
+recomputes activations, a backward starts with a nested ``recompute`` slice;
+where it models memory, each rank has a counter track ``memory (bytes)``
+(``"ph": "C"``), the bytes held over time. Only reserved ``cname``
 colours are used; ``displayTimeUnit`` is never set (Perfetto would rescale
 ``ts``). Should two jobs of one stream overlap (only imported, host-stamped
 logs do that), the later one goes on an extra thread ``<stream> (overlap)``,
@@ -108,6 +111,7 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
             events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_name", "args": {"name": label}})
             events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     where: dict[tuple[int, str], tuple[int, int, float, float]] = {}
+    recompute = {(int(st), str(k)): int(ns) for st, k, ns in case.get("recompute") or []}
     for i in range(n):
         kind = jobs["kind"][i]
         mb = jobs["microbatch"][i]
@@ -122,6 +126,15 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
              "args": {"stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "kind": kind, "step": jobs["step"][i]}}
         )
         where[(jobs["step"][i], label)] = (slot.rank, tid, ts, end)
+        rec = recompute.get((stage, kind))
+        if rec:  # the recomputation at the start of a backward, as its own sub-slice (nested)
+            events.append({"ph": "X", "pid": slot.rank, "tid": tid, "name": "recompute", "cat": "recompute", "ts": ts,
+                           "dur": min(rec / 1000.0, end - ts), "cname": "grey", "args": {"job": label, "recompute_ns": rec}})
+    memory = case.get("memory")
+    if isinstance(memory, dict):  # a counter track per rank: bytes held (static + activations)
+        for rank, line in enumerate(memory.get("timeline") or []):
+            for t, b in zip(line.get("t_ns", []), line.get("bytes", [])):
+                events.append({"ph": "C", "pid": rank, "tid": 0, "name": "memory (bytes)", "ts": _us(t), "args": {"bytes": b}})
     if flows:
         flow_id = 1
         deps = case.get("deps", [])

@@ -75,11 +75,23 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     size = int(key.max()) + 1
     first = np.full(size, n, np.int64)
     np.minimum.at(first, key, np.arange(n, dtype=np.int64))
+    last = np.full(size, -1, np.int64)
+    np.maximum.at(last, key, np.arange(n, dtype=np.int64))
     table = np.zeros(size, object)  # the cost model's int objects, shared by all jobs of a key
     for j in np.sort(first[first < n]).tolist():
         b = int(mb[j])
         job = Job(int(stage[j]), _KINDS[int(kc[j])], None if b < 0 else b)
-        table[key[j]] = int(cost.duration_ns(job, n_stages))
+        value = table[key[j]] = int(cost.duration_ns(job, n_stages))
+        k = int(last[key[j]])
+        if k != j and int(mb[k]) != b:  # costs may differ by stage and kind, not by micro-batch: say so, never flatten
+            other = Job(int(stage[k]), _KINDS[int(kc[k])], int(mb[k]) if int(mb[k]) >= 0 else None)
+            other_value = int(cost.duration_ns(other, n_stages))
+            if other_value != value:
+                raise ConfigError(
+                    f"cost model {type(cost).__name__}: job {other} lasts {other_value} ns but {job} lasts {value} ns; "
+                    "costs may differ by stage and job kind, not by micro-batch (the timeline and the executor ask once per "
+                    "stage and kind): give every micro-batch of a stage the same cost"
+                )
     return table[key].tolist()  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,143 @@
+"""Why a step is longer than its work: the bubble decomposition, and the bubble's normalizations side by side.
+
+**Decomposition** (mindformers' ``toolkit/pipeline_balance``: real = ideal +
+imbalance + communication + recomputation, plus the schedule's own bubble).
+For a step of ``step_ns`` on ``p`` ranks, with ``work_r`` the compute time of
+rank ``r`` without recomputation and ``recompute_r`` its recomputation time:
+
+* ``ideal``: ``sum(work_r) / p``, the step of a perfectly balanced pipeline
+  with no bubble, free transfers and no recomputation;
+* ``imbalance``: ``work_h - ideal`` on the busiest rank ``h`` (largest
+  ``work_r + recompute_r``): what uneven stages add; 0 for uniform stages;
+* ``recompute``: ``recompute_h``;
+* ``comm``: the analytic step with the case's transfers minus the same
+  schedule's step with free transfers (what transfers add to the critical
+  path, after what the schedule hides);
+* ``schedule``: the rest, ``step - ideal - imbalance - recompute - comm``:
+  the schedule's own bubble (warm-up and cool-down), plus, on a timed backend,
+  whatever the run added over the cost model.
+
+The five sum to the step exactly, by construction.
+
+**Normalizations** of the bubble in use (:data:`NORMALIZATIONS`), one
+function to convert (:func:`convert_bubble`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.schedule.model import Job, JobKind
+
+__all__ = ["NORMALIZATIONS", "BubbleDecomposition", "convert_bubble", "decompose"]
+
+#: The bubble's normalizations, with their sources. For one step, with ``I`` the
+#: compute streams' idle time summed over ranks and ``W`` their busy time:
+NORMALIZATIONS = {
+    "idle_share": "idle / total: I / (p x step) - the zero-bubble repository's bubble rate "
+                  "(sail-sg/zero-bubble-pipeline-parallelism; (p-1)/(m+p-1) for 1F1B)",
+    "over_ideal": "(actual - ideal) / ideal with ideal = mean busy time per rank: I / W - "
+                  "Victarry/PP-Schedule-Visualization's bubble rate ((p-1)/m for 1F1B)",
+    "mindformers": "stages x end / compute - 1 = p x step / W - 1 = I / W - mindformers' toolkit/pipeline_balance; "
+                   "for one step the same number as over_ideal",
+}
+
+
+def convert_bubble(value: float, from_: str, to: str) -> float:
+    """Convert a bubble figure between :data:`NORMALIZATIONS` (exact: ``o = s / (1 - s)``,
+    ``s = o / (1 + o)`` for the idle share ``s`` and the over-ideal ``o``).
+
+    Raises:
+        ConfigError: an unknown normalization, or a value outside its range
+            (an idle share in [0, 1), an over-ideal figure >= 0).
+    """
+    for name in (from_, to):
+        if name not in NORMALIZATIONS:
+            raise ConfigError(f"unknown bubble normalization {name!r}; valid: {', '.join(NORMALIZATIONS)}")
+    share = {"idle_share": value}.get(from_)
+    if share is None:
+        if value < 0:
+            raise ConfigError(f"a bubble over ideal time is >= 0, got {value!r}")
+        share = value / (1 + value)
+    elif not 0 <= share < 1:
+        raise ConfigError(f"an idle share is in [0, 1), got {value!r}")
+    return share if to == "idle_share" else share / (1 - share)
+
+
+@dataclass(frozen=True)
+class BubbleDecomposition:
+    """A step split into what it is made of (all ns; see the module docstring).
+
+    Attributes:
+        step_ns: the step decomposed (median measured step, or the analytic one).
+        ideal_ns, imbalance_ns, recompute_ns, comm_ns, schedule_ns: its parts; they sum to ``step_ns``.
+        busiest_rank: the rank the imbalance and recomputation are read on.
+        work_ns: per rank, compute time without recomputation.
+    """
+
+    step_ns: int
+    ideal_ns: float
+    imbalance_ns: float
+    recompute_ns: int
+    comm_ns: int
+    schedule_ns: float
+    busiest_rank: int
+    work_ns: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _FreeTransfers:
+    """``cost`` with every send and receive lasting 0 ns (for the step with free transfers)."""
+
+    def __init__(self, cost: Any) -> None:
+        self._cost = cost
+
+    def duration_ns(self, job: Job, num_stages: int) -> int:
+        return 0 if job.kind.is_comm else int(self._cost.duration_ns(job, num_stages))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cost, name)
+
+
+def decompose(step_ns: int, plan: Any, cost: Any) -> BubbleDecomposition:
+    """The decomposition of a step of ``step_ns`` of ``plan`` under ``cost``.
+
+    Args:
+        step_ns: the step to decompose (ns): the median measured step, or the plan's
+            analytic makespan (:func:`harness.schedule.analytics.simulate`).
+        plan: the validated plan that ran.
+        cost: its cost model; ``recompute_ns(job, num_stages)`` where it models recomputation.
+    """
+    from harness.schedule.analytics import durations, simulate
+
+    n_stages = plan.schedule.num_stages
+    p = plan.schedule.num_ranks
+    dur = durations(plan, cost)
+    recompute_of = getattr(cost, "recompute_ns", None)
+    work, rec = [0] * p, [0] * p
+    cache: dict[tuple[int, JobKind], int] = {}
+    for j, job in enumerate(plan.jobs):
+        if job.kind.is_comm:
+            continue
+        r = plan.rank[j]
+        extra = 0
+        if callable(recompute_of) and job.kind in (JobKind.B, JobKind.I):
+            key = (job.stage, job.kind)
+            if key not in cache:
+                cache[key] = int(recompute_of(job, n_stages))
+            extra = cache[key]
+        work[r] += dur[j] - extra
+        rec[r] += extra
+    ideal = sum(work) / p
+    h = max(range(p), key=lambda r: work[r] + rec[r])
+    has_comm = any(job.kind.is_comm for job in plan.jobs)
+    comm = 0
+    if has_comm:
+        comm = simulate(plan, cost).makespan_ns - simulate(plan, _FreeTransfers(cost)).makespan_ns
+    imbalance = work[h] - ideal
+    schedule = step_ns - ideal - imbalance - rec[h] - comm
+    return BubbleDecomposition(int(step_ns), ideal, imbalance, rec[h], int(comm), schedule, h, work)
