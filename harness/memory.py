@@ -32,7 +32,7 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.schedule.model import Job, JobKind
 
-__all__ = ["MemoryProfile", "has_memory_model", "memory_profile", "memory_profile_of_arrays"]
+__all__ = ["MemoryProfile", "analytic_memory", "has_memory_model", "memory_profile", "memory_profile_of_arrays"]
 
 _COMPUTE_KINDS = ("F", "B", "I", "W")
 _KIND_OF = {"F": JobKind.F, "B": JobKind.B, "I": JobKind.I, "W": JobKind.W}
@@ -189,3 +189,21 @@ def memory_profile(records: Any, cost: Any, num_stages: int, stage_to_rank: Sequ
     return memory_profile_of_arrays([j.rank for j in jobs], [j.stage for j in jobs], [j.kind for j in jobs],
                                     [j.start_ns for j in jobs], [j.end_ns for j in jobs], cost, num_stages,
                                     stage_to_rank, limit_bytes, timeline)
+
+
+def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False) -> MemoryProfile | None:
+    """The memory profile of ``plan``'s analytic timeline under ``cost``
+    (:func:`harness.schedule.analytics.simulate`), without running it; ``None`` when
+    ``cost`` has no memory model. Per rank the order of allocations and frees is that of
+    its compute stream, so the peaks equal those of any run of the plan."""
+    if not has_memory_model(cost):
+        return None
+    from harness.schedule.analytics import simulate
+    from harness.schedule.model import KIND_CODE
+
+    tl = simulate(plan, cost)
+    cols = plan.arrays
+    names = {code: kind.value for kind, code in KIND_CODE.items()}
+    kinds = [names[int(k)] for k in cols.kind.tolist()]
+    return memory_profile_of_arrays(plan.rank, cols.stage.tolist(), kinds, tl.start, tl.end, cost, plan.schedule.num_stages,
+                                    plan.schedule.stage_to_rank, limit_bytes, timeline)

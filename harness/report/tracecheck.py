@@ -98,7 +98,8 @@ def check_trace(doc: Any, max_problems: int = 50) -> list[str]:
             ev = ends[ph]
             key = (ev["pid"], ev["tid"])
             k = bisect.bisect_right(starts.get(key, []), ev["ts"] + _EPS) - 1
-            inside = k >= 0 and tracks[key][k][1] + _EPS >= ev["ts"]
+            # the last slice to start before ts, or one it nests in (a sub-slice may end before ts)
+            inside = any(tracks[key][j][1] + _EPS >= ev["ts"] for j in range(k, max(-1, k - 64), -1))
             if not inside:
                 bad(f"flow id {fid}: its {ph!r} event at {ev['ts']} µs is not inside a slice on pid={ev['pid']} tid={ev['tid']}")
         if ends["f"]["ts"] < ends["s"]["ts"] - _EPS:
