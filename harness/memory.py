@@ -54,7 +54,8 @@ class MemoryProfile:
         static_bytes: per rank, the bytes its stages hold all the time (bytes).
         peak_bytes: per rank, the most bytes held at once: static plus live activations.
         peak_activation_bytes: per rank, the most activation bytes alive at once.
-        peak_time_ns: per rank, when the peak was first reached (ns on the run's time base).
+        peak_time_ns: per rank, when the peak was first reached (ns on the run's time base);
+            empty when computed without a timeline (:func:`analytic_memory`).
         timeline: per rank, ``(times_ns, bytes)``: the bytes held from each time on,
             at every change (a step function; the first point is the rank's first job).
         limit_bytes: the device's memory per rank the case gave, or ``None``.
@@ -194,16 +195,55 @@ def memory_profile(records: Any, cost: Any, num_stages: int, stage_to_rank: Sequ
 def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False) -> MemoryProfile | None:
     """The memory profile of ``plan``'s analytic timeline under ``cost``
     (:func:`harness.schedule.analytics.simulate`), without running it; ``None`` when
-    ``cost`` has no memory model. Per rank the order of allocations and frees is that of
-    its compute stream, so the peaks equal those of any run of the plan."""
+    ``cost`` has no memory model.
+
+    Where every rank runs its compute jobs on one stream (all built-in schedules),
+    the peaks need no timeline at all: the rank's jobs run in list order, one after
+    the other, so its allocations and frees come in that order (a job's free at its
+    end precedes the next job's allocation at its start), and the peak is the largest
+    prefix sum of the per-job bytes, a few numpy passes over the plan's columns.
+    ``timeline=True``, or several compute streams on a rank, simulates the plan and
+    sorts its events (:func:`memory_profile_of_arrays`).
+    """
     if not has_memory_model(cost):
         return None
-    from harness.schedule.analytics import simulate
+    import numpy as np
+
     from harness.schedule.model import KIND_CODE
 
-    tl = simulate(plan, cost)
     cols = plan.arrays
-    names = {code: kind.value for kind, code in KIND_CODE.items()}
-    kinds = [names[int(k)] for k in cols.kind.tolist()]
-    return memory_profile_of_arrays(plan.rank, cols.stage.tolist(), kinds, tl.start, tl.end, cost, plan.schedule.num_stages,
-                                    plan.schedule.stage_to_rank, limit_bytes, timeline)
+    lut = np.full(len(KIND_CODE), -1, dtype=np.int64)
+    for i, kind in enumerate(_COMPUTE_KINDS):
+        lut[KIND_CODE[_KIND_OF[kind]]] = i
+    kc = lut[cols.kind]
+    keep = kc >= 0
+    p = plan.schedule.num_ranks
+    one_stream = len(np.unique(cols.rank[keep] * (int(cols.stream.max(initial=0)) + 1) + cols.stream[keep])) <= p
+    if timeline or not one_stream:
+        from harness.schedule.analytics import simulate
+
+        tl = simulate(plan, cost)
+        names = {code: kind.value for kind, code in KIND_CODE.items()}
+        kinds = [names[int(k)] for k in cols.kind.tolist()]
+        return memory_profile_of_arrays(plan.rank, cols.stage.tolist(), kinds, tl.start, tl.end, cost, plan.schedule.num_stages,
+                                        plan.schedule.stage_to_rank, limit_bytes, timeline)
+    deltas, static_stage = _table(cost, plan.schedule.num_stages)
+    static = [0] * p
+    for k, r in enumerate(plan.schedule.stage_to_rank):
+        static[r] += static_stage[k]
+    rank, step, stage, kc = cols.rank[keep], cols.step[keep], cols.stage[keep], kc[keep]
+    key = rank * (int(step.max(initial=0)) + 1) + step
+    if len(key) > 1 and not bool(np.all(key[1:] > key[:-1])):  # not yet rank by rank in list order
+        order = np.argsort(key, kind="stable")
+        rank, stage, kc = rank[order], stage[order], kc[order]
+    d = np.asarray(deltas, dtype=np.int64)[stage, kc]
+    bounds = np.searchsorted(rank, np.arange(p + 1))
+    held = np.cumsum(d)
+    before = np.concatenate(([0], held))[bounds[:-1]]  # what the earlier ranks' jobs summed to
+    peak_act = []
+    for r in range(p):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        peak_act.append(max(0, int((held[a:b] - before[r]).max())) if b > a else 0)
+    describe = getattr(cost, "describe", None)
+    source = str((describe() or {}).get("model", type(cost).__name__)) if callable(describe) else type(cost).__name__
+    return MemoryProfile(static, [s_ + a_ for s_, a_ in zip(static, peak_act)], peak_act, [], [], limit_bytes, source)
