@@ -252,6 +252,16 @@ def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
             "outliers": len(st.get("outliers") or [])}
 
 
+def _decomposition_text(case: dict[str, Any]) -> str | None:
+    """``"step 116.544 ms = ideal 98.1 + imbalance 6.6 + ... ms"`` from the case's ``decomposition``."""
+    d = case.get("decomposition")
+    keys = ("ideal_ns", "imbalance_ns", "recompute_ns", "comm_ns", "schedule_ns")
+    if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) for k in (*keys, "step_ns")):
+        return None
+    parts = " + ".join(f"{k.removesuffix('_ns').replace('schedule', 'schedule bubble')} {d[k] / 1e6:,.3f}" for k in keys)
+    return f"step {d['step_ns'] / 1e6:,.3f} ms = {parts} ms (imbalance and recompute on rank {d.get('busiest_rank')}, the busiest)"
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:,.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,.0f} B"
 
@@ -327,6 +337,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bad": _BAD_OUTCOMES.get(outcome or ""),
         "canvas_h": 30 + 20 * len(case["streams"]) + 6 + (36 * int(case["schedule"]["p"]) if isinstance(case.get("memory"), dict) else 0),
         "memory": _memory_text(case),
+        "decomposition": _decomposition_text(case),
         "warnings": list(case.get("warnings") or []),
         "ci": _ci_text(case),
         "flags": _flags(case),
