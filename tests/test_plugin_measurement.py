@@ -143,5 +143,8 @@ def test_the_benchmark_cases_pass_on_a_busy_machine(pytester):
         for p in loops:
             p.terminate()
             p.join(5)
-    result.assert_outcomes(passed=20)
+    outcomes = result.parseoutcomes()
+    collected = len(list((pytester.path / "cases").glob("test_*.py")))
+    assert result.ret == 0 and outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()[-3000:]
+    assert outcomes["passed"] >= 20 and collected >= 6
     assert "contended:" in result.stdout.str()
