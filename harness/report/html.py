@@ -472,14 +472,18 @@ def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 #: The side-by-side view gets the change of every pair of cases up to this many cases
-#: (276 pairs); past it, pairs of neighbouring cases and of cases with the same p and m.
-PAIRS_ALL_UP_TO = 24
+#: (132 pairs, about 0.1-1 s of bootstrap); past it, pairs of neighbouring cases and of
+#: cases of the same p, m and v (groups of up to :data:`PAIRS_GROUP_UP_TO`).
+PAIRS_ALL_UP_TO = 12
+PAIRS_GROUP_UP_TO = 16
 
 
 def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """For the side-by-side view: per pair ``"a,b"`` of case indices, the change from case ``a``
     to case ``b`` of the median step time (relative) and of the bubble (points), each with its
-    95 % CI and verdict, by the same statistics as ``compare`` (:func:`harness.stats.compare_samples`).
+    95 % CI and verdict, by the same statistics as ``compare`` (:func:`harness.stats.compare_samples`,
+    with 1000 resamples instead of 4000: the same interval to about a point of coverage).
+    Which pairs: see :data:`PAIRS_ALL_UP_TO`; the page says when a pair was not computed.
 
     Returns:
         ``{"a,b": {"step": [estimate, low, high, verdict], "bubble": [...]}}`` (fractions).
@@ -491,12 +495,12 @@ def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     if n <= PAIRS_ALL_UP_TO:
         wanted = [(a, b) for a in range(n) for b in range(n) if a != b]
     else:
-        shape = [(c["schedule"].get("p"), c["schedule"].get("m")) for c in cases]
+        shape = [(c["schedule"].get("p"), c["schedule"].get("m"), c["schedule"].get("v")) for c in cases]
         wanted = [(a, a + 1) for a in range(n - 1)] + [(a + 1, a) for a in range(n - 1)]
         by_shape: dict[Any, list[int]] = {}
         for i, key in enumerate(shape):
             by_shape.setdefault(key, []).append(i)
-        wanted += [(a, b) for group in by_shape.values() if len(group) <= 12 for a in group for b in group if a != b]
+        wanted += [(a, b) for group in by_shape.values() if len(group) <= PAIRS_GROUP_UP_TO for a in group for b in group if a != b]
     def row(ch: Any, words: dict[str, str]) -> list[Any]:  # JSON has no infinity: an interval that is not known is null
         return [x if math.isfinite(x) else None for x in (ch.estimate, ch.ci_low, ch.ci_high)] + [words.get(ch.verdict, ch.verdict)]
 
