@@ -503,6 +503,12 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
         tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))
+    errored = hc.session.errored if hc.session is not None else []
+    if errored:
+        tr.write_line(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
+                      "every other case was written):")
+        for e in errored:
+            tr.write_line(f"  {e['id']}: {e['error']}")
     d = _shown(hc.report_dir)
     if hc.interrupted:
         tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")

@@ -6,12 +6,14 @@ nothing and writes no files.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness import theory
 from harness.case import PipelineCase
+from harness.cost import CheckedCost, FixedCost, TransformerCost
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.errors import ConfigError, HarnessError, ScheduleError
 from harness.executor import execute
@@ -231,7 +233,7 @@ def _check_compute_flops(case: PipelineCase, step_flops: float) -> None:
         return
     raise ConfigError(
         f"case {case.label()!r}: the compute workload runs each job's FLOPs as real matrix products, but the cost model "
-        f"({type(case.cost).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
+        f"({type(getattr(case.cost, 'inner', case.cost)).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
         "or workload 'timed' (jobs last their cost-model durations)"
     )
 
@@ -260,6 +262,16 @@ def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, step_flops: float, step
         )
 
 
+def _with_checked_cost(case: PipelineCase) -> PipelineCase:
+    """``case`` with its cost model's answers checked where they enter the run
+    (:class:`~harness.cost.CheckedCost`), its errors naming the case's line and label. The
+    shipped models check their own values when made, and are left as they are."""
+    if isinstance(case.cost, (CheckedCost, FixedCost, TransformerCost)):
+        return case
+    where = (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}"
+    return dataclasses.replace(case, cost=CheckedCost(case.cost, where))
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -278,7 +290,10 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
 
     Raises:
-        ConfigError: bad case values or backend name, a ``compute`` workload
+        ConfigError: bad case values or backend name, a cost model answer that
+            is no valid duration (ns), FLOP count or byte count (negative, NaN,
+            infinite, not a number, 2**53 or more; see
+            :class:`~harness.cost.CheckedCost`), a ``compute`` workload
             with a cost model that gives no FLOPs, or a cpu ``compute`` run that
             would take more than :data:`CPU_GEMM_LIMIT_S`.
         ScheduleError: the schedule is invalid or deadlocks (before anything runs);
@@ -287,6 +302,7 @@ def run_case(
         ExecutionError: the run failed or stalled.
     """
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
+    case = _with_checked_cost(case)
     schedule = case.build()
     try:
         plan = build_plan(schedule)

@@ -20,7 +20,9 @@ overlap on one device). Readers must not require them. Likewise the job
 column ``enqueue_ns`` (host time spent enqueueing each job, ns), written for
 harness runs; the case field ``outcome`` (the pytest outcome of the test that
 ran the case: ``passed``, ``failed``, ``error``, ``skipped``); and the metric
-``span_bubble_ratio`` (see :mod:`harness.metrics`).
+``span_bubble_ratio`` (see :mod:`harness.metrics`). The session field
+``errored_cases`` lists cases that ran but could not be reported (``id``,
+``label``, ``error``); they are not among ``cases``.
 
 Format history:
     1 - first version.
@@ -41,7 +43,7 @@ from harness.errors import InputFormatError
 from harness.plan import build_plan
 from harness.runner import CaseResult
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document", "unreportable"]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -249,6 +251,22 @@ def _metrics_problem(case: dict[str, Any]) -> str | None:
             if not isinstance(value, list) or not all(type(x) in (int, float) for x in value):
                 return f"{where}.{key} is {value!r:.40}, expected a list of numbers"
     return None
+
+
+def unreportable(case: dict[str, Any]) -> str | None:
+    """Why the serialized ``case`` cannot go into a report (the first non-finite metric,
+    wrong-typed field or contradicting time, as :func:`validate_document` and
+    :func:`harness.report.fields.check_cases` would refuse the whole document for), or ``None``."""
+    from harness.report.fields import case_field_problem
+
+    try:
+        validate_document(results_document([case]), "results")
+    except InputFormatError as exc:
+        message, cid = str(exc), case.get("id")
+        for prefix in (f"results: case #0 ({cid!r}): ", f"results: case {cid!r} (#0): "):  # the case is named apart
+            message = message.removeprefix(prefix)
+        return message
+    return case_field_problem(case)
 
 
 def load_results(path: Path) -> dict[str, Any]:

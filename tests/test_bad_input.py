@@ -1,0 +1,127 @@
+"""Bad input from real bug reports (issue 12): nothing lost, nothing unbounded, every refusal a clear message."""
+
+from __future__ import annotations
+
+import json
+
+import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
+import pytest
+
+from harness import PipelineCase, run_case
+from harness.cost import CheckedCost
+from harness.errors import ConfigError
+from harness.schedule.model import Job, JobKind
+
+
+class _Custom:
+    """A user's cost model: F lasts ``forward`` (whatever it is), everything else sensible."""
+
+    def __init__(self, forward: object = 1000, flops: object = 0.0, nbytes: object = 0, comm: object = 0) -> None:
+        self.forward, self._flops, self._nbytes, self.comm = forward, flops, nbytes, comm
+
+    def duration_ns(self, job, num_stages):
+        if job.kind.is_comm:
+            return self.comm
+        return self.forward if job.kind is JobKind.F else 2000
+
+    def flops(self, job, num_stages):
+        return self._flops
+
+    def nbytes(self, job, num_stages):
+        return self._nbytes
+
+    def is_uniform(self, num_stages):
+        return True
+
+    def describe(self):
+        return {"model": "custom"}
+
+
+# ---- item 1: a custom cost model's answers are checked where they enter --------------------------------------------
+
+@pytest.mark.parametrize(("forward", "why"), [
+    (-5, "gave -5 ns for the F job of stage 0; it is negative"),
+    (1e20, "gave 1e+20 ns for the F job of stage 0; durations must be below 2**53 ns (about 104 days)"),
+    (float("nan"), "gave nan ns for the F job of stage 0; it is NaN"),
+    (float("inf"), "gave inf ns for the F job of stage 0; durations must be below 2**53 ns"),
+    (None, "gave None for the F job of stage 0; it is NoneType, not a number"),
+    (0, "gave 0 ns for the F job of stage 0; compute jobs must last at least 1 ns"),
+])
+def test_custom_cost_answers_are_checked_naming_case_model_job_and_value(forward, why):
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=_Custom(forward), name="neg")
+    with pytest.raises(ConfigError) as err:
+        run_case(case, backend="sim")
+    message = str(err.value)
+    assert message.startswith(f"{case.declared_at}: case 'neg': cost model _Custom: duration_ns(0F0) ")
+    assert "test_bad_input.py:" in case.declared_at
+    assert why in message
+
+
+@pytest.mark.parametrize(("method", "kw", "why"), [
+    ("flops", {"flops": float("inf")}, "flops(0F0) gave inf FLOPs for the F job of stage 0; it is not finite"),
+    ("nbytes", {"nbytes": 1.5}, "nbytes(0SEND_F0) gave 1.5 bytes for the SEND_F job of stage 0; it is not a whole number"),
+])
+def test_checked_cost_checks_flops_and_bytes(method, kw, why):
+    checked = CheckedCost(_Custom(**kw), "here")
+    job = Job(0, JobKind.SEND_F if method == "nbytes" else JobKind.F, 0)
+    with pytest.raises(ConfigError, match=r"^here: cost model _Custom: ") as err:
+        getattr(checked, method)(job, 2)
+    assert why in str(err.value)
+
+
+def test_checked_cost_passes_valid_answers_through():
+    checked = CheckedCost(_Custom(forward=1500, flops=3, nbytes=64, comm=0))
+    assert checked.duration_ns(Job(0, JobKind.F, 0), 2) == 1500
+    assert checked.duration_ns(Job(0, JobKind.SEND_F, 0), 2) == 0  # free transfers are fine
+    assert checked.flops(Job(0, JobKind.F, 0), 2) == 3.0
+    assert checked.nbytes(Job(0, JobKind.SEND_F, 0), 2) == 64
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=_Custom(1500)), backend="sim")
+    assert result.cost == {"model": "custom"}
+    assert result.metrics.step_time_median_ns == 3 * (1500 + 2000)  # 1F1B p=2 m=2: (m+p-1)(F+B)
+
+
+UNREPORTABLE = """
+import dataclasses
+import pytest
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+
+class Neg:
+    def duration_ns(self, job, n): return -5 if job.kind.name == "F" else 0 if job.kind.is_comm else 2000
+    def flops(self, job, n): return 0.0
+    def nbytes(self, job, n): return 0
+    def is_uniform(self, n): return True
+    def describe(self): return {"model": "neg"}
+
+def test_good(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)))
+
+def test_negative_cost(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=Neg()))
+
+def test_broken_records(pipeline):
+    r = pipeline(PipelineCase("FThenB", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)))
+    r.records.jobs[0] = dataclasses.replace(r.records.jobs[0], end_ns=r.records.jobs[0].start_ns - 5)  # as a faulty backend would
+"""
+
+
+def test_one_unreportable_case_does_not_lose_the_others(pytester):
+    pytester.makepyfile(test_cases=UNREPORTABLE)
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == 1  # the negative cost's test failed; no exit 4 "could not write the report"
+    result.stdout.fnmatch_lines([
+        "*ConfigError: test_cases.py:17: case 'test_negative_cost': cost model Neg: duration_ns(0F0) gave -5 ns "
+        "for the F job of stage 0; it is negative",
+        "1 case(s) ran but could not be reported (listed as errored in the report; every other case was written):",
+        "  test_cases.py::test_broken_records: jobs.end_ns[0] (-5) is before jobs.start_ns[0] (0)",
+    ])
+    reports = pytester.path / "reports"
+    doc = json.loads((reports / "results.json").read_text())
+    assert [c["id"] for c in doc["cases"]] == ["test_cases.py::test_good"]
+    assert doc["session"]["errored_cases"] == [{
+        "id": "test_cases.py::test_broken_records", "label": "test_broken_records",
+        "error": "jobs.end_ns[0] (-5) is before jobs.start_ns[0] (0)",
+    }]
+    assert (reports / "traces" / "test_cases.py__test_good.json").is_file()
+    page = (reports / "index.html").read_text()
+    assert "1 case(s) ran but could not be reported" in page and "<bdi>test_broken_records</bdi>" in page
