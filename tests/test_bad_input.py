@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import os
+import tracemalloc
 
 import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
 import pytest
 
 from harness import PipelineCase, run_case
+from harness.cli import main as cli_main
 from harness.cost import CheckedCost
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputFormatError, ScheduleError
+from harness.schedule import builders
 from harness.schedule.model import Job, JobKind
+from harness.schedule.notation import load_schedule_file, loads_csv
 
 
 class _Custom:
@@ -125,3 +132,73 @@ def test_one_unreportable_case_does_not_lose_the_others(pytester):
     assert (reports / "traces" / "test_cases.py__test_good.json").is_file()
     page = (reports / "index.html").read_text()
     assert "1 case(s) ran but could not be reported" in page and "<bdi>test_broken_records</bdi>" in page
+
+
+# ---- item 3: schedule files are bounded ----------------------------------------------------------------------------
+
+def test_a_cell_over_the_csv_field_limit_is_an_input_format_error(tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_text("0F0,0B0\n1F0," + "x" * 140_000 + ",1B0\n")  # over csv's 131,072-character field limit
+    with pytest.raises(InputFormatError) as err:
+        load_schedule_file(path)
+    assert str(err.value).startswith(f"{path}: row 2 (rank 1), cell 2: more than 1,024 characters (starts 'xxxxxxxxxxxxxxxxxxxx')")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"), reason="needs /dev/zero and FIFOs")
+def test_only_regular_files_are_read(tmp_path):
+    link = tmp_path / "zero.csv"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(InputFormatError, match=r"is a character device \(a link to /dev/zero\), not a schedule file; only regular files"):
+        load_schedule_file(link)
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)  # opening it would block until a writer came: it is refused before
+    with pytest.raises(InputFormatError, match=r"f\.csv: is a FIFO \(named pipe\), not a schedule file"):
+        load_schedule_file(fifo)
+
+
+def test_show_refuses_a_fifo(tmp_path, capsys):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("needs FIFOs")
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    assert cli_main(["show", str(fifo)]) == 2
+    assert f"{fifo}: is a FIFO (named pipe), not a schedule file" in capsys.readouterr().err
+
+
+def test_the_size_cap_follows_the_job_limit_and_is_stated(tmp_path, monkeypatch):
+    monkeypatch.setattr(builders, "MAX_JOBS", 10)  # cap: 10 jobs x 32 bytes = 320 bytes
+    path = tmp_path / "big.csv"
+    path.write_text("0F0," + " " * 400 + "\n")
+    with pytest.raises(InputFormatError) as err:
+        load_schedule_file(path)
+    assert str(err.value) == f"{path}: 405 bytes, more than the 320 a schedule file may have (32 bytes per job of the 10-job limit)"
+    with pytest.raises(InputFormatError, match=r"^<csv>: more than 320 bytes, the most a schedule file is read for"):
+        loads_csv("0F0," + " " * 100_000)  # text given directly, streamed likewise
+    many = ",".join(f"0F{i}" for i in range(11))  # 11 jobs in 54 bytes
+    with pytest.raises(InputFormatError, match=r"^<csv>: row 1 \(rank 0\), cell 11: more than the 10 jobs this harness builds"):
+        loads_csv(many)
+
+
+def test_repeated_cells_stop_at_the_first_duplicate_with_memory_of_the_valid_jobs(tmp_path):
+    path = tmp_path / "dup.csv"
+    with open(path, "w") as fh:
+        for _ in range(13):
+            fh.write("0F0," * 1_000_000)  # 52 MB on one line
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScheduleError) as err:
+            load_schedule_file(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(err.value) == f"{path}: row 1 (rank 0), cell 2 (step 1): 0F0 is listed twice (first at row 1, cell 1, step 0)"
+    assert peak < 4_000_000  # a chunk and a few cells, not the 52 MB line (6.2 GB before)
+
+
+def test_streamed_csv_reads_quotes_and_line_endings_as_the_csv_module_does():
+    text = '"0F0",,"0B0"\r\n,1F0,1B0\r\n\r\n'
+    s = loads_csv(text)
+    assert s.to_text() == [["0F0", "", "0B0"], ["", "1F0", "1B0"]]
+    assert [row for row in csv.reader(io.StringIO(text)) if row] == [["0F0", "", "0B0"], ["", "1F0", "1B0"]]
+    with pytest.raises(InputFormatError, match=r"^<csv>: row 1 \(rank 0\), cell 2: a quote that does not close"):
+        loads_csv('0F0,"0B0\n1F0,1B0\n')
