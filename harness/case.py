@@ -22,6 +22,7 @@ from harness.device import check_device_options, check_workload
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
 from harness.schedule.builders import build_schedule, builder_info, check_options
 from harness.schedule.model import Schedule
+from harness.text import safe_text
 
 __all__ = ["PipelineCase", "case_field_names"]
 
@@ -155,6 +156,8 @@ class PipelineCase:
             object.__setattr__(self, "declared_at", _declaration_site())
         if self.name is not None and not isinstance(self.name, str):  # first: label() shows it
             raise self._error(f"case: name must be a string (a label for reports) or None, got {self.name!r}")
+        if self.name is not None:  # a lone surrogate would fail every UTF-8 write of the report: made safe once, here
+            object.__setattr__(self, "name", safe_text(self.name, f"{self.declared_at}: case name" if self.declared_at else "case name"))
         if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
             object.__setattr__(self, "schedule", Path(self.schedule))
         if not isinstance(self.schedule, (str, Schedule, Path)):

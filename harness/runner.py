@@ -21,6 +21,7 @@ from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
 from harness.schedule.model import Job, JobKind, Schedule
+from harness.text import safe_text
 
 __all__ = ["CaseResult", "run_case"]
 
@@ -324,7 +325,7 @@ def run_case(
         device.close()
     metrics = compute_metrics(records)
     return CaseResult(
-        case_id=case_id or case.label(),
+        case_id=safe_text(case_id, "case id") if case_id else case.label(),
         label=case.label(),
         schedule=schedule,
         records=records,

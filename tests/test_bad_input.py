@@ -15,9 +15,12 @@ from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
 from harness.cost import CheckedCost
 from harness.errors import ConfigError, InputFormatError, ScheduleError
+from harness.report.render import write_report
+from harness.report.results import case_to_dict, results_document
 from harness.schedule import builders
 from harness.schedule.model import Job, JobKind
 from harness.schedule.notation import load_schedule_file, loads_csv
+from harness.text import UnsafeTextWarning
 
 
 class _Custom:
@@ -202,3 +205,46 @@ def test_streamed_csv_reads_quotes_and_line_endings_as_the_csv_module_does():
     assert [row for row in csv.reader(io.StringIO(text)) if row] == [["0F0", "", "0B0"], ["", "1F0", "1B0"]]
     with pytest.raises(InputFormatError, match=r"^<csv>: row 1 \(rank 0\), cell 2: a quote that does not close"):
         loads_csv('0F0,"0B0\n1F0,1B0\n')
+
+
+# ---- item 2: lone surrogates ----------------------------------------------------------------------------------------
+
+def test_a_lone_surrogate_in_a_case_name_is_replaced_once_with_a_warning(tmp_path):
+    with pytest.warns(UnsafeTextWarning, match=r"case name 'sur\\ud800x' holds surrogate code points .* written as 'sur\ufffdx'"):
+        case = PipelineCase("1F1B", stages=2, microbatches=2, name="sur\ud800x")
+    assert case.name == "sur\ufffdx"
+    result = run_case(case, backend="sim")
+    write_report(tmp_path / "rep", results_document([case_to_dict(result)]))
+    doc = json.loads((tmp_path / "rep" / "results.json").read_text(encoding="utf-8"))
+    assert doc["cases"][0]["label"] == "sur\ufffdx"
+    assert "sur\ufffdx" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+
+
+def test_write_report_refuses_a_surrogate_with_a_message_not_a_unicode_error(tmp_path):
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2), backend="sim")
+    case = case_to_dict(result)
+    case["label"] = "\ud800"  # a document built by hand, past the case's own check
+    with pytest.raises(InputFormatError) as err:
+        write_report(tmp_path / "rep", results_document([case]))
+    assert str(err.value) == ("results: case '1F1B p=2 m=2' (#0): label holds a surrogate code point (U+D800..U+DFFF, "
+                              "e.g. from a \\ud800 escape), which is not valid Unicode text")
+    assert not (tmp_path / "rep").exists()
+
+
+def test_a_results_file_with_a_lone_surrogate_escape_is_refused_by_report_and_compare(tmp_path, capsys):
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2), backend="sim")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(results_document([case_to_dict(result)])))
+    bad = tmp_path / "bad.json"
+    bad.write_text(good.read_text().replace('"label":"1F1B p=2 m=2"', '"label":"sur\\ud800x"').replace(
+        '"label": "1F1B p=2 m=2"', '"label": "sur\\ud800x"'))
+    assert "\\ud800" in bad.read_text()
+    message = (f"{bad}: cases[0].label holds a lone surrogate (a \\uD800..\\uDFFF escape that is not half of a pair), "
+               "which is not valid Unicode text and cannot be written to a report; fix that string in the file")
+    for argv in (["report", str(bad), "--out", str(tmp_path / "out")], ["compare", str(good), str(bad)]):
+        assert cli_main(argv) == 2
+        assert message in capsys.readouterr().err
+    paired = tmp_path / "paired.json"  # an escaped pair is one character, and fine
+    paired.write_text(bad.read_text().replace("\\ud800", "\\ud83d\\ude00"))
+    assert cli_main(["report", str(paired), "--out", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"][0]["label"] == "sur\U0001f600x"

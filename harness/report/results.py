@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import re
 import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -274,6 +275,7 @@ def load_results(path: Path) -> dict[str, Any]:
 
     Raises:
         InputFormatError: unreadable file, invalid JSON (with line and column),
+            a string holding a lone surrogate escape (``"\\ud800"``; names where),
             or see :func:`validate_document`.
     """
     try:
@@ -291,4 +293,16 @@ def load_results(path: Path) -> dict[str, Any]:
         raise InputFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); is the file truncated?") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise InputFormatError(f"{path}: invalid JSON ({exc})") from None
+    if _SURROGATE_ESCAPE.search(text):  # a "\ud800" escape: valid JSON, but no valid text once decoded
+        from harness.text import first_surrogate
+
+        bad = first_surrogate(doc, "")
+        if bad:
+            raise InputFormatError(
+                f"{path}: {bad} holds a lone surrogate (a \\uD800..\\uDFFF escape that is not half of a pair), which is not "
+                "valid Unicode text and cannot be written to a report; fix that string in the file"
+            )
     return validate_document(doc, str(path))
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

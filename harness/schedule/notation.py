@@ -45,6 +45,7 @@ from pathlib import Path
 from harness.errors import InputFormatError, ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job, v_placement
 from harness.schedule.validate import check_counts, check_order
+from harness.text import safe_text
 
 __all__ = [
     "dump_csv",
@@ -384,7 +385,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
     if p.suffix.lower() != ".csv":
         raise InputFormatError(f"{p}: unknown schedule file type {p.suffix!r}; expected a PyTorch pipeline .csv")
     sched = load_csv(p, num_microbatches)
-    return Schedule(p.name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
+    name = safe_text(p.name, f"schedule file name (of {p.parent})")  # a name that is not UTF-8 decodes to surrogates
+    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
 
 
 # --- PaddlePaddle job names -------------------------------------------------------
