@@ -399,7 +399,12 @@ class PipelineCase:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
         from harness.schedule.passes import add_communication, wants_communication
 
-        return add_communication(schedule) if wants_communication(schedule, self.cost, self.comm) else schedule
+        if not wants_communication(schedule, self.cost, self.comm):
+            return schedule
+        try:
+            return add_communication(schedule)
+        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+            raise self._error(f"case {self.label()!r}: {exc}") from None
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:

@@ -13,8 +13,8 @@ import pytest
 
 from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
-from harness.cost import CheckedCost
-from harness.errors import ConfigError, InputFormatError, ScheduleError
+from harness.cost import CheckedCost, FixedCost
+from harness.errors import ConfigError, InputFormatError, ResourceError, ScheduleError
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, results_document
 from harness.schedule import builders
@@ -248,3 +248,43 @@ def test_a_results_file_with_a_lone_surrogate_escape_is_refused_by_report_and_co
     paired.write_text(bad.read_text().replace("\\ud800", "\\ud83d\\ude00"))
     assert cli_main(["report", str(paired), "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"][0]["label"] == "sur\U0001f600x"
+
+
+# ---- item 8: the job limit counts the jobs that will exist -----------------------------------------------------------
+
+def test_the_job_limit_counts_send_receive_jobs_and_states_the_memory(monkeypatch):
+    monkeypatch.setattr(builders, "MAX_JOBS", 1000)
+    # 1F1B p=8 m=60: 960 compute jobs (under the limit), plus 4 x 60 x 7 = 1,680 send/receive jobs
+    case = PipelineCase("1F1B", stages=8, microbatches=60, comm=True, name="big")
+    with pytest.raises(ConfigError) as err:
+        case.build()
+    assert str(err.value) == (
+        f"{case.declared_at}: case 'big': schedule '1F1B' (960 compute jobs) with its send/receive jobs added would have about "
+        "2,640 jobs, more than the 1,000 this harness builds (they would need about 950.4 kB (360 bytes per job); the limit is "
+        "about 360.0 kB (360 bytes per job); raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+    )
+    assert PipelineCase("1F1B", stages=8, microbatches=60, comm=False).build().num_jobs == 960  # compute only: allowed
+
+
+def test_the_default_limit_message_states_the_measured_bytes_per_job():
+    with pytest.raises(ConfigError) as err:
+        builders.build_schedule("Interleaved1F1B", 64, 100_000, 2)
+    assert ("would have about 25,600,000 jobs, more than the 20,000,000 this harness builds (they would need about 9.2 GB "
+            "(360 bytes per job); the limit is about 7.2 GB (360 bytes per job)") in str(err.value)
+
+
+def test_out_of_memory_in_the_analytic_path_is_a_clear_error(monkeypatch):
+    from harness.schedule import analytics
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 15.2 GiB for an array with shape (2038000000,) and data type int64")
+
+    monkeypatch.setattr(analytics, "simulate", no_memory)
+    schedule = builders.build_schedule("1F1B", 4, 8)
+    with pytest.raises(ResourceError) as err:
+        analytics.analyze(schedule, FixedCost.ms(F=1, B=2, p2p_latency_ns=10))
+    assert str(err.value) == (
+        "schedule '1F1B': analysing its timeline: out of memory with 160 jobs, which need about 57.6 kB (360 bytes per job); "
+        "run a smaller case (fewer micro-batches or ranks) or on a machine with more memory"
+    )  # 64 compute jobs + 4 x 8 x 3 send/receive jobs
+    assert isinstance(err.value, MemoryError)
