@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import time
 import tracemalloc
 
 import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
@@ -15,8 +16,11 @@ from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
 from harness.cost import CheckedCost, FixedCost
 from harness.errors import ConfigError, InputFormatError, ResourceError, ScheduleError
+from harness.report.hta import hta_rank_trace
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, results_document
+from harness.report.trace import case_trace
+from harness.report.tracecheck import check_trace
 from harness.schedule import builders
 from harness.schedule.model import Job, JobKind
 from harness.schedule.notation import load_schedule_file, loads_csv
@@ -288,3 +292,30 @@ def test_out_of_memory_in_the_analytic_path_is_a_clear_error(monkeypatch):
         "run a smaller case (fewer micro-batches or ranks) or on a machine with more memory"
     )  # 64 compute jobs + 4 x 8 x 3 send/receive jobs
     assert isinstance(err.value, MemoryError)
+
+
+# ---- item 9: trace identity -----------------------------------------------------------------------------------------
+
+def test_ranks_are_pid_rank_plus_one_and_hta_keeps_the_rank():
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), backend="sim"))
+    doc = case_trace(case)
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert names == {1: "rank 0 (sim)", 2: "rank 1 (sim)", 3: "Steps"}
+    assert {e["pid"] for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "0F0"} == {1}
+    assert check_trace(doc) == []
+    assert "time_base_epoch_ns" not in doc["otherData"]  # sim time is virtual: no host clock to place it on
+    rank1 = hta_rank_trace(case, 1)
+    assert rank1["distributedInfo"]["rank"] == 1
+    assert {e["pid"] for e in rank1["traceEvents"]} == {2}
+    assert {e["args"]["device"] for e in rank1["traceEvents"] if e.get("cat") == "kernel"} == {1}
+
+
+def test_the_time_base_epoch_is_kept_in_results_and_traces():
+    before = time.time_ns()
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)), backend="cpu", steps=range(0, 1))
+    after = time.time_ns()
+    case = case_to_dict(result)
+    epoch = case["device"]["host_anchor_ns"]  # in results.json: the epoch time of time base 0
+    assert before <= epoch <= after
+    assert case_trace(case)["otherData"]["time_base_epoch_ns"] == epoch
+    assert hta_rank_trace(case, 0)["otherData"]["time_base_epoch_ns"] == epoch

@@ -14,9 +14,27 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StreamSlot", "job_label", "rank_labels", "stream_slots", "track_overflow"]
+__all__ = ["StreamSlot", "job_label", "rank_labels", "rank_pid", "stream_slots", "time_base_epoch_ns", "track_overflow"]
 
 _RANK_PREFIX = re.compile(r"^rank(\d+)/(.+)$")
+
+
+def rank_pid(rank: int) -> int:
+    """The trace ``pid`` of ``rank``: ``rank + 1``, since trace viewers take pid 0 for the
+    idle (swapper) process. The rank itself stays in names and HTA's ``distributedInfo``."""
+    return rank + 1
+
+
+def time_base_epoch_ns(case: dict[str, Any]) -> int | None:
+    """The epoch time (ns since 1970, host clock) of the case's time base 0: an import's
+    ``device.time_base_epoch_ns``, or a run's ``device.host_anchor_ns`` (cpu and cuda);
+    ``None`` where the run had no host clock (``sim``'s virtual time)."""
+    device = case.get("device") or {}
+    for key in ("time_base_epoch_ns", "host_anchor_ns"):
+        value = device.get(key) if isinstance(device, dict) else None
+        if type(value) is int:
+            return value
+    return None
 
 
 @dataclass(frozen=True)

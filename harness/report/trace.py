@@ -1,10 +1,12 @@
 """Chrome Trace Event Format JSON for one case, for Perfetto and chrome://tracing.
 
-Layout: one process per pipeline rank (device), one thread per stream
+Layout: one process per pipeline rank (device; pid = rank + 1, as viewers take pid 0
+for the idle process), one thread per stream
 (``compute`` tid 0, then one ``comm↔{q}`` per peer rank, in the case's stream order), named with
 ``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
 "Steps" process on top with one ``ProfilerStep#N`` slice per recorded step.
-Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
+``otherData.time_base_epoch_ns`` is the epoch time (ns) of ``ts`` 0 where the run had
+a host clock (cpu, cuda, imported logs). Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
 ns precision) and ``args`` stage, micro-batch, chunk, kind, step.
 Cross-stream dependencies are flow events (``s``/``f`` with integer ids,
 ``"bp": "e"``) bound to the slices they connect. Only reserved ``cname``
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_json
-from harness.report.layout import job_label, rank_labels, stream_slots, track_overflow
+from harness.report.layout import job_label, rank_labels, rank_pid, stream_slots, time_base_epoch_ns, track_overflow
 
 __all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "write_trace"]
 
@@ -74,17 +76,18 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
     labels = rank_labels(case)
     events: list[dict[str, Any]] = []
     backend = case.get("backend", "")
-    steps_pid = max([p, *(s.rank + 1 for s in slots)])
+    n_ranks = max([p, *(s.rank + 1 for s in slots)])
+    steps_pid = rank_pid(n_ranks)  # after the ranks' pids
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_name", "args": {"name": "Steps"}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": -1}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "thread_name", "args": {"name": "step"}})
-    for rank in range(steps_pid):
+    for rank in range(n_ranks):
         name = labels[rank] if rank < len(labels) else f"rank {rank} ({backend})"
-        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_name", "args": {"name": name}})
-        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_sort_index", "args": {"sort_index": rank}})
+        events.append({"ph": "M", "pid": rank_pid(rank), "tid": 0, "name": "process_name", "args": {"name": name}})
+        events.append({"ph": "M", "pid": rank_pid(rank), "tid": 0, "name": "process_sort_index", "args": {"sort_index": rank}})
     for s in slots:
-        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
-        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
+        events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
+        events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
     for step, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"]):
         events.append(
             {"ph": "X", "pid": steps_pid, "tid": 0, "name": f"ProfilerStep#{step}", "cat": "step",
@@ -105,8 +108,8 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         for t in sorted(extra):
             tid = OVERFLOW_TID * t + slot.tid
             label = f"{slot.name} (overlap{'' if t == 1 else t})"
-            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_name", "args": {"name": label}})
-            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+            events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_name", "args": {"name": label}})
+            events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     where: dict[tuple[int, str], tuple[int, int, float, float]] = {}
     for i in range(n):
         kind = jobs["kind"][i]
@@ -117,11 +120,11 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         ts, end = _us(starts[i]), _us(ends[i])
         label = job_label(stage, kind, mb)
         events.append(
-            {"ph": "X", "pid": slot.rank, "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
+            {"ph": "X", "pid": rank_pid(slot.rank), "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
              "cname": KIND_CNAME.get(kind, "generic_work"),
              "args": {"stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "kind": kind, "step": jobs["step"][i]}}
         )
-        where[(jobs["step"][i], label)] = (slot.rank, tid, ts, end)
+        where[(jobs["step"][i], label)] = (rank_pid(slot.rank), tid, ts, end)
     if flows:
         flow_id = 1
         deps = case.get("deps", [])
@@ -145,6 +148,9 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         "backend": backend,
         "time_unit_note": "ts and dur are in microseconds (Trace Event Format); source times were integer ns",
     }
+    epoch = time_base_epoch_ns(case)
+    if epoch is not None:  # ts 0 on the host's clock, as results.json keeps it (device.host_anchor_ns / time_base_epoch_ns)
+        other["time_base_epoch_ns"] = epoch
     if case.get("warnings"):
         other["warnings"] = list(case["warnings"])
     return {"traceEvents": events, "otherData": other}
