@@ -26,6 +26,7 @@ from harness.executor import parse_steps
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
+from harness.text import shown_in_terminal
 
 _KEY = pytest.StashKey["HarnessConfig"]()
 _BENCHMARK_FIXTURE = pytest.StashKey[Any]()  # that fixture, kept for an interrupted case (see pytest_runtest_call)
@@ -474,8 +475,8 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
         th = r.theory.get("bubble_ratio")
         workload = r.records.device.get("workload")
         rows.append((
-            r.case_id.split("::", 1)[-1],
-            r.schedule.name,
+            shown_in_terminal(r.case_id.split("::", 1)[-1]),  # a newline or U+202E must not split or reverse the row
+            shown_in_terminal(r.schedule.name),
             str(r.num_ranks),
             str(r.num_microbatches),
             str(r.chunks),
@@ -499,16 +500,17 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
                   "span bubble = idle inside each rank's own first-to-last job, over the summed spans")
     for r in hc.results:
         for note in r.warnings:
-            tr.write_line(f"note: {r.label}: {note}")
+            tr.write_line(shown_in_terminal(f"note: {r.label}: {note}"))
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
-        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))
+        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
+                      + ", ".join(shown_in_terminal(r.label) for r in failed))
     errored = hc.session.errored if hc.session is not None else []
     if errored:
         tr.write_line(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
                       "every other case was written):")
         for e in errored:
-            tr.write_line(f"  {e['id']}: {e['error']}")
+            tr.write_line(shown_in_terminal(f"  {e['id']}: {e['error']}"))
     d = _shown(hc.report_dir)
     if hc.interrupted:
         tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")

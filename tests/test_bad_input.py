@@ -24,7 +24,7 @@ from harness.report.tracecheck import check_trace
 from harness.schedule import builders
 from harness.schedule.model import Job, JobKind
 from harness.schedule.notation import load_schedule_file, loads_csv
-from harness.text import UnsafeTextWarning
+from harness.text import UnsafeTextWarning, shown_in_terminal
 
 
 class _Custom:
@@ -319,3 +319,36 @@ def test_the_time_base_epoch_is_kept_in_results_and_traces():
     assert before <= epoch <= after
     assert case_trace(case)["otherData"]["time_base_epoch_ns"] == epoch
     assert hta_rank_trace(case, 0)["otherData"]["time_base_epoch_ns"] == epoch
+
+
+# ---- item 6: bidirectional and control characters --------------------------------------------------------------------
+
+def test_shown_in_terminal_escapes_controls_and_bidi():
+    assert shown_in_terminal("rtl\u202eVSC.exe.csv") == "rtl\\u202eVSC.exe.csv"
+    assert shown_in_terminal("a\nb\x1b[31m\u2067") == "a\\nb\\x1b[31m\\u2067"
+    assert shown_in_terminal("ZB-H1 p=4 ü 中") == "ZB-H1 p=4 ü 中"
+
+
+BIDI_CASES = """
+from pathlib import Path
+from harness.case import PipelineCase
+
+HERE = Path(__file__).parent
+
+def test_rtl(pipeline):
+    pipeline(PipelineCase(HERE / "rtl\\u202eVSC.exe.csv"))
+
+def test_newline(pipeline):
+    pipeline(PipelineCase(HERE / "two\\nlines.csv", name="case\\u202ename"))
+"""
+
+
+def test_summary_rows_escape_bidi_and_newlines(pytester):
+    for name in ("rtl\u202eVSC.exe.csv", "two\nlines.csv"):
+        (pytester.path / name).write_text("0F0,0F1,,0B0,0B1\n,1F0,1B0,1F1,1B1\n")
+    pytester.makepyfile(test_cases=BIDI_CASES)
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == 0
+    rows = [line for line in result.outlines if line.startswith(("test_rtl", "test_newline")) and "sim/virtual" in line]
+    assert [row.split()[:2] for row in rows] == [["test_rtl", "rtl\\u202eVSC.exe.csv"], ["test_newline", "two\\nlines.csv"]]
+    assert not any("\u202e" in line for line in result.outlines)
