@@ -8,6 +8,7 @@ import json
 import os
 import time
 import tracemalloc
+import warnings
 
 import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
 import pytest
@@ -17,6 +18,7 @@ from harness.cli import main as cli_main
 from harness.cost import CheckedCost, FixedCost
 from harness.errors import ConfigError, InputFormatError, ResourceError, ScheduleError
 from harness.report.hta import hta_rank_trace
+from harness.report.paddle import PaddleLogWarning, import_paddle_logs
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, results_document
 from harness.report.trace import case_trace
@@ -352,3 +354,52 @@ def test_summary_rows_escape_bidi_and_newlines(pytester):
     rows = [line for line in result.outlines if line.startswith(("test_rtl", "test_newline")) and "sim/virtual" in line]
     assert [row.split()[:2] for row in rows] == [["test_rtl", "rtl\\u202eVSC.exe.csv"], ["test_newline", "two\\nlines.csv"]]
     assert not any("\u202e" in line for line in result.outlines)
+
+
+# ---- item 4: PaddlePaddle logs ---------------------------------------------------------------------------------------
+
+def _paddle_line(job_type: str, mb: int, start_ms: float, end_ms: float) -> str:
+    return (f"I1020 09:15:07.265326 22317 standalone_executor.cc:217] Profiler Info: Job (1), type = {job_type}, "
+            f"micro_batch_id = {mb}, job_start_time = {start_ms:.6f}, job_end_time = {end_ms:.6f}\n")
+
+
+def _paddle_log(base: float, types: tuple[str, ...] = ("forward", "backward")) -> str:
+    return "".join(_paddle_line(t, mb, base + 10 * k + 5 * i, base + 10 * k + 5 * i + 4)
+                   for k, mb in enumerate(range(2)) for i, t in enumerate(types))
+
+
+def test_two_logs_of_one_device_are_refused(tmp_path):
+    for name in ("workerlog.0", "workerlog.1", "workerlog.01"):
+        (tmp_path / name).write_text(_paddle_log(1_697_793_307_000.0))
+    with pytest.raises(InputFormatError) as err:
+        import_paddle_logs(tmp_path)
+    assert str(err.value) == f"{tmp_path}: workerlog.01 and workerlog.1 both name device 1; one log per device: remove or rename the other"
+
+
+def test_a_folder_named_like_a_log_and_an_optimizer_only_log_are_warned_about(tmp_path):
+    (tmp_path / "workerlog.0").write_text(_paddle_log(1_697_793_307_000.0))
+    (tmp_path / "workerlog.1").mkdir()
+    (tmp_path / "workerlog.2").write_text(_paddle_line("optimizer", 0, 1_697_793_307_050.0, 1_697_793_307_051.0))
+    with pytest.warns(PaddleLogWarning):
+        case = import_paddle_logs(tmp_path)
+    assert f"{tmp_path / 'workerlog.1'}: named like a worker log but a folder; skipped" in case["warnings"]
+    assert (f"{tmp_path / 'workerlog.2'}: no forward or backward jobs, only optimizer (1 line(s)); "
+            "imported as GPU 2 with no pipeline work") in case["warnings"]
+    assert case["rank_labels"] == ["GPU 0", "GPU 2"]
+
+
+def test_newer_paddle_send_and_receive_jobs_are_communication_jobs(tmp_path):
+    base = 1_697_793_307_000.0
+    text = "".join([
+        _paddle_line("forward", 0, base, base + 4), _paddle_line("send_forward", 0, base + 4, base + 5),
+        _paddle_line("recv_backward", 0, base + 6, base + 7), _paddle_line("backward", 0, base + 7, base + 11),
+    ])
+    (tmp_path / "workerlog.0").write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddleLogWarning)  # no warning: all four types are known
+        case = import_paddle_logs(tmp_path)
+    assert case["jobs"]["kind"] == ["F", "SEND_F", "RECV_B", "B"]
+    assert case["streams"] == ["rank0/compute", "rank0/comm"] and case["jobs"]["stream"] == [0, 1, 1, 0]
+    assert case["metrics"]["per_step"][0]["busy_ns"] == [8_000_000]  # F and B; the transfers are not busy time
+    assert not any("unknown job type" in w for w in case.get("warnings", []))
+    assert check_trace(case_trace(case)) == []

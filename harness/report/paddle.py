@@ -16,6 +16,9 @@ several hosts ran, and optionally a line
 document (:mod:`harness.report.results`), so every report renders from it:
 
 * ranks are the devices, in order (machine folders first, then device number);
+  two logs of one device in a folder (``workerlog.1`` and ``workerlog.01``) are
+  refused, and an entry named like a log that is not a file (a folder
+  ``workerlog.1``), or a log with no forward or backward job, gives a warning;
   streams are ``rank{r}/compute``, plus ``rank{r}/overlap`` (``overlap2``, ...)
   for jobs that overlap an earlier job on the same device. Paddle stamps a
   job's start on the host, so a job can appear to start before the previous
@@ -24,7 +27,10 @@ document (:mod:`harness.report.results`), so every report renders from it:
   ``[earlier job index, later job index]`` pairs, and explained in
   ``case["warnings"]``;
 * job types map to kinds: ``forward`` F, ``backward`` B, ``backward_b`` I,
-  ``backward_w`` W, ``optimizer`` OPT, with a chunk from a suffix
+  ``backward_w`` W, ``optimizer`` OPT, and newer Paddle's point-to-point jobs
+  ``send_forward`` SEND_F, ``recv_forward`` RECV_F, ``send_backward`` SEND_B,
+  ``recv_backward`` RECV_B (on the device's ``comm`` stream, not busy time),
+  with a chunk from a suffix
   (``forward1``, ``forward(chunk1)``, ``forward_chunk1``); any other type is
   kept with its own name as kind (a ``(chunkN)``/``_chunkN`` suffix still
   gives the chunk) and counted as busy time; types Paddle's passes do not
@@ -102,14 +108,21 @@ _JOB_RE = re.compile(
     re.ASCII,  # digits 0-9 only: int() would also read other scripts' digits
 )
 _STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$", re.ASCII)
-_TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$", re.ASCII)
+_TYPE_RE = re.compile(
+    r"^(?P<base>forward|backward_b|backward_w|backward|optimizer|send_forward|recv_forward|send_backward|recv_backward)"
+    r"(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$",
+    re.ASCII,
+)
 _CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$", re.ASCII)
 #: Job types Paddle's pipeline passes print that are not pipeline compute jobs but
 #: are known: the learning-rate job of FThenB/1F1B, and VPP's ``recv4_<job>``
 #: receives (``pipeline_vpp.py`` with ``enable_send_recv_overlap``).
 _KNOWN_OTHER = re.compile(r"^(?:lr|recv4_.+|send4_.+)$")
-_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT"}
+_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT",
+            # newer Paddle passes print their point-to-point jobs under these names
+            "send_forward": "SEND_F", "recv_forward": "RECV_F", "send_backward": "SEND_B", "recv_backward": "RECV_B"}
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
+_PIPELINE_WORK = frozenset({"F", "B", "I", "W"})
 _LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
 _NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
@@ -235,7 +248,8 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
     folder name, else ``""``).
 
     Raises:
-        InputFormatError: the path does not exist, or holds no worker log.
+        InputFormatError: the path does not exist, holds no worker log, or holds
+            two logs of one device (``workerlog.1`` and ``workerlog.01``).
     """
     log_dir = Path(log_dir)
     if log_dir.is_file():
@@ -245,12 +259,18 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
         raise InputFormatError(f"{log_dir}: no such log folder")
 
     def logs_in(folder: Path) -> list[tuple[int, Path]]:
-        found = []
-        for f in folder.iterdir():
+        found: dict[int, Path] = {}
+        for f in sorted(folder.iterdir()):
             m = _LOG_NAME.match(f.name)
             if m and f.is_file():
-                found.append((int(m.group(1)), f))
-        return sorted(found)
+                device = int(m.group(1))
+                if device in found:  # workerlog.1 and workerlog.01: which one is GPU 1?
+                    raise InputFormatError(
+                        f"{folder}: {found[device].name} and {f.name} both name device {device}; "
+                        "one log per device: remove or rename the other"
+                    )
+                found[device] = f
+        return sorted(found.items())
 
     machines = sorted((d for d in log_dir.iterdir() if d.is_dir() and d.name.startswith("machine")), key=lambda d: _natural(d.name))
     out = [(d.name, dev, f) for d in machines for dev, f in logs_in(d)]
@@ -260,6 +280,21 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
         raise InputFormatError(
             f"{log_dir}: no PaddlePaddle worker logs found (expected workerlog.<device> files here or in machine*/ sub-folders)"
         )
+    return out
+
+
+def _not_logs(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
+    """One warning per entry named like a worker log (``workerlog.1``) that is not a
+    file, in the folders the logs came from: it was skipped."""
+    if Path(log_dir).is_file():
+        return []
+    folders = {path.parent for _, _, path in logs} | {Path(log_dir)}
+    out = []
+    for folder in sorted(folders):
+        for f in sorted(folder.iterdir()):
+            if _LOG_NAME.match(f.name) and not f.is_file():
+                what = "a folder" if f.is_dir() else "not a regular file"
+                out.append(f"{f}: named like a worker log but {what}; skipped")
     return out
 
 
@@ -498,7 +533,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     """
     log_dir = Path(log_dir)
     logs = find_worker_logs(log_dir)
-    problems: list[str] = _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
+    problems: list[str] = _not_logs(log_dir, logs) + _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
     first_step: int | None = None
     labels: list[str] = []
@@ -509,6 +544,12 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             first_step = marker[0]
         if not jobs:
             problems.append(f"{path}: no 'Profiler Info: Job' lines; this device shows no jobs")
+        elif not any(parse_job_type(j.type)[0] in _PIPELINE_WORK for j in jobs):
+            types = ", ".join(sorted({j.type for j in jobs})[:5])
+            problems.append(
+                f"{path}: no forward or backward jobs, only {types} ({len(jobs)} line(s)); "
+                f"imported as {f'{machine} GPU {device}'.strip()} with no pipeline work"
+            )
         per_rank.append(_split_steps(jobs))
         labels.append(f"{machine} GPU {device}".strip())
     if not any(per_rank):
@@ -540,25 +581,32 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         stages_of[r].append(stage)
     starts = [f[5] - base for f in flat]
     ends = [f[6] - base for f in flat]
-    # Place overlapping jobs of one device on extra streams.
+    # Place overlapping jobs of one device on extra streams; send/receive jobs on the device's comm stream.
     by_rank: dict[int, list[int]] = defaultdict(list)
+    by_comm: dict[int, list[int]] = defaultdict(list)
     for i, f in enumerate(flat):
-        by_rank[f[0]].append(i)
+        (by_comm if f[2] in _NON_COMPUTE else by_rank)[f[0]].append(i)
     track = [0] * len(flat)
-    for order in by_rank.values():
+    for order in (*by_rank.values(), *by_comm.values()):
         for i, t in zip(order, track_overflow(starts, ends, order)):
             track[i] = t
     streams: list[str] = []
-    stream_index: dict[tuple[int, int], int] = {}
+    stream_index: dict[tuple[int, int], int] = {}  # (rank, track) -> stream; comm tracks are -1, -2, ...
     for rank in range(p):
         for t in sorted({track[i] for i in by_rank.get(rank, [])} | {0}):
             stream_index[(rank, t)] = len(streams)
             streams.append(f"rank{rank}/" + ("compute" if t == 0 else "overlap" if t == 1 else f"overlap{t}"))
+        for t in sorted({track[i] for i in by_comm.get(rank, [])}):
+            stream_index[(rank, -1 - t)] = len(streams)
+            streams.append(f"rank{rank}/" + ("comm" if t == 0 else f"comm overlap{'' if t == 1 else t}"))
+    for order in by_comm.values():
+        for i in order:
+            track[i] = -1 - track[i]
     overlaps: list[list[int]] = []
-    for order in by_rank.values():
+    for order in (*by_rank.values(), *by_comm.values()):
         ranked = sorted(order, key=lambda i: (starts[i], ends[i]))
         for pos, i in enumerate(ranked):
-            if track[i] == 0:
+            if track[i] in (0, -1):
                 continue
             earlier = next((k for k in reversed(ranked[:pos]) if starts[k] <= starts[i] < ends[k]), None)
             if earlier is None:
