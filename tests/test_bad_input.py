@@ -21,7 +21,7 @@ from harness.report.hta import hta_rank_trace
 from harness.report.paddle import PaddleLogWarning, import_paddle_logs
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, results_document
-from harness.report.trace import case_trace
+from harness.report.trace import RANK_STEP_TID, case_trace
 from harness.report.tracecheck import check_trace
 from harness.schedule import builders
 from harness.schedule.model import Job, JobKind
@@ -403,3 +403,32 @@ def test_newer_paddle_send_and_receive_jobs_are_communication_jobs(tmp_path):
     assert case["metrics"]["per_step"][0]["busy_ns"] == [8_000_000]  # F and B; the transfers are not busy time
     assert not any("unknown job type" in w for w in case.get("warnings", []))
     assert check_trace(case_trace(case)) == []
+
+
+# ---- item 5: Paddle import writes nesting step slices ----------------------------------------------------------------
+
+def test_lagging_device_steps_nest_per_rank_and_on_the_steps_track(tmp_path):
+    base = 1_697_793_307_000.0
+    for device, lag in ((0, 0.0), (1, 1.0)):  # device 1 lags device 0 by 1 ms
+        text = ""
+        for step in range(3):
+            t0 = base + 10 * step + lag
+            text += (_paddle_line("forward", 0, t0, t0 + 2) + _paddle_line("forward", 1, t0 + 2, t0 + 4)
+                     + _paddle_line("backward", 0, t0 + 4, t0 + 6) + _paddle_line("backward", 1, t0 + 6, t0 + 9.5))
+        (tmp_path / f"workerlog.{device}").write_text(text)
+    case = import_paddle_logs(tmp_path)
+    assert case["step_start_ns"] == [0, 10_000_000, 20_000_000] and case["step_end_ns"] == [10_500_000, 20_500_000, 30_500_000]
+    doc = case_trace(case)
+    assert check_trace(doc) == []
+    steps = [(e["pid"], e["tid"], e["name"], e["ts"], e["dur"]) for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert steps[:3] == [(3, 0, "ProfilerStep#0", 0.0, 10500.0), (3, 1, "ProfilerStep#1", 10000.0, 10500.0),
+                         (3, 0, "ProfilerStep#2", 20000.0, 10500.0)]  # union spans; an overlapping one on its own thread
+    assert [s for s in steps if s[:2] == (2, RANK_STEP_TID)] == [  # GPU 1's own steps, on its own track
+        (2, RANK_STEP_TID, f"ProfilerStep#{k}", 1000.0 + 10000.0 * k, 9500.0) for k in range(3)]
+    marker = next(e for e in doc["traceEvents"] if e.get("cat") == "step" and e["name"] == "ProfilerStep#1" and e["pid"] == 3)
+    assert marker["args"]["overlaps_previous_step_ns"] == 500_000
+    for rank in (0, 1):
+        hta = hta_rank_trace(case, rank)
+        assert check_trace(hta) == []
+        host = [(e["ts"], e["dur"]) for e in hta["traceEvents"] if e.get("cat") == "user_annotation"]
+        assert host == [(1000.0 * rank + 10000.0 * k, 9500.0) for k in range(3)]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write
-from harness.report.layout import job_label, rank_labels, rank_pid, stream_slots, time_base_epoch_ns
+from harness.report.layout import job_label, rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
 
 __all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "hta_idle_offset_us", "hta_rank_trace", "write_hta_traces"]
 
@@ -75,8 +75,14 @@ def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
             events.append({"ph": "M", "pid": pid, "tid": STREAM_BASE + s.tid, "name": "thread_name",
                            "args": {"name": f"stream {STREAM_BASE + s.tid} ({s.name})"}})
     step_index = _step_of(case)
-    starts = case["step_start_ns"]
-    for step, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"]):
+    starts = list(case["step_start_ns"])
+    spans = list(zip(case["steps"], case["step_start_ns"], case["step_end_ns"]))
+    if steps_overlap(case):  # imported logs: each rank's own step spans, which nest on its host thread
+        own = rank_step_spans(case)
+        spans = [(step, *own[(rank, step)]) for step in case["steps"] if (rank, step) in own]
+        for step, a, _ in spans:
+            starts[step_index[step]] = a  # launches at this rank's step start, inside its step slice
+    for step, a, b in spans:
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": HOST_TID,
                        "ts": _us(a), "dur": _us(b) - _us(a), "args": {"step": step}})
     jobs = case["jobs"]

@@ -4,7 +4,12 @@ Layout: one process per pipeline rank (device; pid = rank + 1, as viewers take p
 for the idle process), one thread per stream
 (``compute`` tid 0, then one ``comm↔{q}`` per peer rank, in the case's stream order), named with
 ``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
-"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step.
+"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step (the
+union of all ranks' jobs in it). Where those spans overlap (imported logs: one device's
+step ends after another began the next), a step that starts before the previous one
+ended goes on a second Steps thread, "step (overlaps the previous step across ranks)",
+with ``args.overlaps_previous_step_ns``, and each rank gets its own ``steps`` thread
+(tid :data:`RANK_STEP_TID`) with its own step spans, so every track nests.
 ``otherData.time_base_epoch_ns`` is the epoch time (ns) of ``ts`` 0 where the run had
 a host clock (cpu, cuda, imported logs). Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
 ns precision) and ``args`` stage, micro-batch, chunk, kind, step.
@@ -28,7 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_json
-from harness.report.layout import job_label, rank_labels, rank_pid, stream_slots, time_base_epoch_ns, track_overflow
+from harness.report.layout import (
+    job_label,
+    rank_labels,
+    rank_pid,
+    rank_step_spans,
+    steps_overlap,
+    stream_slots,
+    time_base_epoch_ns,
+    track_overflow,
+)
 
 __all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "write_trace"]
 
@@ -47,6 +61,8 @@ KIND_CNAME = {
 STEP_CNAME = "generic_work"
 #: tid offset of the extra thread that takes overlapping jobs of a stream.
 OVERFLOW_TID = 100
+#: tid of a rank's own step track, written where steps overlap across ranks.
+RANK_STEP_TID = OVERFLOW_TID - 1
 
 
 def _us(ns: int) -> float:
@@ -88,11 +104,28 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
     for s in slots:
         events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
         events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
-    for step, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"]):
+    step_list = list(zip(case["steps"], case["step_start_ns"], case["step_end_ns"]))
+    on = track_overflow([a for _, a, _ in step_list], [b for _, _, b in step_list], list(range(len(step_list))))
+    for t in sorted(set(on) - {0}):  # a step that starts before the previous one ended on every rank
+        events.append({"ph": "M", "pid": steps_pid, "tid": t, "name": "thread_name",
+                       "args": {"name": "step (overlaps the previous step across ranks)" if t == 1 else f"step (overlap {t})"}})
+    for k, ((step, a, b), t) in enumerate(zip(step_list, on)):
+        args: dict[str, Any] = {"step": step, "span": "union of all ranks' jobs in the step"}
+        if k and step_list[k - 1][2] > a:
+            args["overlaps_previous_step_ns"] = step_list[k - 1][2] - a
         events.append(
-            {"ph": "X", "pid": steps_pid, "tid": 0, "name": f"ProfilerStep#{step}", "cat": "step",
-             "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": {"step": step}}
+            {"ph": "X", "pid": steps_pid, "tid": t, "name": f"ProfilerStep#{step}", "cat": "step",
+             "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": args}
         )
+    if steps_overlap(case):  # the union spans cannot say where each rank's step was: per rank, on its own track
+        for rank in range(n_ranks):
+            events.append({"ph": "M", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": "thread_name", "args": {"name": "steps"}})
+            events.append({"ph": "M", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": "thread_sort_index", "args": {"sort_index": -1}})
+        for (rank, step), (a, b) in sorted(rank_step_spans(case).items()):
+            events.append(
+                {"ph": "X", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": f"ProfilerStep#{step}", "cat": "step",
+                 "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": {"step": step, "span": "this rank's jobs"}}
+            )
     jobs = case["jobs"]
     n = len(jobs["kind"])
     starts, ends = jobs["start_ns"], jobs["end_ns"]
