@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import numbers
 import sys
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,7 @@ def _declaration_site() -> str | None:
     its arguments, and the pytest plugin passes the test's site as ``declared_at``.
     """
     frame: FrameType | None = sys._getframe(1)
-    init_code = PipelineCase.__init__.__code__
+    init_code = _DATACLASS_INIT.__code__
     passed = (_declaration_site.__code__.co_filename, dataclasses.replace.__code__.co_filename)
     while frame is not None and (frame.f_code is init_code or frame.f_code.co_filename in passed):
         frame = frame.f_back
@@ -65,6 +66,17 @@ _CASE_FIELD_OF_BUILD_ARGUMENT = {"name": "schedule", "num_ranks": "stages", "num
 
 #: Names users reach for that are another field's, beyond what difflib finds.
 _FIELD_ALIASES = {"p": "stages", "m": "microbatches", "v": "chunks", "pp": "stages", "vpp": "chunks"}
+
+
+def _checked_init(self: PipelineCase, *args: Any, **kwargs: Any) -> None:
+    """:class:`PipelineCase`'s ``__init__``: a misspelt, missing or repeated field is a
+    :class:`ConfigError` with the case's line and a did-you-mean, as the marker path gives,
+    not the ``TypeError`` of the generated ``__init__``."""
+    valid = case_field_names()
+    if (len(args) > len(valid) or any(key not in valid and key != "declared_at" for key in kwargs)
+            or (not args and "schedule" not in kwargs) or any(name in kwargs for name in valid[: len(args)])):
+        PipelineCase.from_fields(args, kwargs, declared_at=kwargs.get("declared_at") or _declaration_site(), source="PipelineCase(...)")
+    _DATACLASS_INIT(self, *args, **kwargs)
 
 
 def case_field_names() -> tuple[str, ...]:
@@ -413,3 +425,7 @@ class PipelineCase:
             raise self._error(
                 f"case {self.label()!r}: {what} has {schedule.num_microbatches} micro-batches, but microbatches={self.microbatches}"
             )
+
+
+_DATACLASS_INIT = PipelineCase.__init__
+PipelineCase.__init__ = functools.wraps(_DATACLASS_INIT)(_checked_init)  # type: ignore[method-assign]

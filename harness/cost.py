@@ -296,15 +296,24 @@ class TransformerCost:
         hidden_size: ``h``.
         seq_len: ``s``, tokens per sequence.
         micro_batch_size: sequences per micro-batch.
-        num_layers: layers of the whole model, spread over the stages (earlier
-            stages take one more layer when they do not divide evenly).
-        tflops: sustained device throughput in TFLOP/s (1e12 FLOP/s).
-        attention: include the attention-score FLOPs.
+        num_layers: transformer layers of the whole model (not per stage), spread
+            over the pipeline's stages, ``p * v`` of them (earlier stages take
+            one more layer when they do not divide evenly).
+        tflops: sustained device throughput in TFLOP/s, i.e. 1e12 floating-point
+            operations per second: what the device sustains on these GEMMs,
+            not its datasheet peak.
+        attention: ``True`` adds the FLOPs of the attention products, the
+            ``Q K^T`` scores and the scores times ``V`` (``4 s h t`` per layer,
+            quadratic in ``seq_len``; no weights, so all in ``F`` and ``I``);
+            ``False`` (default) counts only the weight GEMMs, the published
+            formulas' ``I = W`` setting.
         optimizer_ns: duration of an ``OPT`` job.
         bytes_per_element: activation element size (2 for bf16).
-        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link; bandwidth in
-            gigabytes (not gigabits) per second, i.e. bytes/ns; ``None`` means
-            transfers cost only the latency.
+        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted
+            here as in :class:`FixedCost`: latency in ns, bandwidth in gigabytes
+            (not gigabits) per second, i.e. bytes/ns, applied to
+            :attr:`activation_bytes`; ``None`` means transfers cost only the
+            latency. Either makes a case add send/receive jobs.
 
     Raises:
         ConfigError: a non-positive size (or one of 2**53 or more), a size or

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import configparser
 import csv
 import io
 import json
 import os
+import re
 import time
 import tracemalloc
 import warnings
+from pathlib import Path
 
 import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
 import pytest
 
 from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
-from harness.cost import CheckedCost, FixedCost
+from harness.cost import CheckedCost, FixedCost, TransformerCost
 from harness.errors import ConfigError, InputFormatError, ResourceError, ScheduleError
 from harness.report.hta import hta_rank_trace
 from harness.report.paddle import PaddleLogWarning, import_paddle_logs
@@ -432,3 +435,54 @@ def test_lagging_device_steps_nest_per_rank_and_on_the_steps_track(tmp_path):
         assert check_trace(hta) == []
         host = [(e["ts"], e["dur"]) for e in hta["traceEvents"] if e.get("cat") == "user_annotation"]
         assert host == [(1000.0 * rank + 10000.0 * k, 9500.0) for k in range(3)]
+
+
+# ---- item 10: small usability defects -------------------------------------------------------------------------------
+
+def test_show_says_which_v_it_used_and_names_the_slot_column(capsys):
+    assert cli_main(["show", "Interleaved1F1B", "-p", "4", "-m", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: no -v given: Interleaved1F1B built with v=1 chunk per rank; give -v 2 (or more) to interleave chunks" in err
+    assert out.splitlines()[0].split()[:3] == ["slot", "rank", "0"]
+    assert cli_main(["show", "Interleaved1F1B", "-p", "4", "-m", "8", "-v", "2"]) == 0
+    assert "no -v given" not in capsys.readouterr().err
+
+
+def test_export_paddle_accepts_the_short_label_the_report_shows(tmp_path, capsys):
+    cases = [case_to_dict(run_case(PipelineCase(s, stages=2, microbatches=2), backend="sim", case_id=f"cases/test_zoo.py::test_schedule_zoo[{s}]"))
+             for s in ("ZB-H1", "1F1B")]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(results_document(cases)))
+    assert cli_main(["export-paddle", str(results), "--case", "test_schedule_zoo[ZB-H1]", "--out", str(tmp_path / "logs")]) == 0
+    assert "ZB-H1" in (tmp_path / "logs" / "workerlog.0").read_text()
+    assert cli_main(["export-paddle", str(results), "--case", "test_schedule_zoo", "--out", str(tmp_path / "x")]) == 2
+    assert "no case 'test_schedule_zoo' in " in capsys.readouterr().err
+    twice = [dict(cases[0]), dict(cases[0], id="other/test_zoo.py::test_schedule_zoo[ZB-H1]")]
+    results.write_text(json.dumps(results_document(twice)))
+    assert cli_main(["export-paddle", str(results), "--case", "test_schedule_zoo[ZB-H1]", "--out", str(tmp_path / "y")]) == 2
+    assert ("--case 'test_schedule_zoo[ZB-H1]' names 2 cases in " in capsys.readouterr().err)
+
+
+def test_a_misspelt_pipeline_case_keyword_gets_did_you_mean():
+    with pytest.raises(ConfigError) as err:
+        PipelineCase("1F1B", stages=4, microbatch=8)
+    assert re.fullmatch(r"(tests/)?test_bad_input\.py:\d+: PipelineCase\(\.\.\.\): unknown field 'microbatch' \(did you mean 'microbatches'\?\); "
+                        r"valid fields: schedule, stages, microbatches, chunks, .*", str(err.value)), str(err.value)
+    with pytest.raises(ConfigError, match=r"PipelineCase\(\.\.\.\): missing field 'schedule'"):
+        PipelineCase(stages=4, microbatches=8)
+    assert "test_bad_input.py:" in (PipelineCase("1F1B", stages=4, microbatches=8).declared_at or "")
+
+
+def test_tox_cases_envs_install_the_harness_alone_and_keep_their_reports():
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(Path(__file__).parent.parent / "tox.ini")
+    env = config["testenv:cases-{sim,cpu}"]
+    assert env["extras"].strip() == ""  # no test extras, so no HTA
+    assert "{env_tmp_dir}" not in env["commands"] and "--report-dir={tox_root}/reports-tox/{env_name}" in env["commands"]
+
+
+def test_transformer_cost_documents_its_units():
+    doc = TransformerCost.__doc__ or ""
+    for words in ("of the whole model (not per stage)", "TFLOP/s, i.e. 1e12 floating-point", "``Q K^T``",
+                  "p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted"):
+        assert words in doc
