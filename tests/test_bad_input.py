@@ -486,3 +486,49 @@ def test_transformer_cost_documents_its_units():
     for words in ("of the whole model (not per stage)", "TFLOP/s, i.e. 1e12 floating-point", "``Q K^T``",
                   "p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted"):
         assert words in doc
+
+
+# ---- item 7: the step split stays linear ----------------------------------------------------------------------------
+
+def _wrong_id_log(path: Path, lines_per_step: int, steps: int = 3) -> None:
+    """A 1F1B-like log (all forwards, then all backwards, per step) whose step 1 prints micro-batch 1's forward as 0."""
+    m, t, out = lines_per_step // 2, 1_697_793_307_000.0, []
+    for s in range(steps):
+        for kind in ("forward", "backward"):
+            for mb in range(m):
+                out.append(_paddle_line(kind, 0 if (s == 1 and kind == "forward" and mb == 1) else mb, t, t + 0.5))
+                t += 1
+    path.write_text("".join(out))
+
+
+def test_one_repeated_micro_batch_id_costs_a_bounded_number_of_passes(tmp_path, monkeypatch):
+    from harness.report import paddle
+
+    calls = []
+    real = paddle._split_cost
+    monkeypatch.setattr(paddle, "_split_cost", lambda blocks: calls.append(len(blocks)) or real(blocks))
+    _wrong_id_log(tmp_path / "workerlog.0", 10_000)  # 30,000 lines: 141 s before (2,500 candidate lengths, each a full pass)
+    jobs, _, _ = paddle.parse_worker_log(tmp_path / "workerlog.0")
+    problems: list[str] = []
+    blocks = paddle._split_steps(jobs, tmp_path / "workerlog.0", problems)
+    assert [len(b) for b in blocks] == [10_000, 10_000, 10_000]
+    assert len(calls) <= paddle.MAX_SPLIT_CANDIDATES + 1  # each a linear pass over the lines
+    assert problems == []  # the repeating pattern settles it; the wrong id itself is reported by the id check
+    with pytest.warns(PaddleLogWarning) as record:
+        import_paddle_logs(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path / 'workerlog.0'}:10001: GPU 0, step 1: forward has micro-batch 0 twice (lines 10001, 10002); no micro-batch 1: "
+        "a micro_batch_id on these lines is wrong; the jobs are kept as logged"]
+
+
+def test_an_ambiguous_split_is_a_warning_naming_file_and_line(tmp_path):
+    base = 1_697_793_307_000.0
+    types = [("forward", 0), ("forward", 1), ("backward", 0), ("backward", 1),
+             ("forward", 0), ("forward", 0), ("backward", 0), ("backward", 1)]  # step 1 prints forward 1 as 0
+    (tmp_path / "workerlog.0").write_text("".join(_paddle_line(t, mb, base + k, base + k + 0.5) for k, (t, mb) in enumerate(types)))
+    with pytest.warns(PaddleLogWarning) as record:
+        case = import_paddle_logs(tmp_path)
+    notes = [str(w.message) for w in record if "ambiguous step split" in str(w.message)]
+    assert notes == [f"{tmp_path / 'workerlog.0'}:5: ambiguous step split (a repeated micro_batch_id?): steps of 4 or 5 jobs fit "
+                     "this log equally well; took 4 jobs per step, the second step starting here"]
+    assert case["steps"] == [0, 1]

@@ -68,6 +68,7 @@ the same lines, for tools that parse them.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -348,16 +349,29 @@ def _split_cost(blocks: list[list[PaddleJob]]) -> int:
     return cost
 
 
-def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+#: The most step lengths :func:`_split_steps` tries when the plain split fails (each try is
+#: linear in the log's lines), so a log with wrong ids costs a few passes, not one per length.
+MAX_SPLIT_CANDIDATES = 12
+
+
+def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list[str] | None = None) -> list[list[PaddleJob]]:
     """Split a device's jobs into steps (printed blocks).
 
     Every step of a Paddle run executes the same job list, so a block normally
     ends where a (type, micro-batch) pair repeats. A wrong ``micro_batch_id``
     (a ``1`` printed or edited as ``0``) repeats a pair inside a step; where the
     blocks so found do not all run the same jobs, the split into equal blocks
-    (of about the device's count of distinct pairs) that runs the same jobs in
-    every block best is taken instead, so a wrong id is one odd job in its step,
-    not an extra step.
+    that runs the same jobs in every block best is taken instead, so a wrong id
+    is one odd job in its step, not an extra step. The lengths tried are anchored
+    on the repeating pattern: the commonest lengths of the plain split's blocks,
+    the sums of neighbouring blocks (a wrong id cuts one step in two), and the
+    count of distinct pairs and its neighbours, within the old window of that count
+    +- max(4, count // 8): at most :data:`MAX_SPLIT_CANDIDATES` lengths, each tried
+    in one linear pass, so the split stays linear in the lines whatever the input.
+    When two lengths fit equally well, the length of blocks the plain split found
+    more than once wins; failing that the split is ambiguous: the shorter length is
+    taken and a note naming ``path`` and the line where the chosen second step
+    starts goes to ``problems``.
     """
     naive = _split_on_repeat(jobs)
     first = {(j.type, j.microbatch) for j in naive[0]} if naive else set()
@@ -365,13 +379,36 @@ def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
             all((j.type, j.microbatch) in first for j in (naive[-1] if naive else [])):
         return naive  # the common case: every block runs the same jobs (the last maybe cut short)
     distinct = len({(j.type, j.microbatch) for j in jobs})
-    best, best_cost = naive, _split_cost(naive)
     slack = max(4, distinct // 8)
-    for length in range(max(1, distinct - slack), min(len(jobs), distinct + slack) + 1):
+    low, high = max(1, distinct - slack), min(len(jobs), distinct + slack)
+    lengths = [len(b) for b in naive]
+    ranked: list[int] = [n for n, _ in Counter(lengths).most_common(4)]
+    ranked += [n for n, _ in Counter(a + b for a, b in itertools.pairwise(lengths)).most_common(4)]
+    ranked += [distinct, distinct + 1, distinct - 1]
+    candidates: list[int] = []
+    for n in ranked:
+        if low <= n <= high and n not in candidates:
+            candidates.append(n)
+    candidates = sorted(candidates[:MAX_SPLIT_CANDIDATES])
+    best, best_cost = naive, _split_cost(naive)
+    tied: list[int] = []
+    for length in candidates:
         blocks = [jobs[i:i + length] for i in range(0, len(jobs), length)]
         cost = _split_cost(blocks)
         if cost < best_cost:
-            best, best_cost = blocks, cost
+            best, best_cost, tied = blocks, cost, [length]
+        elif cost == best_cost and best is not naive:
+            tied.append(length)
+    common, repeats = Counter(lengths).most_common(1)[0]
+    if len(tied) > 1 and repeats > 1 and common in tied:  # the repeating pattern's own length breaks the tie
+        best = [jobs[i:i + common] for i in range(0, len(jobs), common)]
+        tied = [common]
+    if len(tied) > 1 and problems is not None and len(best) > 1:
+        where = f"{path}:{best[1][0].line}" if path is not None else f"line {best[1][0].line}"
+        problems.append(
+            f"{where}: ambiguous step split (a repeated micro_batch_id?): steps of {' or '.join(map(str, tied))} jobs fit "
+            f"this log equally well; took {len(best[0])} jobs per step, the second step starting here"
+        )
     return best
 
 
@@ -550,7 +587,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                 f"{path}: no forward or backward jobs, only {types} ({len(jobs)} line(s)); "
                 f"imported as {f'{machine} GPU {device}'.strip()} with no pipeline work"
             )
-        per_rank.append(_split_steps(jobs))
+        per_rank.append(_split_steps(jobs, path, problems))
         labels.append(f"{machine} GPU {device}".strip())
     if not any(per_rank):
         for msg in problems:
