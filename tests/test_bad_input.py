@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy  # noqa: F401 - imported before pytester's in-process runs (numpy cannot load twice)
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
@@ -203,7 +205,7 @@ def test_repeated_cells_stop_at_the_first_duplicate_with_memory_of_the_valid_job
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert str(err.value) == f"{path}: row 1 (rank 0), cell 2 (step 1): 0F0 is listed twice (first at row 1, cell 1, step 0)"
+    assert str(err.value) == f"{path}: row 1 (rank 0), cell 2 (step 1): 0F0 is listed twice (first at row 1, step 0)"
     assert peak < 4_000_000  # a chunk and a few cells, not the 52 MB line (6.2 GB before)
 
 
@@ -532,3 +534,25 @@ def test_an_ambiguous_split_is_a_warning_naming_file_and_line(tmp_path):
     assert notes == [f"{tmp_path / 'workerlog.0'}:5: ambiguous step split (a repeated micro_batch_id?): steps of 4 or 5 jobs fit "
                      "this log equally well; took 4 jobs per step, the second step starting here"]
     assert case["steps"] == [0, 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(st.sampled_from(["0F0", "1B2", "", " ", "a,b", 'q"q', "line\nbreak", '"', "x\r\ny"]),
+                              min_size=1, max_size=5), min_size=1, max_size=4),
+       ending=st.sampled_from(["\n", "\r\n"]), chunk=st.sampled_from([5, 64, 1 << 16]))
+def test_the_streamed_reader_reads_what_csv_writes_as_csv_does(rows, ending, chunk):
+    from harness.schedule import notation
+
+    out = io.StringIO()
+    csv.writer(out, lineterminator=ending).writerows(rows)
+    text = out.getvalue()
+    old_chunk = notation._CHUNK_CHARS
+    notation._CHUNK_CHARS = chunk  # rows and quoted cells across chunk boundaries
+    try:
+        got: dict[int, list[str]] = {}
+        for r, c0, texts in notation._cells(io.StringIO(text), "x"):
+            assert len(got.setdefault(r, [])) == c0
+            got[r].extend(texts)
+    finally:
+        notation._CHUNK_CHARS = old_chunk
+    assert [got[r] for r in sorted(got)] == [row or [""] for row in csv.reader(io.StringIO(text, newline=""))]

@@ -91,9 +91,9 @@ MAX_CELL_CHARS = 1024
 #: action in range, padded, and its separator.
 BYTES_PER_JOB = 32
 _CHUNK_CHARS = 1 << 16
-#: A field at a cell's start: quoted (``""`` inside is one quote; text after the closing
-#: quote is kept, as :mod:`csv` does) or plain.
-_FIELD = re.compile(r'"((?:[^"]|"")*)"([^,\r\n]*)|([^,"\r\n]*)')
+#: A field at a cell's start: quoted (``""`` inside is one quote; the closing quote ends
+#: the cell, so text after it is refused as a stray quote, where :mod:`csv` would guess) or plain.
+_FIELD = re.compile(r'"((?:[^"]|"")*)"(?=[,\r\n]|$)|([^,"\r\n]*)')
 
 
 def max_schedule_file_bytes() -> int:
@@ -104,12 +104,13 @@ def max_schedule_file_bytes() -> int:
     return MAX_JOBS * BYTES_PER_JOB
 
 
-def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, str]]:
-    """``(row, cell, text)`` of every cell of CSV text read from ``stream`` in chunks, rows
-    and cells from 0 (the :mod:`csv` module's default dialect: ``,`` between cells, ``"``
-    quotes, any line ending; a blank line is a row of one empty cell). Unlike
-    :func:`csv.reader`, which holds a whole row, memory stays within a chunk and a cell, so a
-    file's first error is found however long its rows are.
+def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, list[str]]]:
+    """``(row, first cell, texts)``: runs of consecutive cells of one row of CSV text read
+    from ``stream`` in chunks, rows and cells from 0 (the :mod:`csv` module's default
+    dialect: ``,`` between cells, ``"`` quotes, any line ending; a blank line is a row of
+    one empty cell). Unlike :func:`csv.reader`, which holds a whole row, memory stays
+    within a chunk, so a file's first error is found however long its rows are. Text
+    without quotes is split with ``str.split``; a quote's cells are read one by one.
 
     Raises:
         InputFormatError: a cell of more than :data:`MAX_CELL_CHARS` characters, a quote that
@@ -138,6 +139,37 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, str]]:
             eof = True
         if pos >= len(buf) and not pending:
             return
+        if buf.find('"', pos) < 0:  # no quote ahead: whole cells up to the last separator, split in C
+            if eof:
+                cut = len(buf)
+            else:  # (a "\r" ending the buffer may be half of "\r\n": it waits for the next chunk)
+                cut = max(buf.rfind(",", pos), buf.rfind("\n", pos), buf.rfind("\r", pos, len(buf) - 1)) + 1
+                if cut <= pos:
+                    raise InputFormatError(
+                        f"{name}: row {row + 1} (rank {row}), cell {col + 1}: more than {MAX_CELL_CHARS:,} characters "
+                        f"(starts {buf[pos:pos + 20]!r}); a cell holds one action such as '2F0'"
+                    )
+            region, pos = buf[pos:cut], cut
+            pieces = _LINE_END.split(region)
+            last = pieces.pop()  # after the last line end: the row goes on (or ends with the text)
+            for piece in pieces:
+                texts = piece.split(",")
+                _check_cell_lengths(texts, name, row, col)
+                yield row, col, texts
+                row, col = row + 1, 0
+            if eof:  # the text's last row, unless it ended with a line end (an empty region: the cell after a ",")
+                if last or not pieces:
+                    texts = last.split(",")
+                    _check_cell_lengths(texts, name, row, col)
+                    yield row, col, texts
+                return
+            pending = bool(last)  # the region ends with "," inside this row
+            if pending:
+                texts = last.split(",")[:-1]  # the last "" is the next cell's start
+                _check_cell_lengths(texts, name, row, col)
+                yield row, col, texts
+                col += len(texts)
+            continue
         match = _FIELD.match(buf, pos)
         assert match is not None  # the plain alternative matches the empty string
         end = match.end()
@@ -146,8 +178,8 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, str]]:
                 f"{name}: row {row + 1} (rank {row}), cell {col + 1}: more than {MAX_CELL_CHARS:,} characters "
                 f"(starts {buf[pos:pos + 20]!r}); a cell holds one action such as '2F0'"
             )
-        quoted, after, plain = match.groups()
-        text = plain if plain is not None else quoted.replace('""', '"') + after
+        quoted, plain = match.groups()
+        text = plain if plain is not None else quoted.replace('""', '"')
         nxt = buf[end:end + 1]
         if nxt == '"':  # an opening quote that does not close within a cell's length, or one inside a cell
             what = "a quote that does not close" if end == pos else "a stray quote"
@@ -155,7 +187,7 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, str]]:
                 f"{name}: row {row + 1} (rank {row}), cell {col + 1}: {what} (within {MAX_CELL_CHARS:,} characters); "
                 "a cell holds one action such as '2F0'"
             )
-        yield row, col, text
+        yield row, col, [text]
         pending = nxt == ","
         if pending:
             col += 1
@@ -163,6 +195,63 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, str]]:
         else:
             row, col = row + 1, 0
             pos = end + (2 if buf[end:end + 2] == "\r\n" else 1 if nxt else 0)
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _check_cell_lengths(texts: list[str], name: str, row: int, col: int) -> None:
+    """Refuse a cell of more than :data:`MAX_CELL_CHARS` among ``texts`` (cells ``col``... of ``row``)."""
+    if texts and max(map(len, texts)) > MAX_CELL_CHARS:
+        k = next(k for k, t in enumerate(texts) if len(t) > MAX_CELL_CHARS)
+        raise InputFormatError(
+            f"{name}: row {row + 1} (rank {row}), cell {col + k + 1}: more than {MAX_CELL_CHARS:,} characters "
+            f"(starts {texts[k][:20]!r}); a cell holds one action such as '2F0'"
+        )
+
+
+def _read_cell(cell: str, name: str, r: int, c: int, jobs: list[Job | None], where: dict[int, tuple[int, int]],
+               seen: set[Job], parsed: list[list[Job | None]]) -> None:
+    """Append the job(s) of one non-idle cell (row ``r``, cell ``c``) to ``jobs``, the row's list;
+    ``where`` maps each stage to its first (row, cell), ``seen`` holds the jobs read so far.
+
+    Raises:
+        ScheduleError: not an action, a stage already on another rank, or a job listed twice.
+        InputFormatError: more jobs than the job limit.
+    """
+    from harness.schedule.builders import MAX_JOBS
+
+    overlap = _OVERLAP.match(cell) if "(" in cell else None
+    for text in overlap.group(1).split(";") if overlap else (cell,):
+        try:
+            job = parse_job(text.strip() if overlap else text)
+        except ScheduleError as exc:
+            inside = f"in {cell.strip()!r}: " if overlap else ""
+            raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {inside}{exc}", exc.jobs) from None
+        first = where.get(job.stage)
+        if first is None:
+            where[job.stage] = (r, c)
+        elif first[0] != r:
+            raise ScheduleError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} puts stage {job.stage} on rank {r}, "
+                f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
+                "each stage must live on exactly one rank",
+                (str(job),),
+            )
+        if job in seen:  # stopped here, so a repeated cell costs nothing more (memory: the valid jobs)
+            r0, s0 = next((r0, s0) for r0, row in enumerate(parsed) for s0, j in enumerate(row) if j == job)
+            raise ScheduleError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} is listed twice "
+                f"(first at row {r0 + 1}, step {s0})",
+                (str(job),),
+            )
+        seen.add(job)
+        if len(seen) > MAX_JOBS:
+            raise InputFormatError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {MAX_JOBS:,} jobs this harness builds "
+                "(raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+            )
+        jobs.append(job)
 
 
 def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = None) -> Schedule:
@@ -191,55 +280,32 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
 
     parsed: list[list[Job | None]] = []
     where: dict[int, tuple[int, int]] = {}  # stage -> first (row, cell) seen
-    listed: dict[Job, tuple[int, int, int]] = {}  # job as written -> (row, cell, step)
+    seen: set[Job] = set()  # jobs as written
     n_cells = 0
+    max_cells = 2 * MAX_JOBS
     jobs: list[Job | None] = []
     blank: list[bool] = []  # per row: only whitespace (a blank line), as opposed to idle or ignored cells
-    for r, c, cell in _cells(stream, name):
+    for r, c0, texts in _cells(stream, name):
         if r == len(parsed):
             jobs = []
             parsed.append(jobs)
             blank.append(True)
-        n_cells += 1
-        if cell.strip():
-            blank[r] = False
-        if n_cells > 2 * MAX_JOBS:
+        n_cells += len(texts)
+        if n_cells > max_cells:
             raise InputFormatError(
-                f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than {2 * MAX_JOBS:,} cells (idle ones included), "
-                f"twice the {MAX_JOBS:,} jobs this harness builds"
+                f"{name}: row {r + 1} (rank {r}), cell {c0 + len(texts) - (n_cells - max_cells) + 1}: more than {max_cells:,} "
+                f"cells (idle ones included), twice the {MAX_JOBS:,} jobs this harness builds"
             )
-        if not cell.strip() or _IGNORED.match(cell):
-            jobs.append(None)
-            continue
-        overlap = _OVERLAP.match(cell)
-        for text in overlap.group(1).split(";") if overlap else (cell,):
-            try:
-                job = parse_job(text.strip() if overlap else text)
-            except ScheduleError as exc:
-                inside = f"in {cell.strip()!r}: " if overlap else ""
-                raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {inside}{exc}", exc.jobs) from None
-            first = where.setdefault(job.stage, (r, c))
-            if first[0] != r:
-                raise ScheduleError(
-                    f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} puts stage {job.stage} on rank {r}, "
-                    f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
-                    "each stage must live on exactly one rank",
-                    (str(job),),
-                )
-            seen = listed.setdefault(job, (r, c, len(jobs)))
-            if seen != (r, c, len(jobs)):
-                raise ScheduleError(
-                    f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} is listed twice "
-                    f"(first at row {seen[0] + 1}, cell {seen[1] + 1}, step {seen[2]})",
-                    (str(job),),
-                )
-            if len(listed) > MAX_JOBS:
-                raise InputFormatError(
-                    f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {MAX_JOBS:,} jobs this harness builds "
-                    "(raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
-                )
-            jobs.append(job)
-    listed.clear()
+        for c, cell in enumerate(texts, c0):
+            if not cell or cell.isspace():
+                jobs.append(None)
+                continue
+            blank[r] = False
+            if ("SHARD" in cell or "REDUCE" in cell) and _IGNORED.match(cell):
+                jobs.append(None)
+                continue
+            _read_cell(cell, name, r, c, jobs, where, seen, parsed)
+    seen.clear()
     while parsed and blank[len(parsed) - 1]:
         parsed.pop()  # trailing blank lines
     rows = parsed
