@@ -211,16 +211,14 @@ def _check_cell_lengths(texts: list[str], name: str, row: int, col: int) -> None
 
 
 def _read_cell(cell: str, name: str, r: int, c: int, jobs: list[Job | None], where: dict[int, tuple[int, int]],
-               seen: set[Job], parsed: list[list[Job | None]]) -> None:
+               seen: set[Job], parsed: list[list[Job | None]], max_jobs: int) -> None:
     """Append the job(s) of one non-idle cell (row ``r``, cell ``c``) to ``jobs``, the row's list;
     ``where`` maps each stage to its first (row, cell), ``seen`` holds the jobs read so far.
 
     Raises:
         ScheduleError: not an action, a stage already on another rank, or a job listed twice.
-        InputFormatError: more jobs than the job limit.
+        InputFormatError: more jobs than ``max_jobs``, the job limit.
     """
-    from harness.schedule.builders import MAX_JOBS
-
     overlap = _OVERLAP.match(cell) if "(" in cell else None
     for text in overlap.group(1).split(";") if overlap else (cell,):
         try:
@@ -246,9 +244,9 @@ def _read_cell(cell: str, name: str, r: int, c: int, jobs: list[Job | None], whe
                 (str(job),),
             )
         seen.add(job)
-        if len(seen) > MAX_JOBS:
+        if len(seen) > max_jobs:
             raise InputFormatError(
-                f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {MAX_JOBS:,} jobs this harness builds "
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {max_jobs:,} jobs this harness builds "
                 "(raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
             )
         jobs.append(job)
@@ -304,7 +302,7 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
             if ("SHARD" in cell or "REDUCE" in cell) and _IGNORED.match(cell):
                 jobs.append(None)
                 continue
-            _read_cell(cell, name, r, c, jobs, where, seen, parsed)
+            _read_cell(cell, name, r, c, jobs, where, seen, parsed, MAX_JOBS)
     seen.clear()
     while parsed and blank[len(parsed) - 1]:
         parsed.pop()  # trailing blank lines
