@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import numbers
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from harness.device import check_device_options, check_workload
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
 from harness.schedule.builders import build_schedule, builder_info, check_options
 from harness.schedule.model import Schedule
+from harness.text import safe_text
 
 __all__ = ["PipelineCase", "case_field_names"]
 
@@ -39,7 +41,7 @@ def _declaration_site() -> str | None:
     its arguments, and the pytest plugin passes the test's site as ``declared_at``.
     """
     frame: FrameType | None = sys._getframe(1)
-    init_code = PipelineCase.__init__.__code__
+    init_code = _DATACLASS_INIT.__code__
     passed = (_declaration_site.__code__.co_filename, dataclasses.replace.__code__.co_filename)
     while frame is not None and (frame.f_code is init_code or frame.f_code.co_filename in passed):
         frame = frame.f_back
@@ -64,6 +66,17 @@ _CASE_FIELD_OF_BUILD_ARGUMENT = {"name": "schedule", "num_ranks": "stages", "num
 
 #: Names users reach for that are another field's, beyond what difflib finds.
 _FIELD_ALIASES = {"p": "stages", "m": "microbatches", "v": "chunks", "pp": "stages", "vpp": "chunks"}
+
+
+def _checked_init(self: PipelineCase, *args: Any, **kwargs: Any) -> None:
+    """:class:`PipelineCase`'s ``__init__``: a misspelt, missing or repeated field is a
+    :class:`ConfigError` with the case's line and a did-you-mean, as the marker path gives,
+    not the ``TypeError`` of the generated ``__init__``."""
+    valid = case_field_names()
+    if (len(args) > len(valid) or any(key not in valid and key != "declared_at" for key in kwargs)
+            or (not args and "schedule" not in kwargs) or any(name in kwargs for name in valid[: len(args)])):
+        PipelineCase.from_fields(args, kwargs, declared_at=kwargs.get("declared_at") or _declaration_site(), source="PipelineCase(...)")
+    _DATACLASS_INIT(self, *args, **kwargs)
 
 
 def case_field_names() -> tuple[str, ...]:
@@ -159,6 +172,8 @@ class PipelineCase:
             object.__setattr__(self, "declared_at", _declaration_site())
         if self.name is not None and not isinstance(self.name, str):  # first: label() shows it
             raise self._error(f"case: name must be a string (a label for reports) or None, got {self.name!r}")
+        if self.name is not None:  # a lone surrogate would fail every UTF-8 write of the report: made safe once, here
+            object.__setattr__(self, "name", safe_text(self.name, f"{self.declared_at}: case name" if self.declared_at else "case name"))
         if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
             object.__setattr__(self, "schedule", Path(self.schedule))
         if not isinstance(self.schedule, (str, Schedule, Path)):
@@ -406,7 +421,12 @@ class PipelineCase:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
         from harness.schedule.passes import add_communication, wants_communication
 
-        return add_communication(schedule) if wants_communication(schedule, self.cost, self.comm) else schedule
+        if not wants_communication(schedule, self.cost, self.comm):
+            return schedule
+        try:
+            return add_communication(schedule)
+        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+            raise self._error(f"case {self.label()!r}: {exc}") from None
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:
@@ -415,3 +435,7 @@ class PipelineCase:
             raise self._error(
                 f"case {self.label()!r}: {what} has {schedule.num_microbatches} micro-batches, but microbatches={self.microbatches}"
             )
+
+
+_DATACLASS_INIT = PipelineCase.__init__
+PipelineCase.__init__ = functools.wraps(_DATACLASS_INIT)(_checked_init)  # type: ignore[method-assign]

@@ -7,7 +7,7 @@ Commands::
     import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
     schedules                                  registered schedules and their parameters
-    show SCHEDULE -p 4 -m 8 [-v 2]             the step x rank grid and the schedule's figures
+    show SCHEDULE -p 4 -m 8 [-v 2]             the slot x rank grid and the schedule's figures
     --version                                  the installed version
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
@@ -194,6 +194,26 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
+    """The one case ``wanted`` names: its id, else its label, else the short form the report and
+    the pytest summary show (the id after its ``file::``, e.g. ``test_zoo[ZB-H1]``).
+
+    Raises:
+        ConfigError: no case, or several, answer to ``wanted`` (lists them, or the ids).
+    """
+    for match in (lambda c: c["id"] == wanted, lambda c: c.get("label") == wanted,
+                  lambda c: str(c["id"]).split("::", 1)[-1] == wanted):
+        found = [c for c in cases if match(c)]
+        if len(found) == 1:
+            return found
+        if len(found) > 1:
+            shown = ", ".join(str(c["id"]) for c in found[:20])
+            raise ConfigError(f"--case {wanted!r} names {len(found)} cases in {source}: {shown}; give the full id")
+    ids = [str(c["id"]) for c in cases]
+    raise ConfigError(f"no case {wanted!r} in {source} (by id, label or short label); its case ids: "
+                      + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
+
+
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
     from harness.report.paddle import write_paddle_logs
     from harness.report.results import load_results
@@ -202,11 +222,7 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
     doc = load_results(Path(args.results))
     cases = doc["cases"]
     if args.case is not None:
-        cases = [c for c in cases if c["id"] == args.case]
-        if not cases:
-            ids = [str(c["id"]) for c in doc["cases"]]
-            raise ConfigError(f"no case {args.case!r} in {args.results}; its case ids: "
-                              + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
+        cases = _cases_named(cases, args.case, args.results)
     elif len(cases) != 1:
         ids = [str(c["id"]) for c in cases]
         shown = ", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "")
@@ -249,7 +265,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
     # A file of that name that is no schedule name is the file (`show my_schedule`), as `./my_schedule` would be.
     given_file = Path(args.schedule).is_file() and not _is_schedule_name(args.schedule)
-    case = PipelineCase(Path(args.schedule) if given_file else args.schedule, stages=args.p, microbatches=args.m, chunks=args.v, cost=cost)
+    case = PipelineCase(Path(args.schedule) if given_file else args.schedule, stages=args.p, microbatches=args.m,
+                        chunks=1 if args.v is None else args.v, cost=cost)
     # A file (or what is not a schedule name): say plainly when it is not one, before its suffix is looked at.
     given = Path(args.schedule)
     if given.is_dir() and (isinstance(case.schedule, Path) or not _is_schedule_name(args.schedule)):
@@ -263,6 +280,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if missing:
             raise ConfigError(f"schedule {info.name!r} needs its sizes: give {' and '.join(missing)}, "
                               f"e.g. show {args.schedule} -p {args.p or 4} -m {args.m or 8}")
+        if info.takes_chunks and args.v is None:  # v=1 interleaves nothing: say it was not asked for
+            _err(f"note: no -v given: {info.name} built with v=1 chunk per rank; give -v 2 (or more) to interleave chunks")
     schedule = case.build()
     # Validate (and time) before printing anything: a schedule that is out of order or
     # deadlocks is shown once, in the error's grid, not also above it.
@@ -313,10 +332,12 @@ def _grid(schedule: Any, all_steps: bool) -> str:
     many it hides and how to see them."""
     n_steps = max((len(r) for r in schedule.ranks), default=0)
     lines = schedule.format_grid(max_steps=max(n_steps, 1)).splitlines()  # every step: one header line, one line per step
+    if lines and lines[0].startswith("step  "):  # the row is a rank's slot index, not a time step: say so
+        lines[0] = "slot" + lines[0][4:]
     if all_steps or n_steps <= _GRID_MAX_STEPS or len(lines) != n_steps + 1:
         return "\n".join(lines)
     hidden = n_steps - 2 * _GRID_EDGE
-    return "\n".join([*lines[: 1 + _GRID_EDGE], f"  ... ({hidden} steps not shown; --all-steps shows all {n_steps})",
+    return "\n".join([*lines[: 1 + _GRID_EDGE], f"  ... ({hidden} slots not shown; --all-steps shows all {n_steps})",
                       *lines[-_GRID_EDGE:]])
 
 
@@ -414,17 +435,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export-paddle", help="write a case's jobs as PaddlePaddle profiler log lines (workerlog.N)")
     p.add_argument("results", metavar="RESULTS_JSON")
     p.add_argument("--out", metavar="DIR", required=True)
-    p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several)")
+    p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several): its id, label, "
+                   "or the short label the report shows (test_zoo[ZB-H1]), when only one case has it")
     p.set_defaults(func=_cmd_export_paddle)
 
     p = sub.add_parser("schedules", help="list registered schedules with their parameters")
     p.set_defaults(func=_cmd_schedules)
 
-    p = sub.add_parser("show", help="print a schedule's step x rank grid and its figures")
+    p = sub.add_parser("show", help="print a schedule's slot x rank grid (a rank's jobs in list order) and its figures")
     p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name, or a PyTorch pipeline CSV file")
     p.add_argument("-p", type=int, default=None, help="pipeline ranks (a schedule file gives its own; if given, they must match)")
     p.add_argument("-m", type=int, default=None, help="micro-batches per step (likewise)")
-    p.add_argument("-v", type=int, default=1, help="chunks per rank (interleaved schedules)")
+    p.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules; default 1, said when used)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
     p.add_argument("--weight-ms", type=float, default=None,

@@ -13,6 +13,7 @@ __all__ = [
     "ExecutionError",
     "HarnessError",
     "InputFormatError",
+    "ResourceError",
     "ScheduleError",
 ]
 
@@ -58,3 +59,8 @@ class BackendUnavailable(HarnessError):
 class ExecutionError(HarnessError):
     """A run failed or stalled on a backend; the message names the stream and
     the job it was waiting on."""
+
+
+class ResourceError(HarnessError, MemoryError):
+    """A case is too large for this machine: memory ran out while it was built,
+    planned or analysed. The message names the size (jobs) and the memory it needs."""

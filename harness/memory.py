@@ -100,21 +100,22 @@ def _table(cost: Any, num_stages: int) -> tuple[list[list[int]], list[int]]:
             or a forward that frees / a backward that allocates (names stage, kind and value).
     """
     deltas, static = [], []
+    name = type(getattr(cost, "inner", cost)).__name__  # a checked custom model: its own name
     for stage in range(num_stages):
         row = []
         for kind in _COMPUTE_KINDS:
             value = cost.memory_bytes(Job(stage, _KIND_OF[kind], 0), num_stages)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise ConfigError(f"cost model {type(cost).__name__}: memory_bytes of {stage}{kind}0 must be a whole number of bytes, "
+                raise ConfigError(f"cost model {name}: memory_bytes of {stage}{kind}0 must be a whole number of bytes, "
                                   f"got {value!r}")
             if (kind == "F" and value < 0) or (kind != "F" and value > 0):
-                raise ConfigError(f"cost model {type(cost).__name__}: {stage}{kind}0 {'frees' if value < 0 else 'allocates'} "
+                raise ConfigError(f"cost model {name}: {stage}{kind}0 {'frees' if value < 0 else 'allocates'} "
                                   f"{abs(value)} bytes; a forward allocates activations and a backward frees them")
             row.append(value)
         deltas.append(row)
         s = cost.static_bytes(stage, num_stages)
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            raise ConfigError(f"cost model {type(cost).__name__}: static_bytes of stage {stage} must be a whole number >= 0, got {s!r}")
+            raise ConfigError(f"cost model {name}: static_bytes of stage {stage} must be a whole number >= 0, got {s!r}")
         static.append(s)
     return deltas, static
 

@@ -557,7 +557,16 @@ def build_plan(schedule: Schedule) -> Plan:
     Raises:
         ScheduleError: the first problem found; the message names the jobs and
             draws the step x rank grid with them marked.
+        ResourceError: memory ran out (names the jobs and the memory they need).
     """
+    from harness.schedule.builders import memory_guard
+
+    with memory_guard(schedule.num_jobs, f"schedule {schedule.name!r}: building its plan"):
+        return _build_plan(schedule)
+
+
+def _build_plan(schedule: Schedule) -> Plan:
+    """:func:`build_plan` inside its memory guard."""
     import numpy as np
 
     m = schedule.num_microbatches

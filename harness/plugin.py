@@ -25,6 +25,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
+from harness.text import shown_in_terminal
 from harness.window import DEFAULT_MAX_TIME_NS, DEFAULT_MIN_STEPS, DEFAULT_TARGET, AdaptiveWindow, parse_duration_ns, parse_steps, parse_target
 
 _KEY = pytest.StashKey["HarnessConfig"]()
@@ -568,17 +569,6 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def _printable(text: str) -> str:
-    """``text`` for one terminal cell: control and bidirectional-override characters escaped."""
-    import unicodedata
-
-    if text.isprintable() and not any(unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI")
-                                      for c in text):
-        return text
-    return "".join(c if c.isprintable() and unicodedata.bidirectional(c) not in
-                   ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI") else repr(c)[1:-1] for c in text)
-
-
 def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     """The "pipeline cases" section: one row per case, notes, failed cases, where the report is."""
     tr.section("pipeline cases")
@@ -593,8 +583,8 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
             spread = f"±{100 * max(st.median - st.ci_low, st.ci_high - st.median) / st.median:.1f}%"
         fid = r.fidelity
         rows.append((
-            _printable(r.case_id.split("::", 1)[-1]),
-            _printable(r.schedule.name),
+            shown_in_terminal(r.case_id.split("::", 1)[-1]),  # a newline or U+202E must not split or reverse the row
+            shown_in_terminal(r.schedule.name),
             str(r.num_ranks),
             str(r.num_microbatches),
             str(r.chunks),
@@ -626,21 +616,28 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
                   "peak mem = the most bytes a rank holds (static + activations; ! = over the case's memory limit)")
     for r in hc.results:
         for note in r.warnings:
-            tr.write_line(f"note: {_printable(r.label)}: {note}")
+            tr.write_line(shown_in_terminal(f"note: {r.label}: {note}"))
     for r in hc.results:
         if r.does_not_fit:
-            tr.write_line(f"does not fit: {_printable(r.label)}: {r.does_not_fit}")
+            tr.write_line(f"does not fit: {shown_in_terminal(r.label)}: {r.does_not_fit}")
     flagged = [r for r in hc.results if r.flags]
     for r in flagged:
         for f in r.flags:
-            tr.write_line(f"{f.kind}: {_printable(r.label)}: {f.reason}")
+            tr.write_line(f"{f.kind}: {shown_in_terminal(r.label)}: {f.reason}")
     if flagged:
         kinds = sorted({f.kind for r in flagged for f in r.flags})
         tr.write_line(f"{len(flagged)} of {len(hc.results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
                       "`python -m harness compare` reports them and does not gate them unless --strict")
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
-        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: " + ", ".join(r.label for r in failed))
+        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
+                      + ", ".join(shown_in_terminal(r.label) for r in failed))
+    errored = hc.session.errored if hc.session is not None else []
+    if errored:
+        tr.write_line(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
+                      "every other case was written):")
+        for e in errored:
+            tr.write_line(shown_in_terminal(f"  {e['id']}: {e['error']}"))
     d = _shown(hc.report_dir)
     if hc.interrupted:
         tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")

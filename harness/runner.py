@@ -6,6 +6,7 @@ nothing and writes no files.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from harness import theory
 from harness.bubble import BubbleDecomposition, decompose
 from harness.case import PipelineCase
+from harness.cost import CheckedCost, FixedCost, TransformerCost
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.environment import CaseUsage, UsageProbe
 from harness.errors import ConfigError, HarnessError, ScheduleError
@@ -23,6 +25,7 @@ from harness.plan import Plan, build_plan
 from harness.records import RunRecords
 from harness.schedule.model import Job, JobKind, Schedule
 from harness.stability import Flag, fidelity, stability_flags
+from harness.text import safe_text
 from harness.window import AdaptiveWindow, FixedWindow, ProfilingWindow
 
 __all__ = ["CaseResult", "run_case"]
@@ -292,7 +295,7 @@ def _check_compute_flops(case: PipelineCase, step_flops: float) -> None:
         return
     raise ConfigError(
         f"case {case.label()!r}: the compute workload runs each job's FLOPs as real matrix products, but the cost model "
-        f"({type(case.cost).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
+        f"({type(getattr(case.cost, 'inner', case.cost)).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
         "or workload 'timed' (jobs last their cost-model durations)"
     )
 
@@ -334,6 +337,16 @@ def window_for(backend: str, steps: range | ProfilingWindow | None) -> range | P
     return steps
 
 
+def _with_checked_cost(case: PipelineCase) -> PipelineCase:
+    """``case`` with its cost model's answers checked where they enter the run
+    (:class:`~harness.cost.CheckedCost`), its errors naming the case's line and label. The
+    shipped models check their own values when made, and are left as they are."""
+    if isinstance(case.cost, (CheckedCost, FixedCost, TransformerCost)):
+        return case
+    where = (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}"
+    return dataclasses.replace(case, cost=CheckedCost(case.cost, where))
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -357,7 +370,10 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
 
     Raises:
-        ConfigError: bad case values or backend name, a ``compute`` workload
+        ConfigError: bad case values or backend name, a cost model answer that
+            is no valid duration (ns), FLOP count or byte count (negative, NaN,
+            infinite, not a number, 2**53 or more; see
+            :class:`~harness.cost.CheckedCost`), a ``compute`` workload
             with a cost model that gives no FLOPs, or a cpu ``compute`` run that
             would take more than :data:`CPU_GEMM_LIMIT_S`.
         ScheduleError: the schedule is invalid or deadlocks (before anything runs);
@@ -367,6 +383,7 @@ def run_case(
     """
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     window = window_for(choice.name, steps)
+    case = _with_checked_cost(case)
     schedule = case.build()
     try:
         plan = build_plan(schedule)
@@ -400,7 +417,7 @@ def run_case(
         busy = plan.schedule.num_ranks if records.device.get("workload") == "matmul" else 0
         flags = stability_flags(metrics.step_time_stats, records.window, usage, busy_streams=busy)
     return CaseResult(
-        case_id=case_id or case.label(),
+        case_id=safe_text(case_id, "case id") if case_id else case.label(),
         label=case.label(),
         schedule=schedule,
         records=records,

@@ -15,9 +15,10 @@ from typing import Any
 
 from harness.device import BackendChoice
 from harness.environment import machine_facts
+from harness.errors import HarnessError
 from harness.report.atomic import ensure_writable_dir
 from harness.report.render import ReportFiles, check_report_folder, write_report
-from harness.report.results import case_to_dict, results_document
+from harness.report.results import case_to_dict, results_document, unreportable
 from harness.runner import CaseResult
 from harness.window import AdaptiveWindow
 
@@ -44,12 +45,16 @@ class ProfileSession:
             or an adaptive window's settings (:class:`~harness.window.AdaptiveWindow`).
         results: finished cases, in completion order; serialized when the
             report is written, so outcomes noted after a case ran are included.
+        errored: after :meth:`write`, the cases that ran but could not be
+            reported (``id``, ``label``, ``error``), listed in the report's
+            ``session.errored_cases`` instead of lost with every other case.
     """
 
     report_dir: Path
     backend: BackendChoice
     steps: range | AdaptiveWindow
     results: list[CaseResult] = field(default_factory=list)
+    errored: list[dict[str, str]] = field(default_factory=list)
 
     def prepare(self) -> None:
         """Check the report folder is writable (before any case runs).
@@ -72,6 +77,12 @@ class ProfileSession:
         only once all of it succeeded (:func:`harness.report.render.write_report`);
         ``notice`` gets its rare messages (waiting for another render's lock,
         removing a killed render's staging folder).
+
+        A case whose records cannot be reported (e.g. a job that ends before it
+        starts, from a backend or cost model at fault) does not stop the report:
+        it is left out of ``cases``, listed in ``session.errored_cases`` with its
+        error (the page and the pytest summary show it) and in :attr:`errored`,
+        and every other case is written.
         """
         session = {
             "backend_requested": self.backend.requested,
@@ -81,5 +92,19 @@ class ProfileSession:
             "environment": machine_facts(),
             **(extra_session or {}),
         }
-        doc = results_document([case_to_dict(r) for r in self.results], session)
+        cases: list[dict[str, Any]] = []
+        self.errored = []
+        for result in self.results:
+            try:
+                case = case_to_dict(result)
+                problem = unreportable(case)
+            except (HarnessError, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+                problem = f"could not serialize its records ({type(exc).__name__}: {exc})"
+            if problem:
+                self.errored.append({"id": result.case_id, "label": result.label, "error": problem})
+            else:
+                cases.append(case)
+        if self.errored:
+            session["errored_cases"] = list(self.errored)
+        doc = results_document(cases, session)
         return write_report(self.report_dir, doc, notice=notice)

@@ -87,16 +87,22 @@ class TransformerCost:
         hidden_size: ``h``.
         seq_len: ``s``, tokens per sequence.
         micro_batch_size: ``b``, sequences per micro-batch.
-        num_layers: transformer layers of the **whole model** (not per stage).
-        tflops: sustained device throughput in TFLOP/s (1e12 FLOP/s), e.g. 200 for an
-            H100 at about 20 % of its bf16 dense peak.
-        attention: include the attention-score and context FLOPs (``4 L s h t``),
-            which matter at long sequences; off by default (the papers' weight-only count).
+        num_layers: transformer layers of the whole model (not per stage), spread over
+            the pipeline's ``p * v`` stages by ``layout``, ``layers_per_stage`` or evenly.
+        tflops: sustained device throughput in TFLOP/s, i.e. 1e12 floating-point
+            operations per second: what the device sustains on these GEMMs, not its
+            datasheet peak (e.g. 200 for an H100 at about 20 % of its bf16 dense peak).
+        attention: ``True`` adds the FLOPs of the attention products, the ``Q K^T``
+            scores and the scores times ``V`` (``4 s h t`` per layer, quadratic in
+            ``seq_len``; no weights, so all in ``F`` and ``I``); ``False`` (default)
+            counts only the weight GEMMs, the published formulas' ``I = W`` setting.
         optimizer_ns: duration of an ``OPT`` job.
         bytes_per_element: activation element size (2 for bf16).
-        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link; bandwidth in gigabytes
-            (not gigabits) per second, i.e. bytes/ns (``p2p_gbytes_per_s=25`` for a
-            200 Gbit/s link); ``None`` means transfers cost only the latency.
+        p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted here as in
+            :class:`~harness.cost.FixedCost`: latency in ns, bandwidth in gigabytes (not
+            gigabits) per second, i.e. bytes/ns (``p2p_gbytes_per_s=25`` for a 200 Gbit/s
+            link), applied to :attr:`activation_bytes`; ``None`` means transfers cost only
+            the latency. Either makes a case add send/receive jobs.
         layout: stage layout in Megatron-Core's syntax (:mod:`harness.layout`).
         layers_per_stage: transformer layers per stage (stage 0 first), instead of a layout.
         vocab_size: ``V``; 0 (default) leaves the embedding and LM head out.

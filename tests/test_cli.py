@@ -159,7 +159,7 @@ def test_schedules_and_show(capsys):
     assert "1F1B (also:" in out and "Interleaved1F1B" in out and "sizes: p, m, v" in out
     assert main(["show", "1F1B", "-p", "4", "-m", "8"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["step", "rank", "0", "rank", "1", "rank", "2", "rank", "3"]
+    assert out.splitlines()[0].split() == ["slot", "rank", "0", "rank", "1", "rank", "2", "rank", "3"]
     assert "step time 33.000 ms" in out and "bubble 27.27% of total" in out and "peak in-flight per rank: 4, 3, 2, 1" in out
 
 

@@ -61,7 +61,7 @@ def test_a_long_grid_shows_its_first_and_last_steps(capsys):
     assert main(["show", "1F1B", "-p", "4", "-m", "300"]) == 0  # 600 steps
     out = capsys.readouterr().out
     assert _grid_steps(out) == [*map(str, range(20)), "...", *map(str, range(580, 600))]
-    assert "\n  ... (560 steps not shown; --all-steps shows all 600)\n" in out
+    assert "\n  ... (560 slots not shown; --all-steps shows all 600)\n" in out
     assert "\n599   0B299     1B299     2B299     3B299\n" in out  # the drain, where the schedule ends
     assert main(["show", "1F1B", "-p", "4", "-m", "300", "--all-steps"]) == 0
     assert _grid_steps(capsys.readouterr().out) == [str(k) for k in range(600)]

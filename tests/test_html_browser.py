@@ -182,3 +182,31 @@ def test_overview_fits_a_1400_px_window_and_chart_labels_fit(page, tmp_path):
     assert labels and all(lab["x"] >= 0 for lab in labels), labels
     assert "1,000 ms" in [lab["text"] for lab in labels]
     assert page.problems == []
+
+
+def test_bidi_names_are_isolated_and_long_file_names_wrap(page, tmp_path):
+    # issue 12 item 6: U+202E in a file name reversed the rest of the subtitle ("p=2, m=2" read "2=m ,2=p").
+    csv_text = "0F0,0F1,,0B0,0B1\n,1F0,1B0,1F1,1B1\n"
+    rtl = tmp_path / "rtl\u202eVSC.exe.csv"
+    rtl.write_text(csv_text)
+    long = tmp_path / ("very_long_schedule_file_name_" * 5 + ".csv")  # 146 characters, no spaces
+    long.write_text(csv_text)
+    cases = [case_to_dict(run_case(PipelineCase(path), "sim", range(0, 1), case_id=f"t.py::test[{k}]"))
+             for k, path in enumerate((rtl, long))]
+    html = render_index(results_document(cases))
+    assert "<bdi>rtl\u202eVSC.exe.csv</bdi>, p=2, m=2" in html
+    path = tmp_path / "index.html"
+    path.write_text(html, encoding="utf-8")
+    _open(page, path)
+    order = page.evaluate("""() => {
+        const meta = document.querySelector('#case-0 .meta');
+        const text = [...meta.childNodes].find(n => n.nodeType === 3 && n.textContent.includes('p=2'));
+        const at = s => { const r = document.createRange(); const i = text.textContent.indexOf(s);
+                          r.setStart(text, i); r.setEnd(text, i + s.length); return r.getBoundingClientRect().left; };
+        return [at('p=2'), at('m=2'), at('v=1')];
+    }""")
+    assert order[0] < order[1] < order[2], order  # left to right, as written
+    fit = page.evaluate("""() => ({scroll: document.querySelector('.scroll').scrollWidth, client: document.querySelector('.scroll').clientWidth,
+                                   page: document.documentElement.scrollWidth, viewport: window.innerWidth})""")
+    assert fit["scroll"] <= fit["client"] and fit["page"] <= fit["viewport"], fit
+    assert page.problems == []

@@ -143,7 +143,7 @@ def test_recomputation_is_a_sub_slice_of_each_backward_in_the_trace():
     assert all(e["dur"] == pytest.approx(f_us, abs=0.002) for e in rec)
     assert r.decomposition.recompute_ns == 3 * c.recompute_ns(Job(0, JobKind.B, 0), 2)  # the busiest rank's 3 backwards
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    assert {e["pid"] for e in counters} == {0, 1} and all(e["name"] == "memory (bytes)" for e in counters)
+    assert {e["pid"] for e in counters} == {1, 2} and all(e["name"] == "memory (bytes)" for e in counters)  # pid = rank + 1
 
 
 def test_memory_goes_into_results():

@@ -155,7 +155,7 @@ def test_failed_case_is_marked_in_the_overview_and_its_section():
     assert _cells(html, 1)[0] == "FAILED bad" and _cells(html, 0)[0] == "ok" and _cells(html, 2)[0] == "skipped skip"
     assert "1 case(s) ran in a test that did not pass" in html
     section = html.split('id="case-1"')[1].split("</section>")[0]
-    assert '<span class="badge bad-outcome">FAILED</span> bad</h3>' in section
+    assert '<span class="badge bad-outcome">FAILED</span> <bdi>bad</bdi></h3>' in section
     assert "The test that ran this case failed (pytest outcome: failed)" in section
     assert "did not pass" not in html.split('id="case-0"')[1].split("</section>")[0]
     # An error outcome is marked too; without any bad outcome there is no banner.

@@ -34,7 +34,7 @@ def test_overlapping_jobs_on_one_stream_move_to_an_extra_track():
     moved = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == OVERFLOW_TID]
     assert [e["name"] for e in moved] == ["0F1"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
-    assert names[(0, OVERFLOW_TID)] == "compute (overlap)"
+    assert names[(1, OVERFLOW_TID)] == "compute (overlap)"  # rank 0 is pid 1
 
 
 def test_checker_still_catches_broken_nesting():

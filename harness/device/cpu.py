@@ -20,6 +20,7 @@ Workloads:
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import queue
@@ -65,6 +66,13 @@ def _sleep_overshoot_ns() -> int:
         samples.sort()
         _OVERSHOOT.append(max(0, samples[len(samples) // 2]) + 10_000)
     return _OVERSHOOT[0]
+
+
+@functools.cache
+def _clock_offset_ns() -> int:
+    """``time.time_ns() - time.perf_counter_ns()``, read once (the two reads are adjacent, so
+    within a µs); fixed afterwards, so every event of the process is placed alike."""
+    return time.time_ns() - time.perf_counter_ns()
 
 
 class _Record:
@@ -255,6 +263,20 @@ class CpuDevice:
         if a is None or b is None or a.time is None or b.time is None:
             raise ExecutionError("cpu: elapsed time asked of an event that has not completed")
         return b.time - a.time
+
+    def host_time_ns(self, event: _CpuEvent) -> int:
+        """Host wall-clock time (``time.time_ns`` scale, ns since the epoch) of a completed
+        event: its ``perf_counter_ns`` stamp moved by the offset between the two clocks,
+        read together once per process (the executor stores it as ``host_anchor_ns``,
+        the epoch time of the run's time base 0).
+
+        Raises:
+            ExecutionError: the event has not completed.
+        """
+        rec = event.latest
+        if rec is None or rec.time is None:
+            raise ExecutionError("cpu: host time asked of an event that has not completed")
+        return rec.time + _clock_offset_ns()
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {

@@ -72,6 +72,11 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
 def case_field_problem(case: dict[str, Any]) -> str | None:
     """The first wrong-typed or out-of-range field of ``case``, described as
     ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
+    from harness.text import first_surrogate
+
+    unsafe = first_surrogate(case, "", skip=frozenset({"jobs", "deps"}))  # the big columns are checked by type below
+    if unsafe:
+        return f"{unsafe} holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
     checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
     if case.get("id") == "":
         return "id is '' (str), expected a name (reports and compare match cases by id)"

@@ -14,9 +14,37 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StreamSlot", "job_label", "rank_labels", "stream_slots", "track_overflow"]
+__all__ = [
+    "StreamSlot",
+    "job_label",
+    "rank_labels",
+    "rank_pid",
+    "rank_step_spans",
+    "steps_overlap",
+    "stream_slots",
+    "time_base_epoch_ns",
+    "track_overflow",
+]
 
 _RANK_PREFIX = re.compile(r"^rank(\d+)/(.+)$")
+
+
+def rank_pid(rank: int) -> int:
+    """The trace ``pid`` of ``rank``: ``rank + 1``, since trace viewers take pid 0 for the
+    idle (swapper) process. The rank itself stays in names and HTA's ``distributedInfo``."""
+    return rank + 1
+
+
+def time_base_epoch_ns(case: dict[str, Any]) -> int | None:
+    """The epoch time (ns since 1970, host clock) of the case's time base 0: an import's
+    ``device.time_base_epoch_ns``, or a run's ``device.host_anchor_ns`` (cpu and cuda);
+    ``None`` where the run had no host clock (``sim``'s virtual time)."""
+    device = case.get("device") or {}
+    for key in ("time_base_epoch_ns", "host_anchor_ns"):
+        value = device.get(key) if isinstance(device, dict) else None
+        if type(value) is int:
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -89,4 +117,37 @@ def track_overflow(starts: list[int], ends: list[int], order: list[int]) -> list
         else:
             out[k] = len(track_end)
             track_end.append(ends[j])
+    return out
+
+
+def steps_overlap(case: dict[str, Any]) -> bool:
+    """Whether a step's span (all ranks together) ends after the next step starts: in
+    imported logs, where one device's step ends after another device began the next."""
+    starts, ends = case["step_start_ns"], case["step_end_ns"]
+    return any(end > nxt for end, nxt in zip(ends, starts[1:]))
+
+
+def rank_step_spans(case: dict[str, Any]) -> dict[tuple[int, int], tuple[int, int]]:
+    """Per ``(rank, step)``, the span (ns) from the rank's first job start to its last job
+    end in that step, cut at the rank's next step's start so the rank's step slices nest
+    (host-stamped logs can put a job's start before the previous job's end)."""
+    jobs = case["jobs"]
+    span: dict[tuple[int, int], list[int]] = {}
+    for r, st, a, b in zip(jobs["rank"], jobs["step"], jobs["start_ns"], jobs["end_ns"]):
+        got = span.get((r, st))
+        if got is None:
+            span[(r, st)] = [a, b]
+        else:
+            got[0], got[1] = min(got[0], a), max(got[1], b)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    by_rank: dict[int, list[int]] = {}
+    for r, st in span:
+        by_rank.setdefault(r, []).append(st)
+    for r, steps in by_rank.items():
+        steps.sort()
+        for k, st in enumerate(steps):
+            a, b = span[(r, st)]
+            if k + 1 < len(steps):
+                b = max(a, min(b, span[(r, steps[k + 1])][0]))
+            out[(r, st)] = (a, b)
     return out

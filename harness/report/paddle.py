@@ -16,6 +16,9 @@ several hosts ran, and optionally a line
 document (:mod:`harness.report.results`), so every report renders from it:
 
 * ranks are the devices, in order (machine folders first, then device number);
+  two logs of one device in a folder (``workerlog.1`` and ``workerlog.01``) are
+  refused, and an entry named like a log that is not a file (a folder
+  ``workerlog.1``), or a log with no forward or backward job, gives a warning;
   streams are ``rank{r}/compute``, plus ``rank{r}/overlap`` (``overlap2``, ...)
   for jobs that overlap an earlier job on the same device. Paddle stamps a
   job's start on the host, so a job can appear to start before the previous
@@ -24,7 +27,10 @@ document (:mod:`harness.report.results`), so every report renders from it:
   ``[earlier job index, later job index]`` pairs, and explained in
   ``case["warnings"]``;
 * job types map to kinds: ``forward`` F, ``backward`` B, ``backward_b`` I,
-  ``backward_w`` W, ``optimizer`` OPT, with a chunk from a suffix
+  ``backward_w`` W, ``optimizer`` OPT, and newer Paddle's point-to-point jobs
+  ``send_forward`` SEND_F, ``recv_forward`` RECV_F, ``send_backward`` SEND_B,
+  ``recv_backward`` RECV_B (on the device's ``comm`` stream, not busy time),
+  with a chunk from a suffix
   (``forward1``, ``forward(chunk1)``, ``forward_chunk1``); any other type is
   kept with its own name as kind (a ``(chunkN)``/``_chunkN`` suffix still
   gives the chunk) and counted as busy time; types Paddle's passes do not
@@ -62,6 +68,7 @@ the same lines, for tools that parse them.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -102,14 +109,21 @@ _JOB_RE = re.compile(
     re.ASCII,  # digits 0-9 only: int() would also read other scripts' digits
 )
 _STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$", re.ASCII)
-_TYPE_RE = re.compile(r"^(?P<base>forward|backward_b|backward_w|backward|optimizer)(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$", re.ASCII)
+_TYPE_RE = re.compile(
+    r"^(?P<base>forward|backward_b|backward_w|backward|optimizer|send_forward|recv_forward|send_backward|recv_backward)"
+    r"(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$",
+    re.ASCII,
+)
 _CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$", re.ASCII)
 #: Job types Paddle's pipeline passes print that are not pipeline compute jobs but
 #: are known: the learning-rate job of FThenB/1F1B, and VPP's ``recv4_<job>``
 #: receives (``pipeline_vpp.py`` with ``enable_send_recv_overlap``).
 _KNOWN_OTHER = re.compile(r"^(?:lr|recv4_.+|send4_.+)$")
-_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT"}
+_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT",
+            # newer Paddle passes print their point-to-point jobs under these names
+            "send_forward": "SEND_F", "recv_forward": "RECV_F", "send_backward": "SEND_B", "recv_backward": "RECV_B"}
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
+_PIPELINE_WORK = frozenset({"F", "B", "I", "W"})
 _LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
 _NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
@@ -235,7 +249,8 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
     folder name, else ``""``).
 
     Raises:
-        InputFormatError: the path does not exist, or holds no worker log.
+        InputFormatError: the path does not exist, holds no worker log, or holds
+            two logs of one device (``workerlog.1`` and ``workerlog.01``).
     """
     log_dir = Path(log_dir)
     if log_dir.is_file():
@@ -245,12 +260,18 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
         raise InputFormatError(f"{log_dir}: no such log folder")
 
     def logs_in(folder: Path) -> list[tuple[int, Path]]:
-        found = []
-        for f in folder.iterdir():
+        found: dict[int, Path] = {}
+        for f in sorted(folder.iterdir()):
             m = _LOG_NAME.match(f.name)
             if m and f.is_file():
-                found.append((int(m.group(1)), f))
-        return sorted(found)
+                device = int(m.group(1))
+                if device in found:  # workerlog.1 and workerlog.01: which one is GPU 1?
+                    raise InputFormatError(
+                        f"{folder}: {found[device].name} and {f.name} both name device {device}; "
+                        "one log per device: remove or rename the other"
+                    )
+                found[device] = f
+        return sorted(found.items())
 
     machines = sorted((d for d in log_dir.iterdir() if d.is_dir() and d.name.startswith("machine")), key=lambda d: _natural(d.name))
     out = [(d.name, dev, f) for d in machines for dev, f in logs_in(d)]
@@ -260,6 +281,21 @@ def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
         raise InputFormatError(
             f"{log_dir}: no PaddlePaddle worker logs found (expected workerlog.<device> files here or in machine*/ sub-folders)"
         )
+    return out
+
+
+def _not_logs(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
+    """One warning per entry named like a worker log (``workerlog.1``) that is not a
+    file, in the folders the logs came from: it was skipped."""
+    if Path(log_dir).is_file():
+        return []
+    folders = {path.parent for _, _, path in logs} | {Path(log_dir)}
+    out = []
+    for folder in sorted(folders):
+        for f in sorted(folder.iterdir()):
+            if _LOG_NAME.match(f.name) and not f.is_file():
+                what = "a folder" if f.is_dir() else "not a regular file"
+                out.append(f"{f}: named like a worker log but {what}; skipped")
     return out
 
 
@@ -313,16 +349,29 @@ def _split_cost(blocks: list[list[PaddleJob]]) -> int:
     return cost
 
 
-def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
+#: The most step lengths :func:`_split_steps` tries when the plain split fails (each try is
+#: linear in the log's lines), so a log with wrong ids costs a few passes, not one per length.
+MAX_SPLIT_CANDIDATES = 12
+
+
+def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list[str] | None = None) -> list[list[PaddleJob]]:
     """Split a device's jobs into steps (printed blocks).
 
     Every step of a Paddle run executes the same job list, so a block normally
     ends where a (type, micro-batch) pair repeats. A wrong ``micro_batch_id``
     (a ``1`` printed or edited as ``0``) repeats a pair inside a step; where the
     blocks so found do not all run the same jobs, the split into equal blocks
-    (of about the device's count of distinct pairs) that runs the same jobs in
-    every block best is taken instead, so a wrong id is one odd job in its step,
-    not an extra step.
+    that runs the same jobs in every block best is taken instead, so a wrong id
+    is one odd job in its step, not an extra step. The lengths tried are anchored
+    on the repeating pattern: the commonest lengths of the plain split's blocks,
+    the sums of neighbouring blocks (a wrong id cuts one step in two), and the
+    count of distinct pairs and its neighbours, within the old window of that count
+    +- max(4, count // 8): at most :data:`MAX_SPLIT_CANDIDATES` lengths, each tried
+    in one linear pass, so the split stays linear in the lines whatever the input.
+    When two lengths fit equally well, the length of blocks the plain split found
+    more than once wins; failing that the split is ambiguous: the shorter length is
+    taken and a note naming ``path`` and the line where the chosen second step
+    starts goes to ``problems``.
     """
     naive = _split_on_repeat(jobs)
     first = {(j.type, j.microbatch) for j in naive[0]} if naive else set()
@@ -330,13 +379,36 @@ def _split_steps(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
             all((j.type, j.microbatch) in first for j in (naive[-1] if naive else [])):
         return naive  # the common case: every block runs the same jobs (the last maybe cut short)
     distinct = len({(j.type, j.microbatch) for j in jobs})
-    best, best_cost = naive, _split_cost(naive)
     slack = max(4, distinct // 8)
-    for length in range(max(1, distinct - slack), min(len(jobs), distinct + slack) + 1):
+    low, high = max(1, distinct - slack), min(len(jobs), distinct + slack)
+    lengths = [len(b) for b in naive]
+    ranked: list[int] = [n for n, _ in Counter(lengths).most_common(4)]
+    ranked += [n for n, _ in Counter(a + b for a, b in itertools.pairwise(lengths)).most_common(4)]
+    ranked += [distinct, distinct + 1, distinct - 1]
+    candidates: list[int] = []
+    for n in ranked:
+        if low <= n <= high and n not in candidates:
+            candidates.append(n)
+    candidates = sorted(candidates[:MAX_SPLIT_CANDIDATES])
+    best, best_cost = naive, _split_cost(naive)
+    tied: list[int] = []
+    for length in candidates:
         blocks = [jobs[i:i + length] for i in range(0, len(jobs), length)]
         cost = _split_cost(blocks)
         if cost < best_cost:
-            best, best_cost = blocks, cost
+            best, best_cost, tied = blocks, cost, [length]
+        elif cost == best_cost and best is not naive:
+            tied.append(length)
+    common, repeats = Counter(lengths).most_common(1)[0]
+    if len(tied) > 1 and repeats > 1 and common in tied:  # the repeating pattern's own length breaks the tie
+        best = [jobs[i:i + common] for i in range(0, len(jobs), common)]
+        tied = [common]
+    if len(tied) > 1 and problems is not None and len(best) > 1:
+        where = f"{path}:{best[1][0].line}" if path is not None else f"line {best[1][0].line}"
+        problems.append(
+            f"{where}: ambiguous step split (a repeated micro_batch_id?): steps of {' or '.join(map(str, tied))} jobs fit "
+            f"this log equally well; took {len(best[0])} jobs per step, the second step starting here"
+        )
     return best
 
 
@@ -498,7 +570,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     """
     log_dir = Path(log_dir)
     logs = find_worker_logs(log_dir)
-    problems: list[str] = _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
+    problems: list[str] = _not_logs(log_dir, logs) + _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
     first_step: int | None = None
     labels: list[str] = []
@@ -509,7 +581,13 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             first_step = marker[0]
         if not jobs:
             problems.append(f"{path}: no 'Profiler Info: Job' lines; this device shows no jobs")
-        per_rank.append(_split_steps(jobs))
+        elif not any(parse_job_type(j.type)[0] in _PIPELINE_WORK for j in jobs):
+            types = ", ".join(sorted({j.type for j in jobs})[:5])
+            problems.append(
+                f"{path}: no forward or backward jobs, only {types} ({len(jobs)} line(s)); "
+                f"imported as {f'{machine} GPU {device}'.strip()} with no pipeline work"
+            )
+        per_rank.append(_split_steps(jobs, path, problems))
         labels.append(f"{machine} GPU {device}".strip())
     if not any(per_rank):
         for msg in problems:
@@ -540,25 +618,32 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         stages_of[r].append(stage)
     starts = [f[5] - base for f in flat]
     ends = [f[6] - base for f in flat]
-    # Place overlapping jobs of one device on extra streams.
+    # Place overlapping jobs of one device on extra streams; send/receive jobs on the device's comm stream.
     by_rank: dict[int, list[int]] = defaultdict(list)
+    by_comm: dict[int, list[int]] = defaultdict(list)
     for i, f in enumerate(flat):
-        by_rank[f[0]].append(i)
+        (by_comm if f[2] in _NON_COMPUTE else by_rank)[f[0]].append(i)
     track = [0] * len(flat)
-    for order in by_rank.values():
+    for order in (*by_rank.values(), *by_comm.values()):
         for i, t in zip(order, track_overflow(starts, ends, order)):
             track[i] = t
     streams: list[str] = []
-    stream_index: dict[tuple[int, int], int] = {}
+    stream_index: dict[tuple[int, int], int] = {}  # (rank, track) -> stream; comm tracks are -1, -2, ...
     for rank in range(p):
         for t in sorted({track[i] for i in by_rank.get(rank, [])} | {0}):
             stream_index[(rank, t)] = len(streams)
             streams.append(f"rank{rank}/" + ("compute" if t == 0 else "overlap" if t == 1 else f"overlap{t}"))
+        for t in sorted({track[i] for i in by_comm.get(rank, [])}):
+            stream_index[(rank, -1 - t)] = len(streams)
+            streams.append(f"rank{rank}/" + ("comm" if t == 0 else f"comm overlap{'' if t == 1 else t}"))
+    for order in by_comm.values():
+        for i in order:
+            track[i] = -1 - track[i]
     overlaps: list[list[int]] = []
-    for order in by_rank.values():
+    for order in (*by_rank.values(), *by_comm.values()):
         ranked = sorted(order, key=lambda i: (starts[i], ends[i]))
         for pos, i in enumerate(ranked):
-            if track[i] == 0:
+            if track[i] in (0, -1):
                 continue
             earlier = next((k for k in reversed(ranked[:pos]) if starts[k] <= starts[i] < ends[k]), None)
             if earlier is None:

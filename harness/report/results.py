@@ -43,7 +43,9 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``recompute``: ``[[stage, kind, ns], ...]``, the recomputation part of
   each backward's duration.
 
-The session holds ``environment`` (:func:`harness.environment.machine_facts`).
+The session holds ``environment`` (:func:`harness.environment.machine_facts`), and
+``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
+``error``); they are not among ``cases``.
 
 Format history:
     1 - first version.
@@ -54,6 +56,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import re
 import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -64,7 +67,7 @@ from harness.errors import InputFormatError
 from harness.plan import build_plan
 from harness.runner import CaseResult
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document", "unreportable"]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -306,11 +309,28 @@ def _metrics_problem(case: dict[str, Any]) -> str | None:
     return None
 
 
+def unreportable(case: dict[str, Any]) -> str | None:
+    """Why the serialized ``case`` cannot go into a report (the first non-finite metric,
+    wrong-typed field or contradicting time, as :func:`validate_document` and
+    :func:`harness.report.fields.check_cases` would refuse the whole document for), or ``None``."""
+    from harness.report.fields import case_field_problem
+
+    try:
+        validate_document(results_document([case]), "results")
+    except InputFormatError as exc:
+        message, cid = str(exc), case.get("id")
+        for prefix in (f"results: case #0 ({cid!r}): ", f"results: case {cid!r} (#0): "):  # the case is named apart
+            message = message.removeprefix(prefix)
+        return message
+    return case_field_problem(case)
+
+
 def load_results(path: Path) -> dict[str, Any]:
     """Read and validate a results file.
 
     Raises:
         InputFormatError: unreadable file, invalid JSON (with line and column),
+            a string holding a lone surrogate escape (``"\\ud800"``; names where),
             or see :func:`validate_document`.
     """
     try:
@@ -328,4 +348,16 @@ def load_results(path: Path) -> dict[str, Any]:
         raise InputFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); is the file truncated?") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise InputFormatError(f"{path}: invalid JSON ({exc})") from None
+    if _SURROGATE_ESCAPE.search(text):  # a "\ud800" escape: valid JSON, but no valid text once decoded
+        from harness.text import first_surrogate
+
+        bad = first_surrogate(doc, "")
+        if bad:
+            raise InputFormatError(
+                f"{path}: {bad} holds a lone surrogate (a \\uD800..\\uDFFF escape that is not half of a pair), which is not "
+                "valid Unicode text and cannot be written to a report; fix that string in the file"
+            )
     return validate_document(doc, str(path))
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

@@ -1,10 +1,17 @@
 """Chrome Trace Event Format JSON for one case, for Perfetto and chrome://tracing.
 
-Layout: one process per pipeline rank (device), one thread per stream
+Layout: one process per pipeline rank (device; pid = rank + 1, as viewers take pid 0
+for the idle process), one thread per stream
 (``compute`` tid 0, then one ``comm↔{q}`` per peer rank, in the case's stream order), named with
 ``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
-"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step.
-Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
+"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step (the
+union of all ranks' jobs in it). Where those spans overlap (imported logs: one device's
+step ends after another began the next), a step that starts before the previous one
+ended goes on a second Steps thread, "step (overlaps the previous step across ranks)",
+with ``args.overlaps_previous_step_ns``, and each rank gets its own ``steps`` thread
+(tid :data:`RANK_STEP_TID`) with its own step spans, so every track nests.
+``otherData.time_base_epoch_ns`` is the epoch time (ns) of ``ts`` 0 where the run had
+a host clock (cpu, cuda, imported logs). Jobs are complete events (``"ph": "X"``) with ``ts``/``dur`` in µs (floats,
 ns precision) and ``args`` stage, micro-batch, chunk, kind, step.
 Cross-stream dependencies are flow events (``s``/``f`` with integer ids,
 ``"bp": "e"``) bound to the slices they connect. Where the cost model
@@ -29,7 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_json
-from harness.report.layout import job_label, rank_labels, stream_slots, track_overflow
+from harness.report.layout import (
+    job_label,
+    rank_labels,
+    rank_pid,
+    rank_step_spans,
+    steps_overlap,
+    stream_slots,
+    time_base_epoch_ns,
+    track_overflow,
+)
 
 __all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "write_trace"]
 
@@ -48,6 +64,8 @@ KIND_CNAME = {
 STEP_CNAME = "generic_work"
 #: tid offset of the extra thread that takes overlapping jobs of a stream.
 OVERFLOW_TID = 100
+#: tid of a rank's own step track, written where steps overlap across ranks.
+RANK_STEP_TID = OVERFLOW_TID - 1
 
 
 def _us(ns: int) -> float:
@@ -77,22 +95,40 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
     labels = rank_labels(case)
     events: list[dict[str, Any]] = []
     backend = case.get("backend", "")
-    steps_pid = max([p, *(s.rank + 1 for s in slots)])
+    n_ranks = max([p, *(s.rank + 1 for s in slots)])
+    steps_pid = rank_pid(n_ranks)  # after the ranks' pids
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_name", "args": {"name": "Steps"}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": -1}})
     events.append({"ph": "M", "pid": steps_pid, "tid": 0, "name": "thread_name", "args": {"name": "step"}})
-    for rank in range(steps_pid):
+    for rank in range(n_ranks):
         name = labels[rank] if rank < len(labels) else f"rank {rank} ({backend})"
-        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_name", "args": {"name": name}})
-        events.append({"ph": "M", "pid": rank, "tid": 0, "name": "process_sort_index", "args": {"sort_index": rank}})
+        events.append({"ph": "M", "pid": rank_pid(rank), "tid": 0, "name": "process_name", "args": {"name": name}})
+        events.append({"ph": "M", "pid": rank_pid(rank), "tid": 0, "name": "process_sort_index", "args": {"sort_index": rank}})
     for s in slots:
-        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
-        events.append({"ph": "M", "pid": s.rank, "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
-    for step, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"]):
+        events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_name", "args": {"name": s.name}})
+        events.append({"ph": "M", "pid": rank_pid(s.rank), "tid": s.tid, "name": "thread_sort_index", "args": {"sort_index": s.tid}})
+    step_list = list(zip(case["steps"], case["step_start_ns"], case["step_end_ns"]))
+    on = track_overflow([a for _, a, _ in step_list], [b for _, _, b in step_list], list(range(len(step_list))))
+    for t in sorted(set(on) - {0}):  # a step that starts before the previous one ended on every rank
+        events.append({"ph": "M", "pid": steps_pid, "tid": t, "name": "thread_name",
+                       "args": {"name": "step (overlaps the previous step across ranks)" if t == 1 else f"step (overlap {t})"}})
+    for k, ((step, a, b), t) in enumerate(zip(step_list, on)):
+        args: dict[str, Any] = {"step": step, "span": "union of all ranks' jobs in the step"}
+        if k and step_list[k - 1][2] > a:
+            args["overlaps_previous_step_ns"] = step_list[k - 1][2] - a
         events.append(
-            {"ph": "X", "pid": steps_pid, "tid": 0, "name": f"ProfilerStep#{step}", "cat": "step",
-             "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": {"step": step}}
+            {"ph": "X", "pid": steps_pid, "tid": t, "name": f"ProfilerStep#{step}", "cat": "step",
+             "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": args}
         )
+    if steps_overlap(case):  # the union spans cannot say where each rank's step was: per rank, on its own track
+        for rank in range(n_ranks):
+            events.append({"ph": "M", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": "thread_name", "args": {"name": "steps"}})
+            events.append({"ph": "M", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": "thread_sort_index", "args": {"sort_index": -1}})
+        for (rank, step), (a, b) in sorted(rank_step_spans(case).items()):
+            events.append(
+                {"ph": "X", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": f"ProfilerStep#{step}", "cat": "step",
+                 "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": {"step": step, "span": "this rank's jobs"}}
+            )
     jobs = case["jobs"]
     n = len(jobs["kind"])
     starts, ends = jobs["start_ns"], jobs["end_ns"]
@@ -108,8 +144,8 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         for t in sorted(extra):
             tid = OVERFLOW_TID * t + slot.tid
             label = f"{slot.name} (overlap{'' if t == 1 else t})"
-            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_name", "args": {"name": label}})
-            events.append({"ph": "M", "pid": slot.rank, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+            events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_name", "args": {"name": label}})
+            events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     where: dict[tuple[int, str], tuple[int, int, float, float]] = {}
     recompute = {(int(st), str(k)): int(ns) for st, k, ns in case.get("recompute") or []}
     for i in range(n):
@@ -121,20 +157,20 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         ts, end = _us(starts[i]), _us(ends[i])
         label = job_label(stage, kind, mb)
         events.append(
-            {"ph": "X", "pid": slot.rank, "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
+            {"ph": "X", "pid": rank_pid(slot.rank), "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
              "cname": KIND_CNAME.get(kind, "generic_work"),
              "args": {"stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "kind": kind, "step": jobs["step"][i]}}
         )
-        where[(jobs["step"][i], label)] = (slot.rank, tid, ts, end)
+        where[(jobs["step"][i], label)] = (rank_pid(slot.rank), tid, ts, end)
         rec = recompute.get((stage, kind))
         if rec:  # the recomputation at the start of a backward, as its own sub-slice (nested)
-            events.append({"ph": "X", "pid": slot.rank, "tid": tid, "name": "recompute", "cat": "recompute", "ts": ts,
+            events.append({"ph": "X", "pid": rank_pid(slot.rank), "tid": tid, "name": "recompute", "cat": "recompute", "ts": ts,
                            "dur": min(rec / 1000.0, end - ts), "cname": "grey", "args": {"job": label, "recompute_ns": rec}})
     memory = case.get("memory")
     if isinstance(memory, dict):  # a counter track per rank: bytes held (static + activations)
         for rank, line in enumerate(memory.get("timeline") or []):
             for t, b in zip(line.get("t_ns", []), line.get("bytes", [])):
-                events.append({"ph": "C", "pid": rank, "tid": 0, "name": "memory (bytes)", "ts": _us(t), "args": {"bytes": b}})
+                events.append({"ph": "C", "pid": rank_pid(rank), "tid": 0, "name": "memory (bytes)", "ts": _us(t), "args": {"bytes": b}})
     if flows:
         flow_id = 1
         deps = case.get("deps", [])
@@ -158,6 +194,9 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         "backend": backend,
         "time_unit_note": "ts and dur are in microseconds (Trace Event Format); source times were integer ns",
     }
+    epoch = time_base_epoch_ns(case)
+    if epoch is not None:  # ts 0 on the host's clock, as results.json keeps it (device.host_anchor_ns / time_base_epoch_ns)
+        other["time_base_epoch_ns"] = epoch
     if case.get("warnings"):
         other["warnings"] = list(case["warnings"])
     return {"traceEvents": events, "otherData": other}

@@ -88,7 +88,7 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
             other_value = int(cost.duration_ns(other, n_stages))
             if other_value != value:
                 raise ConfigError(
-                    f"cost model {type(cost).__name__}: job {other} lasts {other_value} ns but {job} lasts {value} ns; "
+                    f"cost model {type(getattr(cost, 'inner', cost)).__name__}: job {other} lasts {other_value} ns but {job} lasts {value} ns; "
                     "costs may differ by stage and job kind, not by micro-batch (the timeline and the executor ask once per "
                     "stage and kind): give every micro-batch of a stage the same cost"
                 )
@@ -260,16 +260,31 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
         ConfigError: the step would last 2**62 ns or more (a cost model in the
-            wrong units), or ``comm=True`` asked of a plan.
+            wrong units), ``comm=True`` asked of a plan, or more jobs than
+            :data:`~harness.schedule.builders.MAX_JOBS` with send/receive jobs added.
+        ResourceError: memory ran out (names the jobs and the memory they need).
     """
-    import numpy as np
+    from harness.schedule.builders import memory_guard
+    from harness.schedule.passes import comm_jobs_added
 
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
-        plan = schedule
+        lower, jobs, name = False, schedule.num_jobs, schedule.schedule.name
     else:
-        plan = build_plan(add_communication(schedule) if wants_communication(schedule, cost, comm) else schedule)
+        lower = wants_communication(schedule, cost, comm)
+        jobs = schedule.num_jobs + (comm_jobs_added(schedule) if lower else 0)
+        name = schedule.name
+    with memory_guard(jobs, f"schedule {name!r}: analysing its timeline"):
+        if isinstance(schedule, Plan):
+            return _analyze(schedule, cost)
+        return _analyze(build_plan(add_communication(schedule) if lower else schedule), cost)
+
+
+def _analyze(plan: Plan, cost: CostModel) -> ScheduleAnalytics:
+    """:func:`analyze` of a built plan, inside its memory guard."""
+    import numpy as np
+
     tl = simulate(plan, cost)
     sched = plan.schedule
     p = sched.num_ranks

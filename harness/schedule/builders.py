@@ -7,18 +7,20 @@ Each builder is registered under a case-insensitive name (and aliases) with
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness._gcpause import gc_paused
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, ResourceError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
 
 __all__ = [
+    "BYTES_PER_JOB",
     "MAX_JOBS",
     "BuilderInfo",
     "build_schedule",
@@ -164,12 +166,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     per_rank = chunks if info.takes_chunks else max(chunks, info.placed_chunks)
     jobs = num_ranks * per_rank * num_microbatches * (3 if info.splits_backward else 2)
     if jobs > MAX_JOBS:
-        many = f"{jobs:,}" if jobs < 10**12 else f"{jobs:.3g}"
-        raise ConfigError(
-            f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={per_rank} would have about {many} jobs, "
-            f"more than the {MAX_JOBS:,} this harness builds (about {MAX_JOBS * 400 / 1e9:.0f} GB of memory; "
-            "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
-        )
+        raise too_many_jobs(jobs, f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={per_rank}")
     try:
         if info.takes_chunks:
             schedule = info.build(num_ranks, num_microbatches, chunks, **options)
@@ -236,9 +233,49 @@ def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
 
 
 MAX_JOBS = 20_000_000
-"""The most jobs :func:`build_schedule` builds (estimated as ``p * v * m`` times 2, or 3
-with a split backward, before building; ``v`` of a V placement is 2): about 400 bytes per job while a plan is made,
-so about 8 GB; more is refused with a clear error rather than a ``MemoryError``."""
+"""The most jobs a schedule may have, counted as they will exist: :func:`build_schedule`
+estimates its compute jobs as ``p * v * m`` times 2, or 3 with a split backward (``v`` of
+a V placement is 2), and :func:`~harness.schedule.passes.add_communication` counts the
+send/receive jobs it would add (about twice the compute jobs again at p=64) before adding
+them. At :data:`BYTES_PER_JOB` that is about 7.2 GB; more is refused with a clear error
+rather than a ``MemoryError``."""
+
+BYTES_PER_JOB = 360
+"""Memory per job on the analytic path (schedule, plan, simulation), in bytes: 343-352
+measured (peak RSS) for interleaved 1F1B cases with send/receive jobs, rounded up."""
+
+
+def memory_needed(jobs: int) -> str:
+    """The memory ``jobs`` jobs need at :data:`BYTES_PER_JOB`, in words (``"about 7.0 GB"``)."""
+    size = jobs * BYTES_PER_JOB
+    unit, scale = next((u, f) for u, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("bytes", 1)) if size >= f or f == 1)
+    shown = f"{size:,}" if scale == 1 else f"{size / scale:,.1f}"
+    return f"about {shown} {unit} ({BYTES_PER_JOB} bytes per job)"
+
+
+@contextlib.contextmanager
+def memory_guard(jobs: int, what: str) -> Iterator[None]:
+    """Turn a ``MemoryError`` raised inside into a :class:`~harness.errors.ResourceError`
+    that names ``what`` was being done, the ``jobs`` and the memory they need."""
+    try:
+        yield
+    except MemoryError as exc:
+        if isinstance(exc, HarnessError):
+            raise
+        raise ResourceError(
+            f"{what}: out of memory with {jobs:,} jobs, which need {memory_needed(jobs)}; "
+            "run a smaller case (fewer micro-batches or ranks) or on a machine with more memory"
+        ) from None
+
+
+def too_many_jobs(jobs: int, what: str) -> ConfigError:
+    """The error for a schedule of ``jobs`` jobs, over :data:`MAX_JOBS`, described by ``what``."""
+    many = f"{jobs:,}" if jobs < 10**12 else f"{jobs:.3g}"
+    return ConfigError(
+        f"{what} would have about {many} jobs, more than the {MAX_JOBS:,} this harness builds "
+        f"(they would need {memory_needed(jobs)}; the limit is {memory_needed(MAX_JOBS)}; "
+        "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+    )
 
 
 def _check_sizes(p: int, m: int, v: int = 1) -> tuple[int, int, int]:

@@ -36,13 +36,16 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.errors import InputFormatError, ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job, v_placement
 from harness.schedule.validate import check_counts, check_order
+from harness.text import safe_text
 
 __all__ = [
     "dump_csv",
@@ -81,6 +84,174 @@ def dump_csv(schedule: Schedule, path: str | Path) -> None:
     Path(path).write_text(dumps_csv(schedule), encoding="utf-8")
 
 
+#: The longest cell a schedule file may hold (characters): the longest action in range
+#: (``12345678SEND_F12345678``) or PyTorch composite cell is far shorter.
+MAX_CELL_CHARS = 1024
+#: Bytes of schedule file allowed per job of the job limit: a cell of the longest
+#: action in range, padded, and its separator.
+BYTES_PER_JOB = 32
+_CHUNK_CHARS = 1 << 16
+#: A field at a cell's start: quoted (``""`` inside is one quote; the closing quote ends
+#: the cell, so text after it is refused as a stray quote, where :mod:`csv` would guess) or plain.
+_FIELD = re.compile(r'"((?:[^"]|"")*)"(?=[,\r\n]|$)|([^,"\r\n]*)')
+
+
+def max_schedule_file_bytes() -> int:
+    """The largest schedule file read, in bytes: :data:`BYTES_PER_JOB` per job of
+    :data:`~harness.schedule.builders.MAX_JOBS` (640 MB for the default 20 M jobs)."""
+    from harness.schedule.builders import MAX_JOBS
+
+    return MAX_JOBS * BYTES_PER_JOB
+
+
+def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, list[str]]]:
+    """``(row, first cell, texts)``: runs of consecutive cells of one row of CSV text read
+    from ``stream`` in chunks, rows and cells from 0 (the :mod:`csv` module's default
+    dialect: ``,`` between cells, ``"`` quotes, any line ending; a blank line is a row of
+    one empty cell). Unlike :func:`csv.reader`, which holds a whole row, memory stays
+    within a chunk, so a file's first error is found however long its rows are. Text
+    without quotes is split with ``str.split``; a quote's cells are read one by one.
+
+    Raises:
+        InputFormatError: a cell of more than :data:`MAX_CELL_CHARS` characters, a quote that
+            does not close, or more than :func:`max_schedule_file_bytes` characters; names
+            ``name``, the row and the cell.
+    """
+    limit = max_schedule_file_bytes()
+    buf, pos, total, eof = "", 0, 0, False
+    row = col = 0
+    pending = False  # a cell follows (after a ","), even at the end of the text
+    while True:
+        if not eof and len(buf) - pos <= MAX_CELL_CHARS + 2:  # room for a whole cell and its terminator
+            try:
+                chunk = stream.read(_CHUNK_CHARS)
+            except UnicodeDecodeError as exc:
+                raise InputFormatError(f"{name}: cannot read schedule file: {exc} (in row {row + 1} or the next; UTF-8 text expected)") from None
+            if chunk:
+                total += len(chunk)
+                if total > limit:
+                    raise InputFormatError(
+                        f"{name}: more than {limit:,} bytes, the most a schedule file is read for "
+                        f"({BYTES_PER_JOB} per job of the {limit // BYTES_PER_JOB:,}-job limit); stopped at row {row + 1}"
+                    )
+                buf, pos = buf[pos:] + chunk, 0
+                continue
+            eof = True
+        if pos >= len(buf) and not pending:
+            return
+        if buf.find('"', pos) < 0:  # no quote ahead: whole cells up to the last separator, split in C
+            if eof:
+                cut = len(buf)
+            else:  # (a "\r" ending the buffer may be half of "\r\n": it waits for the next chunk)
+                cut = max(buf.rfind(",", pos), buf.rfind("\n", pos), buf.rfind("\r", pos, len(buf) - 1)) + 1
+                if cut <= pos:
+                    raise InputFormatError(
+                        f"{name}: row {row + 1} (rank {row}), cell {col + 1}: more than {MAX_CELL_CHARS:,} characters "
+                        f"(starts {buf[pos:pos + 20]!r}); a cell holds one action such as '2F0'"
+                    )
+            region, pos = buf[pos:cut], cut
+            pieces = _LINE_END.split(region)
+            last = pieces.pop()  # after the last line end: the row goes on (or ends with the text)
+            for piece in pieces:
+                texts = piece.split(",")
+                _check_cell_lengths(texts, name, row, col)
+                yield row, col, texts
+                row, col = row + 1, 0
+            if eof:  # the text's last row, unless it ended with a line end (an empty region: the cell after a ",")
+                if last or not pieces:
+                    texts = last.split(",")
+                    _check_cell_lengths(texts, name, row, col)
+                    yield row, col, texts
+                return
+            pending = bool(last)  # the region ends with "," inside this row
+            if pending:
+                texts = last.split(",")[:-1]  # the last "" is the next cell's start
+                _check_cell_lengths(texts, name, row, col)
+                yield row, col, texts
+                col += len(texts)
+            continue
+        match = _FIELD.match(buf, pos)
+        assert match is not None  # the plain alternative matches the empty string
+        end = match.end()
+        if end - pos > MAX_CELL_CHARS:
+            raise InputFormatError(
+                f"{name}: row {row + 1} (rank {row}), cell {col + 1}: more than {MAX_CELL_CHARS:,} characters "
+                f"(starts {buf[pos:pos + 20]!r}); a cell holds one action such as '2F0'"
+            )
+        quoted, plain = match.groups()
+        text = plain if plain is not None else quoted.replace('""', '"')
+        nxt = buf[end:end + 1]
+        if nxt == '"':  # an opening quote that does not close within a cell's length, or one inside a cell
+            what = "a quote that does not close" if end == pos else "a stray quote"
+            raise InputFormatError(
+                f"{name}: row {row + 1} (rank {row}), cell {col + 1}: {what} (within {MAX_CELL_CHARS:,} characters); "
+                "a cell holds one action such as '2F0'"
+            )
+        yield row, col, [text]
+        pending = nxt == ","
+        if pending:
+            col += 1
+            pos = end + 1
+        else:
+            row, col = row + 1, 0
+            pos = end + (2 if buf[end:end + 2] == "\r\n" else 1 if nxt else 0)
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _check_cell_lengths(texts: list[str], name: str, row: int, col: int) -> None:
+    """Refuse a cell of more than :data:`MAX_CELL_CHARS` among ``texts`` (cells ``col``... of ``row``)."""
+    if texts and max(map(len, texts)) > MAX_CELL_CHARS:
+        k = next(k for k, t in enumerate(texts) if len(t) > MAX_CELL_CHARS)
+        raise InputFormatError(
+            f"{name}: row {row + 1} (rank {row}), cell {col + k + 1}: more than {MAX_CELL_CHARS:,} characters "
+            f"(starts {texts[k][:20]!r}); a cell holds one action such as '2F0'"
+        )
+
+
+def _read_cell(cell: str, name: str, r: int, c: int, jobs: list[Job | None], where: dict[int, tuple[int, int]],
+               seen: set[Job], parsed: list[list[Job | None]], max_jobs: int) -> None:
+    """Append the job(s) of one non-idle cell (row ``r``, cell ``c``) to ``jobs``, the row's list;
+    ``where`` maps each stage to its first (row, cell), ``seen`` holds the jobs read so far.
+
+    Raises:
+        ScheduleError: not an action, a stage already on another rank, or a job listed twice.
+        InputFormatError: more jobs than ``max_jobs``, the job limit.
+    """
+    overlap = _OVERLAP.match(cell) if "(" in cell else None
+    for text in overlap.group(1).split(";") if overlap else (cell,):
+        try:
+            job = parse_job(text.strip() if overlap else text)
+        except ScheduleError as exc:
+            inside = f"in {cell.strip()!r}: " if overlap else ""
+            raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {inside}{exc}", exc.jobs) from None
+        first = where.get(job.stage)
+        if first is None:
+            where[job.stage] = (r, c)
+        elif first[0] != r:
+            raise ScheduleError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} puts stage {job.stage} on rank {r}, "
+                f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
+                "each stage must live on exactly one rank",
+                (str(job),),
+            )
+        if job in seen:  # stopped here, so a repeated cell costs nothing more (memory: the valid jobs)
+            r0, s0 = next((r0, s0) for r0, row in enumerate(parsed) for s0, j in enumerate(row) if j == job)
+            raise ScheduleError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} is listed twice "
+                f"(first at row {r0 + 1}, step {s0})",
+                (str(job),),
+            )
+        seen.add(job)
+        if len(seen) > max_jobs:
+            raise InputFormatError(
+                f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {max_jobs:,} jobs this harness builds "
+                "(raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+            )
+        jobs.append(job)
+
+
 def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = None) -> Schedule:
     """Read PyTorch pipeline CSV text into a :class:`Schedule` (rules in the module doc).
 
@@ -93,38 +264,51 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
         ScheduleError: a cell is not an action, a stage appears on two ranks,
             a stage is missing, or jobs are missing or listed twice; the message
             names the file (``name``), the row (rank) and the cell (step).
-        InputFormatError: the text has no rows.
+        InputFormatError: the text has no rows, a cell is longer than
+            :data:`MAX_CELL_CHARS`, a quote does not close, or the text holds more
+            jobs or cells than the job limit allows (names the row and cell).
     """
-    rows = list(csv.reader(io.StringIO(text)))
-    while rows and not any(c.strip() for c in rows[-1]):
-        rows.pop()
-    if not rows:
-        raise InputFormatError(f"{name}: empty schedule file (expected one row per rank)")
+    return _read_csv(io.StringIO(text), name, num_microbatches)
+
+
+def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) -> Schedule:
+    """:func:`loads_csv` on a stream: cell by cell, refusing a duplicate or the job limit's
+    overrun at the cell that causes it, so memory follows the valid jobs, not the file."""
+    from harness.schedule.builders import MAX_JOBS
+
     parsed: list[list[Job | None]] = []
     where: dict[int, tuple[int, int]] = {}  # stage -> first (row, cell) seen
-    for r, row in enumerate(rows):
-        jobs: list[Job | None] = []
-        for c, cell in enumerate(row):
-            if not cell.strip() or _IGNORED.match(cell):
+    seen: set[Job] = set()  # jobs as written
+    n_cells = 0
+    max_cells = 2 * MAX_JOBS
+    jobs: list[Job | None] = []
+    blank: list[bool] = []  # per row: only whitespace (a blank line), as opposed to idle or ignored cells
+    for r, c0, texts in _cells(stream, name):
+        if r == len(parsed):
+            jobs = []
+            parsed.append(jobs)
+            blank.append(True)
+        n_cells += len(texts)
+        if n_cells > max_cells:
+            raise InputFormatError(
+                f"{name}: row {r + 1} (rank {r}), cell {c0 + len(texts) - (n_cells - max_cells) + 1}: more than {max_cells:,} "
+                f"cells (idle ones included), twice the {MAX_JOBS:,} jobs this harness builds"
+            )
+        for c, cell in enumerate(texts, c0):
+            if not cell or cell.isspace():
                 jobs.append(None)
                 continue
-            overlap = _OVERLAP.match(cell)
-            for text in overlap.group(1).split(";") if overlap else (cell,):
-                try:
-                    job = parse_job(text.strip() if overlap else text)
-                except ScheduleError as exc:
-                    inside = f"in {cell.strip()!r}: " if overlap else ""
-                    raise ScheduleError(f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {inside}{exc}", exc.jobs) from None
-                first = where.setdefault(job.stage, (r, c))
-                if first[0] != r:
-                    raise ScheduleError(
-                        f"{name}: row {r + 1} (rank {r}), cell {c + 1} (step {len(jobs)}): {job} puts stage {job.stage} on rank {r}, "
-                        f"but row {first[0] + 1} cell {first[1] + 1} already put it on rank {first[0]}; "
-                        "each stage must live on exactly one rank",
-                        (str(job),),
-                    )
-                jobs.append(job)
-        parsed.append(jobs)
+            blank[r] = False
+            if ("SHARD" in cell or "REDUCE" in cell) and _IGNORED.match(cell):
+                jobs.append(None)
+                continue
+            _read_cell(cell, name, r, c, jobs, where, seen, parsed, MAX_JOBS)
+    seen.clear()
+    while parsed and blank[len(parsed) - 1]:
+        parsed.pop()  # trailing blank lines
+    rows = parsed
+    if not rows:
+        raise InputFormatError(f"{name}: empty schedule file (expected one row per rank)")
     if not where:
         raise InputFormatError(f"{name}: no actions in the file")
     n_stages = max(where) + 1
@@ -202,19 +386,49 @@ def _read_b_as_i(rows: list[list[Job | None]]) -> list[str]:
     return done
 
 
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, in words, from its ``st_mode``."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
 def load_csv(path: str | Path, num_microbatches: int | None = None) -> Schedule:
     """Read a PyTorch pipeline CSV file (see :func:`loads_csv`).
 
+    Only a regular file is read (a link is followed first): a FIFO would block and a
+    device (``/dev/zero``) never end. It is read in chunks, at most
+    :func:`max_schedule_file_bytes` bytes (:data:`BYTES_PER_JOB` per job of the job
+    limit), so memory follows the valid jobs read, not the file's size.
+
     Raises:
-        InputFormatError: the file cannot be read or is empty.
+        InputFormatError: the file cannot be read, is not a regular file (names
+            what it is, and the link's target), is larger than the cap (states it),
+            is not UTF-8, is empty, or see :func:`loads_csv`.
         ScheduleError: see :func:`loads_csv`; messages start with the file path.
     """
     p = Path(path)
+    limit = max_schedule_file_bytes()
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        info = p.stat()  # follows links: the target is what would be read
+        if not stat.S_ISREG(info.st_mode):
+            target = f" (a link to {os.path.realpath(p)})" if p.is_symlink() else ""
+            raise InputFormatError(
+                f"{p}: is {_file_kind(info.st_mode)}{target}, not a schedule file; only regular files are read (a PyTorch pipeline .csv)"
+            )
+        if info.st_size > limit:
+            raise InputFormatError(
+                f"{p}: {info.st_size:,} bytes, more than the {limit:,} a schedule file may have "
+                f"({BYTES_PER_JOB} bytes per job of the {limit // BYTES_PER_JOB:,}-job limit)"
+            )
+        with open(p, encoding="utf-8-sig", newline="") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the check and the open
+                raise InputFormatError(f"{p}: is not a regular file; only regular files are read")
+            return _read_csv(fh, str(p), num_microbatches)
+    except OSError as exc:
         raise InputFormatError(f"{p}: cannot read schedule file: {exc}") from None
-    return loads_csv(text, name=str(p), num_microbatches=num_microbatches)
 
 
 def load_schedule_file(path: str | Path, num_microbatches: int | None = None) -> Schedule:
@@ -224,7 +438,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
     file name. ``m`` is inferred from the file when ``num_microbatches`` is ``None``.
 
     Raises:
-        InputFormatError: unknown suffix, unreadable or empty file.
+        InputFormatError: unknown suffix, unreadable or empty file, not a
+            regular file, or over the size cap (see :func:`load_csv`).
         ScheduleError: a malformed cell, a stage on two ranks, missing or
             duplicate jobs (message names file, row and cell).
     """
@@ -234,7 +449,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
     if p.suffix.lower() != ".csv":
         raise InputFormatError(f"{p}: unknown schedule file type {p.suffix!r}; expected a PyTorch pipeline .csv")
     sched = load_csv(p, num_microbatches)
-    return Schedule(p.name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
+    name = safe_text(p.name, f"schedule file name (of {p.parent})")  # a name that is not UTF-8 decodes to surrogates
+    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
 
 
 # --- PaddlePaddle job names -------------------------------------------------------

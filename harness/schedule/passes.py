@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_communication",
+    "comm_jobs_added",
     "merge_backward",
     "split_backward",
     "strip_communication",
@@ -79,7 +80,42 @@ def add_communication(schedule: Schedule) -> Schedule:
 
     Raises:
         ScheduleError: the schedule already has send/receive jobs.
+        ConfigError: the jobs with the send/receive jobs added would be more
+            than :data:`~harness.schedule.builders.MAX_JOBS` (checked before any
+            is added; the message states the memory they would need).
+        ResourceError: memory ran out all the same (names the jobs and memory).
     """
+    from harness.schedule.builders import MAX_JOBS, memory_guard, too_many_jobs
+
+    compute = schedule.num_jobs
+    total = compute + comm_jobs_added(schedule)
+    if total > MAX_JOBS:
+        raise too_many_jobs(total, f"schedule {schedule.name!r} ({compute:,} compute jobs) with its send/receive jobs added")
+    with memory_guard(total, f"schedule {schedule.name!r}: adding send/receive jobs"):
+        return _add_communication(schedule)
+
+
+def comm_jobs_added(schedule: Schedule) -> int:
+    """How many send/receive jobs :func:`add_communication` adds to ``schedule``: per
+    ``F``, ``B`` or ``I`` job, one for each neighbouring stage on another rank. Counted
+    without building them (numpy over the schedule's job columns where it has them)."""
+    rank_of = schedule.stage_to_rank
+    n = len(rank_of)
+    away = [int(k > 0 and rank_of[k - 1] != rank_of[k]) + int(k < n - 1 and rank_of[k + 1] != rank_of[k]) for k in range(n)]
+    arrays = _job_arrays(schedule)
+    if arrays is None:
+        return sum(away[j.stage] for jobs in schedule.ranks for j in jobs
+                   if j is not None and j.kind in (_F, _B, _I) and 0 <= j.stage < n)
+    import numpy as np
+
+    moved = (arrays.kind == _CF) | (arrays.kind == _CB) | (arrays.kind == _CI)
+    stages = arrays.stage[moved]
+    stages = stages[(stages >= 0) & (stages < n)]
+    return int(np.bincount(stages, minlength=n).astype(np.int64) @ np.array(away, np.int64))
+
+
+def _add_communication(schedule: Schedule) -> Schedule:
+    """:func:`add_communication` past its size check."""
     fast = _add_communication_fast(schedule)
     rows = _add_communication_loop(schedule) if fast is None else ()
     params = dict(schedule.params)
