@@ -237,7 +237,7 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     if spans:
         lo, hi = min(spans), max(spans)
         for key in ("step_time_median_ns", "step_time_min_ns", "step_time_max_ns"):
-            value = metrics.get(key)
+            value: Any = metrics.get(key)
             if type(value) in (int, float) and not lo <= value <= hi:
                 return (f"metrics.{key} is {value!r}, but the case's steps last {lo} to {hi} ns "
                         "(step_end_ns - step_start_ns); was the file edited?")
@@ -252,7 +252,7 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     bad = next((k for k, x in enumerate(metrics["peak_inflight"]) if x < 0), None)
     if bad is not None:
         return f"metrics.peak_inflight[{bad}] is {metrics['peak_inflight'][bad]}, expected 0 or more"
-    lo_hi = [metrics.get(k) for k in ("step_time_min_ns", "step_time_median_ns", "step_time_max_ns")]
+    lo_hi: list[Any] = [metrics.get(k) for k in ("step_time_min_ns", "step_time_median_ns", "step_time_max_ns")]
     if all(type(x) in (int, float) for x in lo_hi) and not lo_hi[0] <= lo_hi[1] <= lo_hi[2]:
         return f"metrics.step_time_min_ns, _median_ns and _max_ns are {lo_hi[0]!r}, {lo_hi[1]!r} and {lo_hi[2]!r}; expected min <= median <= max"
     return _per_step_problem(case, metrics.get("per_step"), dict(zip(steps, spans)))
@@ -274,7 +274,7 @@ def _per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, in
             return f"{where}.step is {step}, which is not among the case's steps"
         if abs(time - span_of[step]) > 1:
             return f"{where}.step_time_ns is {time!r}, but step {step} lasts {span_of[step]} ns (step_end_ns - step_start_ns)"
-        ratio = entry.get("bubble_ratio")
+        ratio: Any = entry.get("bubble_ratio")
         if type(ratio) in (int, float) and not 0 <= ratio <= 1:
             return f"{where}.bubble_ratio is {ratio!r}, expected 0 to 1 (a share of the step)"
         for key in ("busy_ns", "idle_ns"):

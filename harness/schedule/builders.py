@@ -280,7 +280,7 @@ def too_many_jobs(jobs: int, what: str) -> ConfigError:
 
 def _check_sizes(p: int, m: int, v: int = 1) -> tuple[int, int, int]:
     """``(p, m, v)`` as plain ints; any integer type (``numpy.int64`` from a sweep) is accepted, ``bool`` is not."""
-    out = []
+    out: list[int] = []
     for label, value in (("number of ranks p", p), ("number of micro-batches m", m), ("chunks per rank v", v)):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"the {label} must be a positive integer, got {value!r}")

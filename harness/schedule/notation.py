@@ -363,7 +363,7 @@ def _check_size(name: str, parsed: list[list[Job | None]], m: int, n_stages: int
     if 2 * n_stages * m <= MAX_JOBS:
         return
     r, step, job = max(((r, k, j) for r, row in enumerate(parsed) for k, j in enumerate(row) if j is not None and j.microbatch is not None),
-                       key=lambda t: t[2].microbatch)
+                       key=lambda t: t[2].microbatch or 0)
     raise ScheduleError(
         f"{name}: row {r + 1} (rank {r}), step {step}: {job} names micro-batch {job.microbatch}, so the file would need "
         f"{m:,} micro-batches ({2 * n_stages * m:,} jobs, more than the {MAX_JOBS:,} this harness builds); is the id a typo?",
