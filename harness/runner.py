@@ -15,6 +15,7 @@ from harness import theory
 from harness.bubble import BubbleDecomposition, decompose
 from harness.case import PipelineCase
 from harness.cost import CheckedCost, FixedCost, TransformerCost
+from harness.critical_path import CriticalPath, RankWaiting, critical_path, waiting
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.environment import CaseUsage, UsageProbe
 from harness.errors import ConfigError, HarnessError, ScheduleError
@@ -61,6 +62,9 @@ class CaseResult:
         decomposition: the median step split into ideal, imbalance, recomputation,
             communication and schedule bubble (:mod:`harness.bubble`).
         cost_model: the cost model itself (``cost`` is its description).
+        critical_path: the chain of jobs that fixes the median step's length
+            (:mod:`harness.critical_path`).
+        waiting: per rank, the median step's idle time split by what it waited for.
     """
 
     case_id: str
@@ -80,6 +84,8 @@ class CaseResult:
     memory: MemoryProfile | None = None
     decomposition: BubbleDecomposition | None = None
     cost_model: Any = field(default=None, repr=False)
+    critical_path: CriticalPath | None = None
+    waiting: list[RankWaiting] = field(default_factory=list)
 
     @property
     def does_not_fit(self) -> str | None:
@@ -433,4 +439,6 @@ def run_case(
         memory=memory_profile(records, case.cost, plan.schedule.num_stages, plan.schedule.stage_to_rank, case.memory_limit_bytes),
         decomposition=decompose(round(metrics.step_time_median_ns), plan, case.cost),
         cost_model=case.cost,
+        critical_path=critical_path(records, plan),
+        waiting=waiting(records, plan),
     )

@@ -252,6 +252,19 @@ def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
             "outliers": len(st.get("outliers") or [])}
 
 
+def _critical_text(case: dict[str, Any]) -> str | None:
+    """The critical path as one line: its jobs (with any gap before one), its length."""
+    cp = case.get("critical_path")
+    if not isinstance(cp, dict) or not isinstance(cp.get("jobs"), list) or not cp["jobs"]:
+        return None
+    jobs, gaps = [str(j) for j in cp["jobs"]], list(cp.get("gaps_ns") or [0] * len(cp["jobs"]))
+    shown = [(f"(+{g / 1e3:,.0f} µs) " if isinstance(g, (int, float)) and g > 0 else "") + j for j, g in zip(jobs, gaps)]
+    if len(shown) > 40:
+        shown = [*shown[:20], f"… {len(shown) - 40} more …", *shown[-20:]]
+    return (f"step {cp.get('step')}: {len(jobs)} jobs, {float(cp.get('length_ns', 0)) / 1e6:,.3f} ms "
+            f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
+
+
 def _decomposition_text(case: dict[str, Any]) -> str | None:
     """``"step 116.544 ms = ideal 98.1 + imbalance 6.6 + ... ms"`` from the case's ``decomposition``."""
     d = case.get("decomposition")
@@ -338,6 +351,8 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "canvas_h": 30 + 20 * len(case["streams"]) + 6 + (36 * int(case["schedule"]["p"]) if isinstance(case.get("memory"), dict) else 0),
         "memory": _memory_text(case),
         "decomposition": _decomposition_text(case),
+        "critical": _critical_text(case),
+        "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
         "ci": _ci_text(case),
         "flags": _flags(case),

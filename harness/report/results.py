@@ -41,7 +41,11 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``decomposition``: the median step split into ideal, imbalance,
   recomputation, communication and schedule bubble, ns (:mod:`harness.bubble`);
 * ``recompute``: ``[[stage, kind, ns], ...]``, the recomputation part of
-  each backward's duration.
+  each backward's duration;
+* ``critical_path``: the median step's chain of jobs that fixes its length, with
+  the gaps before each, ns (:class:`harness.critical_path.CriticalPath`);
+* ``waiting``: per rank, that step's idle time split by what it waited for
+  (:class:`harness.critical_path.RankWaiting`).
 
 The session holds ``environment`` (:func:`harness.environment.machine_facts`), and
 ``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
@@ -160,6 +164,8 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         **({"memory": result.memory.to_dict()} if result.memory is not None else {}),
         **({"decomposition": result.decomposition.to_dict()} if result.decomposition is not None else {}),
         **({"recompute": _recompute_table(result)} if _recompute_table(result) else {}),
+        **({"critical_path": result.critical_path.to_dict()} if result.critical_path is not None else {}),
+        **({"waiting": [w.to_dict() for w in result.waiting]} if result.waiting else {}),
         **({"outcome": result.outcome} if result.outcome else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
     }

@@ -1,0 +1,208 @@
+"""Why a step is as long as it is: its critical path, and what every rank's idle time waited for.
+
+From a run's records (any backend) and the plan that ran (its dependencies and
+stream order):
+
+* :func:`critical_path`: the chain of jobs that fixes the step's length. From
+  the job that ends last, walk back through the constraint that let each job
+  start: the dependency that ended last before it (the end of a job it needs,
+  or the start of the send a receive waits for), or the job before it on its
+  stream, whichever came later (a dependency wins a tie: it is what couples the
+  ranks). The chain's jobs and the gaps between them (host overhead on a timed
+  backend; none on ``sim``) add up to the step time exactly. HTA's critical-path
+  analysis (facebookresearch/HolisticTraceAnalysis, ``critical_path_analysis``)
+  infers the same from kernel and CPU events; here the schedule's dependencies
+  are known exactly.
+* :func:`waiting`: per rank, its compute streams' idle time split by what the
+  job after each gap waited for: ``warm-up`` (before the rank's first job),
+  ``cool-down`` (after its last), ``waiting for rank q's B`` (the binding
+  dependency's rank and kind), ``waiting for a transfer from rank q`` (a
+  receive), or ``host gap`` (nothing it needed was late: launch overhead). The
+  parts of a rank add up to its idle time exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["CriticalPath", "RankWaiting", "critical_path", "median_step", "waiting"]
+
+_COMPUTE = ("F", "B", "I", "W", "OPT")
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The chain of jobs that fixes one step's length.
+
+    Attributes:
+        step: the step.
+        jobs: the chain's job labels (``"2F0"``), first to last.
+        ranks: the rank of each.
+        gaps_ns: before each job, the time between the constraint that released it
+            and its start (the first: from the step's start), ns.
+        length_ns: the chain's span, step start to the last job's end: the step time (ns).
+        busy_ns: the jobs' summed durations (ns); ``length_ns - busy_ns`` is the sum of the gaps.
+    """
+
+    step: int
+    jobs: list[str]
+    ranks: list[int]
+    gaps_ns: list[int]
+    length_ns: int
+    busy_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RankWaiting:
+    """One rank's idle time in one step, split by what it waited for.
+
+    Attributes:
+        rank: the rank.
+        idle_ns: step time less the union of its compute jobs' intervals (ns).
+        parts: reason -> ns (see the module docstring); they sum to ``idle_ns``.
+    """
+
+    rank: int
+    idle_ns: int
+    parts: dict[str, int]
+
+    def describe(self) -> str:
+        """``"rank 2 idle 14.700 ms: 9.100 ms waiting for rank 3's B, 5.600 ms warm-up"``."""
+        parts = ", ".join(f"{ns / 1e6:.3f} ms {why}" for why, ns in sorted(self.parts.items(), key=lambda kv: -kv[1]) if ns)
+        return f"rank {self.rank} idle {self.idle_ns / 1e6:.3f} ms" + (f": {parts}" if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "idle_ns": self.idle_ns, "parts": dict(self.parts), "description": self.describe()}
+
+
+def median_step(records: Any) -> int:
+    """The recorded step whose time is closest to the median (the first such)."""
+    times = [b - a for a, b in zip(records.step_start_ns, records.step_end_ns)]
+    ordered = sorted(times)
+    median = ordered[(len(ordered) - 1) // 2]
+    return int(records.steps[times.index(median)])
+
+
+def _step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
+    """Plan job index -> its record in ``step``; the step's start and end (ns)."""
+    k = records.steps.index(step)
+    by_label = {j.label: j for j in records.jobs if j.step == step}
+    found = {}
+    for i, job in enumerate(plan.jobs):
+        rec = by_label.get(str(job))
+        if rec is not None:
+            found[i] = rec
+    return found, int(records.step_start_ns[k]), int(records.step_end_ns[k])
+
+
+def _stream_prev(plan: Any) -> list[int]:
+    """Per job, the job before it on its stream in enqueue order (-1 for the first)."""
+    last: dict[int, int] = {}
+    prev = [-1] * plan.num_jobs
+    stream = plan.stream
+    for j in plan.order:
+        s = stream[j]
+        prev[j] = last.get(s, -1)
+        last[s] = j
+    return prev
+
+
+def _binding(j: int, rec: dict[int, Any], plan: Any, prev: list[int]) -> tuple[int, int, bool]:
+    """The constraint that released job ``j``: ``(job, time, is_dependency)``, or ``(-1, -1, False)``."""
+    best, t_best, dep = -1, -1, False
+    for d in plan.deps[j]:
+        r = rec.get(d)
+        if r is not None and r.end_ns >= t_best:
+            best, t_best, dep = d, r.end_ns, True
+    for d in plan.start_deps[j]:
+        r = rec.get(d)
+        if r is not None and r.start_ns >= t_best:
+            best, t_best, dep = d, r.start_ns, True
+    p = prev[j]
+    r = rec.get(p) if p >= 0 else None
+    if r is not None and r.end_ns > t_best:  # strictly later: a dependency wins a tie
+        best, t_best, dep = p, r.end_ns, False
+    return best, t_best, dep
+
+
+def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalPath:
+    """The critical path of ``step`` (default: :func:`median_step`) of a run of ``plan``.
+
+    Args:
+        records: the run's :class:`~harness.records.RunRecords`.
+        plan: the :class:`~harness.plan.Plan` that ran.
+        step: a recorded step.
+
+    Raises:
+        ValueError: ``step`` is not among the recorded ones, or it recorded no job of the plan.
+    """
+    step = median_step(records) if step is None else step
+    if step not in records.steps:
+        raise ValueError(f"step {step} was not recorded (recorded: {records.steps})")
+    rec, t0, _ = _step_view(records, plan, step)
+    if not rec:
+        raise ValueError(f"step {step} recorded no job of the plan")
+    prev = _stream_prev(plan)
+    j = max(rec, key=lambda i: (rec[i].end_ns, -i))
+    end = rec[j].end_ns
+    chain: list[int] = []
+    gaps: list[int] = []
+    while j >= 0:
+        chain.append(j)
+        b, t, _ = _binding(j, rec, plan, prev)
+        start = rec[j].start_ns
+        gaps.append(start - (t if b >= 0 else t0))
+        j = b
+    chain.reverse()
+    gaps.reverse()
+    busy = sum(rec[i].end_ns - rec[i].start_ns for i in chain)
+    return CriticalPath(step, [rec[i].label for i in chain], [rec[i].rank for i in chain], gaps, end - t0, busy)
+
+
+def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaiting]:
+    """Per rank, its idle time in ``step`` (default: :func:`median_step`) split by what it waited for.
+
+    Raises:
+        ValueError: ``step`` is not among the recorded ones.
+    """
+    step = median_step(records) if step is None else step
+    if step not in records.steps:
+        raise ValueError(f"step {step} was not recorded (recorded: {records.steps})")
+    rec, t0, t1 = _step_view(records, plan, step)
+    prev = _stream_prev(plan)
+    jobs = plan.jobs
+    out = []
+    for r in range(plan.schedule.num_ranks):
+        mine = sorted((i for i in rec if rec[i].rank == r and rec[i].kind in _COMPUTE), key=lambda i: (rec[i].start_ns, rec[i].end_ns))
+        parts: dict[str, int] = {}
+
+        def add(why: str, ns: int, parts: dict[str, int] = parts) -> None:
+            if ns > 0:
+                parts[why] = parts.get(why, 0) + ns
+
+        covered = t0  # the union of the rank's compute intervals so far ends here
+        for n, i in enumerate(mine):
+            start, stop = rec[i].start_ns, rec[i].end_ns
+            if start > covered:
+                gap = start - covered
+                if n == 0:
+                    add("warm-up", gap)
+                else:
+                    b, _t, is_dep = _binding(i, rec, plan, prev)
+                    if b < 0 or not is_dep:
+                        add("host gap", gap)
+                    elif jobs[b].kind.is_comm:
+                        src = rec[b]
+                        peer = next((rec[d].rank for d in list(plan.start_deps[b]) + list(plan.deps[b]) if d in rec), src.rank)
+                        add(f"waiting for a transfer from rank {peer}", gap)
+                    else:
+                        add(f"waiting for rank {rec[b].rank}'s {rec[b].kind}", gap)
+            covered = max(covered, stop)
+        if t1 > covered:
+            add("cool-down" if mine else "no job this step", t1 - covered)
+        out.append(RankWaiting(r, sum(parts.values()), parts))
+    return out
