@@ -176,8 +176,12 @@ def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaitin
     prev = _stream_prev(plan)
     jobs = plan.jobs
     out = []
+    by_rank: dict[int, list[int]] = {}
+    for i, x in rec.items():  # one pass: a scan per rank would be p x jobs
+        if x.kind in _COMPUTE:
+            by_rank.setdefault(x.rank, []).append(i)
     for r in range(plan.schedule.num_ranks):
-        mine = sorted((i for i in rec if rec[i].rank == r and rec[i].kind in _COMPUTE), key=lambda i: (rec[i].start_ns, rec[i].end_ns))
+        mine = sorted(by_rank.get(r, []), key=lambda i: (rec[i].start_ns, rec[i].end_ns))
         parts: dict[str, int] = {}
 
         def add(why: str, ns: int, parts: dict[str, int] = parts) -> None:
