@@ -90,10 +90,10 @@ def median_step(records: Any) -> int:
 def _step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
     """Plan job index -> its record in ``step``; the step's start and end (ns)."""
     k = records.steps.index(step)
-    by_label = {j.label: j for j in records.jobs if j.step == step}
+    by_key = {(j.stage, j.kind, j.microbatch): j for j in records.jobs if j.step == step}
     found = {}
-    for i, job in enumerate(plan.jobs):
-        rec = by_label.get(str(job))
+    for i, (stage, kind, mb) in enumerate(plan.jobs):
+        rec = by_key.get((stage, kind.value, mb))
         if rec is not None:
             found[i] = rec
     return found, int(records.step_start_ns[k]), int(records.step_end_ns[k])
