@@ -422,6 +422,10 @@ def run_case(
     if records.backend != "sim" and metrics.step_time_stats is not None:
         busy = plan.schedule.num_ranks if records.device.get("workload") == "matmul" else 0
         flags = stability_flags(metrics.step_time_stats, records.window, usage, busy_streams=busy)
+    try:  # a custom model's memory answers are checked here: name the case's line
+        memory = memory_profile(records, case.cost, plan.schedule.num_stages, plan.schedule.stage_to_rank, case.memory_limit_bytes)
+    except ConfigError as exc:
+        raise case.with_site(exc) from None
     return CaseResult(
         case_id=safe_text(case_id, "case id") if case_id else case.label(),
         label=case.label(),
@@ -436,7 +440,7 @@ def run_case(
         flags=flags,
         usage=usage,
         fidelity=fidelity(metrics.step_time_stats, predicted) if predicted and metrics.step_time_stats else None,
-        memory=memory_profile(records, case.cost, plan.schedule.num_stages, plan.schedule.stage_to_rank, case.memory_limit_bytes),
+        memory=memory,
         decomposition=decompose(round(metrics.step_time_median_ns), plan, case.cost),
         cost_model=case.cost,
         critical_path=critical_path(records, plan),
