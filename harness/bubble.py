@@ -49,13 +49,24 @@ def convert_bubble(value: float, from_: str, to: str) -> float:
     """Convert a bubble figure between :data:`NORMALIZATIONS` (exact: ``o = s / (1 - s)``,
     ``s = o / (1 + o)`` for the idle share ``s`` and the over-ideal ``o``).
 
+    ``bubble_ratio`` and ``bubble_over_ideal`` (the results' field names) are
+    accepted for ``idle_share`` and ``over_ideal``.
+
     Raises:
-        ConfigError: an unknown normalization, or a value outside its range
-            (an idle share in [0, 1), an over-ideal figure >= 0).
+        ConfigError: an unknown normalization, a value that is not a finite
+            number, or one outside its range (an idle share in [0, 1), an
+            over-ideal figure >= 0).
     """
+    import math
+
+    aliases = {"bubble_ratio": "idle_share", "bubble_over_ideal": "over_ideal"}  # the results' field names
+    from_, to = aliases.get(from_, from_), aliases.get(to, to)
     for name in (from_, to):
         if name not in NORMALIZATIONS:
-            raise ConfigError(f"unknown bubble normalization {name!r}; valid: {', '.join(NORMALIZATIONS)}")
+            raise ConfigError(f"unknown bubble normalization {name!r}; valid: {', '.join(NORMALIZATIONS)} "
+                              "(or the results' field names bubble_ratio, bubble_over_ideal)")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise ConfigError(f"a bubble figure must be a finite number, got {value!r}")
     share = {"idle_share": value}.get(from_)
     if share is None:
         if value < 0:
@@ -103,7 +114,7 @@ class _FreeTransfers:
         return getattr(self._cost, name)
 
 
-def decompose(step_ns: int, plan: Any, cost: Any) -> BubbleDecomposition:
+def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = None) -> BubbleDecomposition:
     """The decomposition of a step of ``step_ns`` of ``plan`` under ``cost``.
 
     Args:
@@ -111,6 +122,10 @@ def decompose(step_ns: int, plan: Any, cost: Any) -> BubbleDecomposition:
             analytic makespan (:func:`harness.schedule.analytics.simulate`).
         plan: the validated plan that ran.
         cost: its cost model; ``recompute_ns(job, num_stages)`` where it models recomputation.
+        busy_ns: per rank, the measured compute time of that step (ns), for a timed run:
+            the work is then what ran, not what the cost model says (a ``compute``
+            workload's GEMMs last what the machine makes of them), with the cost
+            model's share of recomputation in it. ``None``: the cost model's durations.
     """
     from harness.schedule.analytics import durations, simulate
 
@@ -132,6 +147,13 @@ def decompose(step_ns: int, plan: Any, cost: Any) -> BubbleDecomposition:
             extra = cache[key]
         work[r] += dur[j] - extra
         rec[r] += extra
+    if busy_ns is not None:
+        if len(busy_ns) != p:
+            raise ValueError(f"busy_ns has {len(busy_ns)} ranks, the plan {p}")
+        for r in range(p):  # what ran, its recomputation in the cost model's proportion
+            model = work[r] + rec[r]
+            rec[r] = round(rec[r] * busy_ns[r] / model) if model else 0
+            work[r] = int(busy_ns[r]) - rec[r]
     ideal = sum(work) / p
     h = max(range(p), key=lambda r: work[r] + rec[r])
     has_comm = any(job.kind.is_comm for job in plan.jobs)

@@ -133,7 +133,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
     w = min(max([len(d.case_id) for d in deltas] + [4]), 70)
     level = f"{100 * confidence:g}% CI"
-    print(f"{'case':<{w}}  {'step base':>11} {'step new':>11} {'change':>8} {level:>19}  {'verdict':<22} "
+    print(f"{'case':<{w}}  {'step base':>11} {'step new':>11} {'change':>8} {level:>19}  {'verdict':<32} "
           f"{'bubble base':>11} {'new':>7} {'change':>9}", file=out)
     for d in deltas:
         name = d.case_id if len(d.case_id) <= w else "..." + d.case_id[-(w - 3):]
@@ -144,11 +144,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             step_change = f"{_pct(d.step.estimate):>8}"
             ci = "exact" if d.step.method == "exact" else f"[{_pct(d.step.ci_low)}, {_pct(d.step.ci_high)}]"
         verdict = d.verdict + (" (flagged)" if d.flags else "")
-        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {step_change} {ci:>19}  {verdict:<22} "
+        print(f"{name:<{w}}  {d.base_step_ns / 1e6:>8.3f} ms {d.new_step_ns / 1e6:>8.3f} ms {step_change} {ci:>19}  {verdict:<32} "
               f"{100 * d.base_bubble:>10.2f}% {100 * d.new_bubble:>6.2f}% {100 * d.bubble_change:>+7.2f}pp{flag}", file=out)
     for d in deltas:
-        for f in d.flags:
-            print(f"flagged: {d.case_id}: {f}", file=out)
+        if d.flags:
+            print(f"flagged: {d.case_id}: " + "; ".join(d.flags), file=out)
     for cid in only_base:
         print(f"only in {args.base}: {cid}", file=out)
     for cid in only_new:
@@ -163,6 +163,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         tail = (f"; {len(ungated)} flagged case(s) not gated (unstable or contended in either file; --strict gates them)")
     elif result.strict and any(d.flags for d in deltas):
         tail = f"; {sum(1 for d in deltas if d.flags)} flagged case(s) gated (--strict)"
+    untested = [d for d in deltas if d.untested and d.gated]
+    if untested:
+        from harness.stats import MIN_SAMPLES
+
+        tail += (f"; {len(untested)} case(s) with fewer than {MIN_SAMPLES} steps in a file gated on the change alone, "
+                 "without a significance test (record more steps: the default adaptive window takes 5 or more)")
     print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})"
           + (f" at {100 * confidence:g}% confidence" if thresholds else "") + f": {counted}{tail}", file=out)
     broken = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]

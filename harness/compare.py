@@ -12,7 +12,10 @@ medians' changes, with no interval.
 
 A case flagged ``unstable`` or ``contended`` (:mod:`harness.stability`) in
 either file is reported with its flag and not gated, unless ``strict``: its
-change would say more about the machine than about the schedule.
+change would say more about the machine than about the schedule. A case with
+fewer than :data:`harness.stats.MIN_SAMPLES` steps in a file (a short fixed
+window) cannot be tested: its gate reads the change alone, and the summary says
+how many were gated so.
 """
 
 from __future__ import annotations
@@ -256,6 +259,8 @@ class CaseDelta:
         flags: ``"base unstable: ..."`` / ``"new contended: ..."`` lines.
         gated: whether the gates applied to this case (not when flagged, unless strict).
         failed: the metrics whose gate it failed.
+        untested: the gate read the change alone, without a significance test (too few
+            steps in a file, :data:`harness.stats.MIN_SAMPLES`).
     """
 
     case_id: str
@@ -268,6 +273,7 @@ class CaseDelta:
     flags: tuple[str, ...] = ()
     gated: bool = True
     failed: tuple[str, ...] = ()
+    untested: bool = False
 
     @property
     def step_change(self) -> float | None:
@@ -339,18 +345,23 @@ def _delta(cid: str, b: dict[str, Any], n: dict[str, Any], thresholds: Sequence[
     flags = tuple([f"base {f}" for f in case_flags(b)] + [f"new {f}" for f in case_flags(n)])
     gated = strict or not flags
     failed = []
+
+    def past(change: Change, limit: float) -> bool:  # too few steps to test: the change alone decides, as it is said
+        return change.estimate > limit + 1e-12 and change.verdict in ("larger", "not enough samples")
+
     if gated:
         for t in thresholds:
             if t.metric == "step_time":
                 if step is None:  # base step time 0: any growth from it is past every relative limit
                     if new_step > base_step:
                         failed.append(t.metric)
-                elif step.estimate > t.limit + 1e-12 and step.verdict == "larger":
+                elif past(step, t.limit):
                     failed.append(t.metric)
-            elif bubble.estimate > t.limit + 1e-12 and bubble.verdict == "larger":
+            elif past(bubble, t.limit):
                 failed.append(t.metric)
+    untested = bool(thresholds) and any(c is not None and c.verdict == "not enough samples" for c in (step, bubble))
     return CaseDelta(cid, base_step, new_step, float(bm["bubble_ratio"]), float(nm["bubble_ratio"]), step, bubble,
-                     flags, gated, tuple(failed))
+                     flags, gated, tuple(failed), untested)
 
 
 def compare_documents(

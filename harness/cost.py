@@ -164,25 +164,15 @@ def _signed_bytes(name: str, value: Any) -> None:
         raise ConfigError(f"cost model: {name} must be below 2**53 bytes in size, got {_shown(value)}")
 
 
-def _at(name: str, value: PerStage, stage: int, num_stages: int) -> int:
-    """The value of ``stage``.
-
-    Raises:
-        ConfigError: a per-stage list whose length is not ``num_stages``.
-    """
-    if isinstance(value, int):
-        return value
-    if len(value) != num_stages:
-        raise ConfigError(f"cost model: {name} gives {len(value)} per-stage value(s), but the pipeline has {num_stages} stage(s) "
-                          "(p x v); give one per stage, or one number for all")
-    return value[stage]
-
-
 def _ms_to_ns(name: str, value: Any) -> PerStage:
     """``FixedCost.ms``'s milliseconds (a number or a per-stage list) in whole ns, checked in those words."""
     if isinstance(value, (list, tuple)):
         if not value:
             raise ConfigError(f"cost model: {name} is an empty list; give one value per stage (ms), or one number for all")
+        nested = next((k for k, v in enumerate(value) if isinstance(v, (list, tuple))), None)
+        if nested is not None:
+            raise ConfigError(f"cost model: {name}[{nested}] is a list; give one number per stage (p x v stages, chunks included), "
+                              "not lists of lists")
         return tuple(_pick(_ms_to_ns(f"{name}[{k}] (stage {k})", v), 0) for k, v in enumerate(value))
     if (not isinstance(value, (int, float)) or isinstance(value, bool)
             or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows
@@ -379,7 +369,11 @@ class FixedCost:
     def _stage_index(self, stage: int, num_stages: int) -> int:
         if self._n == 1:  # type: ignore[attr-defined]
             return 0
-        _at("per-stage durations", tuple(range(self._n)), stage, num_stages)  # type: ignore[attr-defined]  # checks the length
+        if self._n != num_stages:  # type: ignore[attr-defined]
+            fields = [name for name in ("forward_ns", "backward_ns", "backward_input_ns", "backward_weight_ns",
+                                        "mem_F", "mem_I", "mem_W", "mem_static") if isinstance(getattr(self, name), tuple)]
+            raise ConfigError(f"cost model: {', '.join(fields)} give{'s' if len(fields) == 1 else ''} {self._n} per-stage value(s), "  # type: ignore[attr-defined]
+                              f"but the pipeline has {num_stages} stage(s) (p x v); give one per stage, or one number for all")
         return stage
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
@@ -415,7 +409,7 @@ class FixedCost:
 
     def static_bytes(self, stage: int, num_stages: int) -> int:
         """Bytes ``stage`` holds all the time (``mem_static``)."""
-        return _at("mem_static", self.mem_static, stage, num_stages) if isinstance(self.mem_static, tuple) else int(self.mem_static)
+        return _pick(self.mem_static, self._stage_index(stage, num_stages))
 
     def is_uniform(self, num_stages: int) -> bool:
         free = self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_gbytes_per_s)

@@ -91,7 +91,9 @@ def execute(
         ExecutionError: the device failed or stalled.
     """
     if isinstance(steps, range):
-        if len(steps) == 0 or steps.start < 0 or steps.step != 1:
+        if steps.step != 1:
+            raise ConfigError(f"the profiling window must be consecutive steps, range(START, END) with step 1, got {steps!r}")
+        if len(steps) == 0 or steps.start < 0:
             raise ConfigError(f"nothing to record: profiling window {steps.start}:{steps.stop}")
         if steps.stop > MAX_STEPS:
             raise ConfigError(f"profiling window {steps.start}:{steps.stop}: at most {MAX_STEPS} steps per run")

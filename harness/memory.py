@@ -32,7 +32,17 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.schedule.model import Job, JobKind
 
-__all__ = ["MemoryProfile", "analytic_memory", "has_memory_model", "memory_profile", "memory_profile_of_arrays"]
+__all__ = ["MemoryProfile", "analytic_memory", "format_bytes", "has_memory_model", "memory_profile", "memory_profile_of_arrays"]
+
+
+def format_bytes(n: float) -> str:
+    """Bytes for people, with the unit that keeps three significant digits: ``"9.38 GiB"``,
+    ``"12.0 MiB"``, ``"1.27 KiB"``, ``"512 B"``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            v = n / size
+            return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
+    return f"{n:.0f} B"
 
 _COMPUTE_KINDS = ("F", "B", "I", "W")
 _KIND_OF = {"F": JobKind.F, "B": JobKind.B, "I": JobKind.I, "W": JobKind.W}
@@ -112,6 +122,11 @@ def _table(cost: Any, num_stages: int) -> tuple[list[list[int]], list[int]]:
                 raise ConfigError(f"cost model {name}: {stage}{kind}0 {'frees' if value < 0 else 'allocates'} "
                                   f"{abs(value)} bytes; a forward allocates activations and a backward frees them")
             row.append(value)
+        f, b, i, w = row
+        if f + b != 0 or ((i or w) and f + i + w != 0):
+            raise ConfigError(f"cost model {name}: stage {stage}'s forward allocates {f} bytes but its backward frees "
+                              f"{-b} (B) or {-(i + w)} (I + W); the backward frees what its forward allocated, "
+                              "or activations would pile up over the micro-batches")
         deltas.append(row)
         s = cost.static_bytes(stage, num_stages)
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
@@ -210,8 +225,15 @@ def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeli
         return None
     import numpy as np
 
-    from harness.schedule.model import KIND_CODE
+    from harness.plan import Plan, build_plan
+    from harness.schedule.model import KIND_CODE, Schedule
 
+    if isinstance(plan, Schedule):
+        plan = build_plan(plan)
+    if not isinstance(plan, Plan):
+        raise ConfigError(f"analytic_memory takes a Plan or a Schedule, got {type(plan).__name__}")
+    if limit_bytes is not None and (not isinstance(limit_bytes, int) or isinstance(limit_bytes, bool) or limit_bytes <= 0):
+        raise ConfigError(f"limit_bytes must be a positive whole number of bytes, got {limit_bytes!r}")
     cols = plan.arrays
     lut = np.full(len(KIND_CODE), -1, dtype=np.int64)
     for i, kind in enumerate(_COMPUTE_KINDS):

@@ -8,6 +8,7 @@ to pytest-benchmark and prints one header line and one summary table.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 from collections.abc import Callable, Generator
@@ -36,7 +37,8 @@ _SESSION = pytest.StashKey[pytest.Session]()
 _NO_BASELINE = pytest.StashKey[bool]()  # --benchmark-compare-fail found no baseline: the gate was lifted
 _CASE_FIXTURES = frozenset({"pipeline", "pipeline_result"})
 # Frames a user's case never lives in: the harness and the pytest machinery that calls the test.
-_NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager))
+# The standard library too: dataclasses.replace(cost, ...) raises inside dataclasses.py.
+_NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager, dataclasses))
 
 
 @dataclass
@@ -562,11 +564,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def _bytes(n: float) -> str:
-    """Bytes for people: ``"1.50 GiB"``, ``"12.0 MiB"``, ``"512 B"``."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}" if unit == "GiB" else f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+    from harness.memory import format_bytes
+
+    return format_bytes(n)
 
 
 def _write_summary(tr: Any, hc: HarnessConfig) -> None:
@@ -581,6 +581,8 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
         spread = "exact" if r.records.backend == "sim" else "—"
         if st is not None and st.n > 1 and st.median and r.records.backend != "sim":
             spread = f"±{100 * max(st.median - st.ci_low, st.ci_high - st.median) / st.median:.1f}%"
+            if not 0.95 <= st.ci_level < 0.96:  # the interval's real coverage, when n makes it differ from 95 %
+                spread += f" ({100 * st.ci_level:.0f}%)"
         fid = r.fidelity
         rows.append((
             shown_in_terminal(r.case_id.split("::", 1)[-1]),  # a newline or U+202E must not split or reverse the row
@@ -597,7 +599,7 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
             "—" if fid is None else f"{100 * fid['change']:+.1f}%",
             "—" if r.memory is None else _bytes(max(r.memory.peak_bytes, default=0)) + (" !" if r.does_not_fit else ""),
         ))
-    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "95% CI", "bubble meas/theory", "span bubble", "vs sim",
+    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "CI", "bubble meas/theory", "span bubble", "vs sim",
               "peak mem")
     widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
     right = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
@@ -611,7 +613,8 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
         tr.write_line(fmt(row))
     tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
                   "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
-                  "95% CI = of the median step (order statistics), as the larger side's distance from the median; "
+                  "CI = the median step's 95% confidence interval (order statistics), as the larger side's distance from the median, "
+                  "with its real coverage in brackets where the number of steps makes it differ (below 6 steps no 95% interval exists); "
                   "vs sim = measured median against the cost model's exact step; steps! = flagged below; "
                   "peak mem = the most bytes a rank holds (static + activations; ! = over the case's memory limit)")
     for r in hc.results:

@@ -20,7 +20,7 @@ from harness.device import BackendChoice, backend_workload, create_device, resol
 from harness.environment import CaseUsage, UsageProbe
 from harness.errors import ConfigError, HarnessError, ScheduleError
 from harness.executor import execute
-from harness.memory import MemoryProfile, memory_profile
+from harness.memory import MemoryProfile, format_bytes, has_memory_model, memory_profile
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
@@ -95,8 +95,10 @@ class CaseResult:
             return None
         over = mem.over_limit()
         worst = max(over, key=lambda r: mem.peak_bytes[r])
-        return (f"rank {worst} peaks at {mem.peak_bytes[worst] / 2**30:.2f} GiB, above the {mem.limit_bytes / 2**30:.2f} GiB "
-                f"limit per rank" + (f" ({len(over)} of {len(mem.peak_bytes)} ranks over it)" if len(over) > 1 else ""))
+        excess = mem.peak_bytes[worst] - mem.limit_bytes
+        others = f" ({len(over)} of {len(mem.peak_bytes)} ranks over it)" if len(over) > 1 else ""
+        return (f"rank {worst} peaks at {format_bytes(mem.peak_bytes[worst])}, {format_bytes(excess)} ({excess:,} bytes) above the "
+                f"{format_bytes(mem.limit_bytes)} limit per rank{others}")
 
     @property
     def num_ranks(self) -> int:
@@ -353,6 +355,18 @@ def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     return dataclasses.replace(case, cost=CheckedCost(case.cost, where))
 
 
+def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any) -> BubbleDecomposition:
+    """The median step's decomposition: on ``sim`` from the cost model, on a timed backend from the
+    median step's measured busy time per rank (:func:`harness.bubble.decompose`)."""
+    if records.backend == "sim":
+        return decompose(round(metrics.step_time_median_ns), plan, cost)
+    from harness.critical_path import median_step
+
+    k = records.steps.index(median_step(records))
+    step = metrics.steps[k]
+    return decompose(step.step_time_ns, plan, cost, busy_ns=list(step.busy_ns))
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -436,12 +450,15 @@ def run_case(
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
-        warnings=trust_warnings(records, predicted if records.backend == "cpu" else None),
+        warnings=trust_warnings(records, predicted if records.backend == "cpu" else None) + (
+            [f"memory_limit_bytes={case.memory_limit_bytes} is set, but the cost model ({type(getattr(case.cost, 'inner', case.cost)).__name__}) "
+             "has no memory model, so nothing was checked against it: give FixedCost mem_F/mem_static or use TransformerCost"]
+            if case.memory_limit_bytes is not None and not has_memory_model(case.cost) else []),
         flags=flags,
         usage=usage,
         fidelity=fidelity(metrics.step_time_stats, predicted) if predicted and metrics.step_time_stats else None,
         memory=memory,
-        decomposition=decompose(round(metrics.step_time_median_ns), plan, case.cost),
+        decomposition=_decomposition(records, metrics, plan, case.cost),
         cost_model=case.cost,
         critical_path=critical_path(records, plan),
         waiting=waiting(records, plan),

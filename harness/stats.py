@@ -60,6 +60,11 @@ BOOTSTRAP_RESAMPLES = 4000
 #: Seed of every bootstrap: one comparison of two files always gives one answer.
 BOOTSTRAP_SEED = 20240
 
+#: Fewest samples on each side for a significance test: below it the percentile bootstrap
+#: of a median is far too confident (measured on identical distributions with 2 % noise:
+#: "significant" at 95 % in 29 % of pairs with 2 samples a side, 11 % with 3, 3 % with 5).
+MIN_SAMPLES = 5
+
 
 @dataclass(frozen=True)
 class SampleStats:
@@ -226,7 +231,8 @@ class Change:
         confidence: its level (e.g. 0.95).
         verdict: ``"larger"``, ``"smaller"`` (the interval excludes 0 on that
             side) or ``"no significant change"``; ``"not enough samples"``
-            when either set has fewer than two samples and is not exact.
+            when either set has fewer than :data:`MIN_SAMPLES` samples and is not exact
+            (the interval is then unknown: ``-inf`` to ``inf``).
         method: how the interval was found (``"bootstrap"``, ``"exact"``).
     """
 
@@ -268,7 +274,8 @@ def compare_samples(
             ``False`` compares ``median(new) - median(base)`` (shares).
         confidence: level of the interval, in (0, 1).
         exact: the samples carry no noise (the ``sim`` backend): the change is
-            the medians' change, its interval that one point.
+            the medians' change, its interval that one point. Otherwise each side
+            needs :data:`MIN_SAMPLES` samples for a test.
         seed, resamples: of the bootstrap (fixed: reproducible answers).
 
     Raises:
@@ -290,7 +297,7 @@ def compare_samples(
         tol = 1e-12
         verdict = "larger" if point > tol else "smaller" if point < -tol else "no significant change"
         return Change(point, point, point, confidence, verdict, "exact")
-    if len(b) < 2 or len(n) < 2:
+    if len(b) < MIN_SAMPLES or len(n) < MIN_SAMPLES:
         return Change(point, -math.inf, math.inf, confidence, "not enough samples", "none")
     if np.ptp(b) == 0 and np.ptp(n) == 0:  # no spread on either side: the bootstrap has nothing to resample
         verdict = "larger" if point > 0 else "smaller" if point < 0 else "no significant change"

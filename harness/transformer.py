@@ -154,6 +154,9 @@ class TransformerCost:
                 _positive(name, getattr(self, name), whole=True)
                 set_(self, name, int(getattr(self, name)))
         heads = self.num_attention_heads or max(1, self.hidden_size // 128)
+        if self.hidden_size % heads:
+            raise ConfigError(f"cost model: num_attention_heads={heads} must divide hidden_size={self.hidden_size} "
+                              "(each head is hidden_size / heads wide)")
         groups = self.num_query_groups or heads
         if heads % groups:
             raise ConfigError(f"cost model: num_query_groups={groups} must divide num_attention_heads={heads} "
@@ -173,6 +176,12 @@ class TransformerCost:
         parsed: StageLayout | None = None
         if self.layout is not None:
             parsed = parse_layout(self.layout, num_layers=self.num_layers)
+            missing = [what for what, there in (("E (the embedding, first stage)", any(parsed.embedding)),
+                                                ("L (the LM head and loss, last stage)", any(parsed.head))) if not there]
+            if self.vocab_size and missing:
+                raise ConfigError(f"cost model: vocab_size={self.vocab_size} puts the embedding and the LM head on the end stages, "
+                                  f"but the layout {self.layout!r} has no {' and no '.join(missing)}: add them "
+                                  f"(e.g. 'E{parsed.to_text()}L'), or give vocab_size=0 to leave them out")
         if self.layers_per_stage is not None:
             if not isinstance(self.layers_per_stage, (list, tuple)) or not self.layers_per_stage:
                 raise ConfigError(f"cost model: layers_per_stage must be a list of layer counts, one per stage, got {self.layers_per_stage!r}")

@@ -194,7 +194,7 @@ class AdaptiveWindow:
         min_steps: recorded steps at least (2 or more: one step says nothing of noise).
         max_time_ns: host-time budget for the whole window, warm-up included (ns);
             checked after each step, so a window may overrun it by one step.
-        max_steps: recorded steps at most.
+        max_steps: recorded steps at most (default the larger of 1000 and ``min_steps``).
         clock: host clock in ns (injectable: tests drive the rule with a fake clock).
 
     Raises:
@@ -205,7 +205,7 @@ class AdaptiveWindow:
     target: float = DEFAULT_TARGET
     min_steps: int = DEFAULT_MIN_STEPS
     max_time_ns: int = DEFAULT_MAX_TIME_NS
-    max_steps: int = DEFAULT_MAX_STEPS
+    max_steps: int | None = None
     clock: Callable[[], int] = time.perf_counter_ns
     _times: list[int] = field(default_factory=list, repr=False)
     _t0: int = 0
@@ -220,6 +220,8 @@ class AdaptiveWindow:
         if not (isinstance(self.min_steps, int) and 2 <= self.min_steps <= MAX_STEPS):
             raise ConfigError(f"the minimum of recorded steps must be a whole number from 2 to {MAX_STEPS} "
                               f"(one step tells nothing of the noise), got {self.min_steps!r}")
+        if self.max_steps is None:
+            self.max_steps = max(DEFAULT_MAX_STEPS, self.min_steps)
         if not (isinstance(self.max_steps, int) and self.min_steps <= self.max_steps <= MAX_STEPS):
             raise ConfigError(f"the step cap must be from the minimum ({self.min_steps}) to {MAX_STEPS}, got {self.max_steps!r}")
         if not (isinstance(self.max_time_ns, int) and self.max_time_ns > 0):
@@ -249,7 +251,7 @@ class AdaptiveWindow:
             return
         if self._rel_err <= self.target:
             self._reason = "target"
-        elif n >= self.max_steps:
+        elif n >= (self.max_steps or DEFAULT_MAX_STEPS):
             self._reason = "max_steps"
         elif self.clock() - self._t0 >= self.max_time_ns:
             self._reason = "budget"

@@ -145,7 +145,7 @@ def test_a_cost_that_varies_by_microbatch_is_refused_naming_the_job():
 
 def test_per_stage_fixed_costs_need_one_value_per_stage():
     cost = FixedCost.ms(F=[1, 2], B=[2, 4])
-    with pytest.raises(ConfigError, match=r"gives 2 per-stage value\(s\), but the pipeline has 4 stage\(s\)"):
+    with pytest.raises(ConfigError, match=r"forward_ns, backward_ns give 2 per-stage value\(s\), but the pipeline has 4 stage\(s\)"):
         run_case(PipelineCase("1F1B", 4, 4, cost=cost), "sim")
     with pytest.raises(ConfigError, match="per-stage lists of different lengths: F has 2, B has 3"):
         FixedCost.ms(F=[1, 2], B=[2, 4, 4])

@@ -151,7 +151,7 @@ def test_memory_goes_into_results():
     doc = json.loads(json.dumps(case_to_dict(r)))
     assert doc["memory"]["peak_bytes"] == [200, 100] and doc["memory"]["limit_bytes"] == 150 and doc["memory"]["fits"] is False
     assert doc["memory"]["timeline"][1] == {"t_ns": [1 * MS, 4 * MS, 7 * MS, 10 * MS], "bytes": [100, 100, 100, 0]}
-    assert r.does_not_fit == "rank 0 peaks at 0.00 GiB, above the 0.00 GiB limit per rank"
+    assert r.does_not_fit == "rank 0 peaks at 200 B, 50 B (50 bytes) above the 150 B limit per rank"
     with pytest.raises(ConfigError, match="memory_limit_bytes must be a positive whole number of bytes"):
         PipelineCase("1F1B", 2, 3, memory_limit_bytes=-1)
 
@@ -169,8 +169,8 @@ def test_too_big(pipeline):
 """)
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["does not fit: test_too_big: rank 0 peaks at 8.00 GiB, above the 5.00 GiB limit per rank "
-                                 "(4 of 4 ranks over it)"])
+    result.stdout.fnmatch_lines(["does not fit: test_too_big: rank 0 peaks at 8 GiB, 3 GiB (3,221,225,472 bytes) above the "
+                                 "5 GiB limit per rank (4 of 4 ranks over it)"])
     assert "does not fit: test_fits" not in result.stdout.str()
     doc = json.loads((pytester.path / "reports" / "results.json").read_text())
     fits = {c["label"]: c["memory"]["fits"] for c in doc["cases"]}

@@ -69,6 +69,24 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
     return None if ok(value) else f"{name} is {_show(value)}, expected {_EXPECT[ok]}"
 
 
+#: The flags a results file may carry (harness.stability).
+FLAG_KINDS = ("unstable", "contended")
+
+
+def _flags_problem(flags: Any) -> str | None:
+    """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended", "reason": str}``:
+    a malformed one would be dropped, and its case gated as if it were to be trusted."""
+    if flags is None:
+        return None
+    if not isinstance(flags, list):
+        return f"flags is {_show(flags)}, expected a list of {{\"kind\": ..., \"reason\": ...}} objects"
+    for k, f in enumerate(flags):
+        if not isinstance(f, dict) or f.get("kind") not in FLAG_KINDS or not isinstance(f.get("reason"), str):
+            return (f"flags[{k}] is {_show(f)}, expected {{\"kind\": one of {', '.join(FLAG_KINDS)}, "
+                    "\"reason\": a text}")
+    return None
+
+
 def case_field_problem(case: dict[str, Any]) -> str | None:
     """The first wrong-typed or out-of-range field of ``case``, described as
     ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
@@ -90,6 +108,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     checks.append(_list_problem("streams", case.get("streams"), _is_str))
     for key in ("steps", "step_start_ns", "step_end_ns"):
         checks.append(_list_problem(key, case.get(key), _is_int))
+    checks.append(_flags_problem(case.get("flags")))
     for problem in checks:
         if problem:
             return problem

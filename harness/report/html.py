@@ -276,7 +276,9 @@ def _decomposition_text(case: dict[str, Any]) -> str | None:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:,.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,.0f} B"
+    from harness.memory import format_bytes
+
+    return format_bytes(n)
 
 
 def _memory_text(case: dict[str, Any]) -> dict[str, Any] | None:
