@@ -100,7 +100,9 @@ class PipelineCase:
         comm: insert send/receive jobs on per-rank comm streams. ``None`` (the
             default) inserts them exactly when the cost model gives transfers a
             cost (p2p latency or bandwidth with activation bytes), so a case never
-            sets transfer costs that silently do nothing.
+            sets transfer costs that silently do nothing; ``False`` with such a
+            cost gets a note that the transfer cost is not charged. Under
+            ``comm_model="stream"`` only (the other models have no send/receive jobs).
         optimizer: append an optimizer step (``OPT``) per stage; named
             schedules only (a given schedule or file holds its own ``OPT`` jobs).
         options: extra keyword arguments for the schedule builder, a mapping of
@@ -112,6 +114,12 @@ class PipelineCase:
             only on that backend, e.g. ``{"cuda": {"device_map": {0: 0, 1: 1},
             "l2_flush": True}}``. Every backend named is checked against its
             device's constructor when the case is built, whichever backend runs.
+        comm_model: how transfers between ranks cost time (:mod:`harness.comm`):
+            ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
+            ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
+            on another rank starts at its producer's end plus the transfer
+            time, as the published simulators; ``sim`` only) or ``"free"``.
+            ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -148,6 +156,7 @@ class PipelineCase:
     options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    comm_model: str | None = None
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +187,18 @@ class PipelineCase:
                 f"case {self.label()!r}: comm must be True, False or None (insert send/receive jobs when transfers cost time), "
                 f"got {self.comm!r}"
             )
+        if self.comm_model is not None:
+            from harness.comm import check_comm_model
+
+            try:
+                object.__setattr__(self, "comm_model", check_comm_model(self.comm_model))
+            except ConfigError as exc:
+                raise self._error(f"case {self.label()!r}: {exc}") from None
+            if self.comm and self.comm_model != "stream":
+                raise self._error(
+                    f"case {self.label()!r}: comm=True asks for send/receive jobs, but comm_model {self.comm_model!r} has none; "
+                    "use comm_model 'stream' for send/receive jobs"
+                )
         if self.workload is not None:
             try:
                 check_workload(self.workload)
@@ -196,7 +217,7 @@ class PipelineCase:
         values may be unhashable, e.g. lists); equal cases still hash alike."""
         return hash((
             self.schedule, self.stages, self.microbatches, self.chunks, self.workload, self.comm, self.optimizer, self.name,
-            frozenset(self.options), frozenset(self.device_options),
+            self.comm_model, frozenset(self.options), frozenset(self.device_options),
         ))
 
     @classmethod
@@ -364,13 +385,36 @@ class PipelineCase:
             parts.append(f"v={self.chunks}")
         return " ".join(parts)
 
-    def build(self) -> Schedule:
-        """Build (or load) the schedule, add OPT and comm jobs as asked.
+    def build(self, comm_model: str | None = None) -> Schedule:
+        """Build (or load) the schedule, add OPT jobs as asked, and apply the
+        communication model (send/receive jobs under ``stream``, none otherwise;
+        :func:`harness.comm.lower`).
+
+        Args:
+            comm_model: the model when the case names none (default ``"stream"``);
+                the case's own ``comm_model`` wins.
 
         Raises:
             ConfigError: see class doc.
             ScheduleError, InputFormatError: from loading a schedule file; the
                 message starts with ``declared_at``, then the file's own error.
+        """
+        from harness import comm
+
+        return comm.lower(self.compute_schedule(), self.cost, self.resolved_comm_model(comm_model), self.comm)
+
+    def resolved_comm_model(self, default: str | None = None) -> str:
+        """The case's communication model: its own, else ``default``, else ``"stream"``."""
+        from harness.comm import DEFAULT_COMM_MODEL
+
+        return self.comm_model or default or DEFAULT_COMM_MODEL
+
+    def compute_schedule(self) -> Schedule:
+        """The schedule as built or loaded, with OPT jobs as asked, before the
+        communication model is applied (see :meth:`build`).
+
+        Raises:
+            ConfigError, ScheduleError, InputFormatError: as :meth:`build`.
         """
         schedule: Schedule
         if isinstance(self.schedule, Schedule):
@@ -394,9 +438,7 @@ class PipelineCase:
                 schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-        from harness.schedule.passes import add_communication, wants_communication
-
-        return add_communication(schedule) if wants_communication(schedule, self.cost, self.comm) else schedule
+        return schedule
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:

@@ -32,7 +32,6 @@ from harness.cost import CostModel
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
-from harness.schedule.passes import add_communication, wants_communication
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -88,8 +87,15 @@ _N_KINDS = len(JobKind)
 
 
 @gc_paused
-def simulate(plan: Plan, cost: CostModel) -> Timeline:
+def simulate(plan: Plan, cost: CostModel, delays: list[int] | None = None) -> Timeline:
     """One-pass timeline of ``plan`` under ``cost`` (see module doc).
+
+    Args:
+        plan: the plan to play.
+        cost: per-job durations (ns).
+        delays: per job, ns added to the end of each of its dependencies on another
+            rank (the ``edge`` communication model, :func:`harness.comm.edge_delays`);
+            ``None`` for none.
 
     Returns:
         A :class:`Timeline`; times in ns from the step's start.
@@ -99,6 +105,8 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     free = [0] * len(plan.stream_names)
     stream = plan.arrays.stream.tolist()
     wait = getattr(plan, "_wait", None)
+    if delays is not None and any(delays):
+        return _simulate_delayed(plan, dur, delays, wait)
     if wait is not None:
         # Each job waits for at most one time (an end or a start): one list of
         # times, ends at j and starts at n + j, and per job the index it waits on.
@@ -136,6 +144,52 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     return Timeline(plan, start, end, dur)
 
 
+def _simulate_delayed(plan: Plan, dur: list[int], delays: list[int], wait: Any) -> Timeline:
+    """:func:`simulate` with a delay on each cross-rank dependency (``edge``)."""
+    n = plan.num_jobs
+    free = [0] * len(plan.stream_names)
+    stream = plan.arrays.stream.tolist()
+    if wait is not None:  # one wait per job; in a plan without comm jobs a cross-stream wait is a cross-rank one
+        import numpy as np
+
+        w = np.asarray(wait)
+        delay = np.where(w < n, np.asarray(delays, np.int64), 0).tolist()
+        times = [0] * (2 * n + 1)
+        wl = w.tolist()
+        for j in plan.order:
+            s = stream[j]
+            t = free[s]
+            e = times[wl[j]] + delay[j]
+            if e > t:
+                t = e
+            times[n + j] = t
+            t += dur[j]
+            times[j] = t
+            free[s] = t
+        return Timeline(plan, times[n : 2 * n], times[:n], dur)
+    rank = plan.rank
+    deps, sdeps = plan.deps, plan.start_deps
+    start = [0] * n
+    end = [0] * n
+    for j in plan.order:
+        s = stream[j]
+        t = free[s]
+        r = rank[j]
+        for d in deps[j]:
+            e = end[d] + (delays[j] if rank[d] != r else 0)
+            if e > t:
+                t = e
+        for d in sdeps[j]:
+            e = start[d]
+            if e > t:
+                t = e
+        start[j] = t
+        t += dur[j]
+        end[j] = t
+        free[s] = t
+    return Timeline(plan, start, end, dur)
+
+
 @dataclass(frozen=True)
 class ScheduleAnalytics:
     """What a schedule costs under a cost model, from the simulated timeline.
@@ -159,6 +213,7 @@ class ScheduleAnalytics:
         p2p_messages: point-to-point transfers (explicit ``SEND_*`` jobs, or the
             cross-rank edges a schedule without comm jobs implies).
         p2p_bytes: bytes those transfers move, from ``cost.nbytes``.
+        comm_model: the communication model of the analysis (:mod:`harness.comm`).
     """
 
     makespan_ns: int
@@ -171,6 +226,7 @@ class ScheduleAnalytics:
     peak_inflight_per_stage: list[int]
     p2p_messages: int
     p2p_bytes: int
+    comm_model: str = "stream"
 
     @property
     def max_span_bubble_ns(self) -> int:
@@ -223,7 +279,9 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
 
 
 @gc_paused
-def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None) -> ScheduleAnalytics:
+def analyze(
+    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream"
+) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
     Numpy over the plan's columns: linear in the number of jobs apart from
@@ -244,6 +302,12 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
             figures predict what ``run_case`` measures; ``True`` always,
             ``False`` never (a compute-only schedule's transfers then cost
             nothing; send/receive jobs already in the schedule stay).
+            Only under ``comm_model="stream"``.
+        comm_model: ``"stream"`` (default: send/receive jobs on comm streams),
+            ``"edge"`` (no send/receive jobs; a consumer on another rank starts
+            at its producer's end plus the transfer time, as the published
+            simulators) or ``"free"`` (transfers cost nothing); see :mod:`harness.comm`.
+            A plan is analysed as built; ``edge`` then needs one without send/receive jobs.
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
@@ -252,13 +316,16 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
     """
     import numpy as np
 
+    from harness import comm as comm_models
+
+    comm_model = comm_models.check_comm_model(comm_model)
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
         plan = schedule
     else:
-        plan = build_plan(add_communication(schedule) if wants_communication(schedule, cost, comm) else schedule)
-    tl = simulate(plan, cost)
+        plan = build_plan(comm_models.lower(schedule, cost, comm_model, comm))
+    tl = simulate(plan, cost, comm_models.edge_delays(plan, cost) if comm_model == "edge" else None)
     sched = plan.schedule
     p = sched.num_ranks
     makespan = tl.makespan_ns
@@ -292,6 +359,7 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
         peak_inflight_per_stage=_peaks(plan, start, end, cols.stage, sched.num_stages),
         p2p_messages=messages,
         p2p_bytes=nbytes,
+        comm_model=comm_model,
     )
 
 
