@@ -554,10 +554,20 @@ def build_plan(schedule: Schedule) -> Plan:
     numpy; whatever looks wrong is judged again, and reported, by the
     reference path.
 
+    A schedule's overlapped job groups (``OVERLAP_F_B``, :mod:`harness.overlap`)
+    then run concurrently: later members on sibling streams ``rank{r}/overlap``.
+
     Raises:
         ScheduleError: the first problem found; the message names the jobs and
-            draws the step x rank grid with them marked.
+            draws the step x rank grid with them marked; or a malformed overlapped group.
     """
+    from harness import overlap
+
+    return overlap.apply(_build_plan(schedule))
+
+
+def _build_plan(schedule: Schedule) -> Plan:
+    """:func:`build_plan` before overlapped groups are applied."""
     import numpy as np
 
     m = schedule.num_microbatches

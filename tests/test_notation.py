@@ -197,7 +197,7 @@ def test_a_blank_line_inside_a_file_is_an_empty_rank_and_refused() -> None:
     assert loads_csv("0F0,1F0,1B0,0B0\n\n", name="trailing.csv").num_ranks == 1  # trailing blank lines are not ranks
 
 
-def test_overlap_f_b_cells_are_read_as_their_sub_actions_in_order() -> None:
+def test_overlap_f_b_cells_are_read_as_their_sub_actions_in_order_and_kept_as_groups() -> None:
     # PyTorch writes DualPipeV's overlapped pairs as one cell, (F;B)OVERLAP_F_B (_Action.__repr__ with sub_actions).
     dual = build_schedule("DualPipeV", 2, 4)
     rows = [[str(j) for j in row] for row in dual.ranks]
@@ -218,7 +218,9 @@ def test_overlap_f_b_cells_are_read_as_their_sub_actions_in_order() -> None:
     text = "\n".join(",".join(row) for row in merged) + "\n"
     read = loads_csv(text, name="dualpipev.csv")
     assert read.ranks == dual.ranks and read.stage_to_rank == dual.stage_to_rank
-    assert dumps_csv(read) == dumps_csv(dual)  # written back as separate cells
+    folded = [cell[1:-len(")OVERLAP_F_B")].split(";") for row in merged for cell in row if cell.endswith("OVERLAP_F_B")]
+    assert [[str(j) for j in g] for g in read.params["overlap"]] == folded  # one overlapped group per composite cell
+    assert dumps_csv(read) == text  # written back as composite cells
 
 
 def test_overlap_f_b_errors_name_the_cell_and_the_sub_action() -> None:

@@ -196,7 +196,9 @@ class ScheduleAnalytics:
 
     Attributes:
         makespan_ns: step time, first job start (0) to last job end (ns).
-        busy_ns: per rank, compute-stream busy time (F, B, I, W, OPT) in ns.
+        busy_ns: per rank, compute-stream busy time (F, B, I, W, OPT) in ns; with
+            overlapped groups (:mod:`harness.overlap`) the time the rank is busy,
+            counting the overlap once.
         idle_ns: per rank, ``makespan_ns - busy_ns``.
         bubble_ratio: idle share of total, ``sum(idle) / (p * makespan)``; for
             FThenB/1F1B with uniform stages ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1).
@@ -341,6 +343,10 @@ def analyze(
     busy_np = np.zeros(p, np.int64)
     np.add.at(busy_np, rank, np.array(tl.duration, np.int64)[compute])
     busy = busy_np.tolist()
+    if any("/overlap" in name for name in plan.stream_names):  # overlapped groups: time busy, not work summed
+        from harness.overlap import busy_union
+
+        busy = busy_union(rank.tolist(), start[compute].tolist(), end[compute].tolist(), p)
     last = _group_max(end[compute], rank, p)
     first = [-t for t in _group_max(-start[compute], rank, p)]
     has_compute = np.bincount(rank, minlength=p).tolist()

@@ -668,17 +668,20 @@ def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sche
 @register(
     "DualPipeV",
     "DualPipe-V",
-    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches back to back (PyTorch ScheduleDualPipeV)",
+    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches overlapped (PyTorch ScheduleDualPipeV)",
     placed_chunks=2,
 )
-def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False, overlap: bool = True) -> Schedule:
     """DualPipeV: V placement (rank ``r`` holds stages ``r`` and ``2p-1-r``), eight
     phases per rank as in PyTorch's ``ScheduleDualPipeV._calculate_single_rank_operations``
     (itself from deepseek-ai/DualPipe ``dualpipev.py``).
 
-    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``) becomes the
-    forward followed by the full backward on the rank's compute stream; the
-    second half of the cool-down splits backwards into ``I`` and ``W``.
+    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``: in step 4 both
+    pairs, except the first ``F0 B1`` of the last rank, and in step 5 ``F1 B0``) is
+    listed as the forward then the full backward and kept as an overlapped job
+    group (:mod:`harness.overlap`): the two run at the same time, so the pair
+    lasts ``max(F, B)``. ``overlap=False`` runs them back to back. The second half
+    of the cool-down splits backwards into ``I`` and ``W``.
 
     Raises:
         ConfigError: ``m < 2p`` (DualPipeV needs at least as many micro-batches as stages).
@@ -689,6 +692,7 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         raise ConfigError(f"DualPipeV needs m >= 2p micro-batches (one per stage); got p={p}, m={m}")
     F, I, W, B = JobKind.F, JobKind.I, JobKind.W, JobKind.B  # noqa: N806
     ranks: list[list[Job | None]] = []
+    groups: list[tuple[Job, Job]] = []
     for r in range(p):
         s0, s1 = r, 2 * p - 1 - r
         jobs: list[Job | None] = []
@@ -717,6 +721,11 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
             if weights:
                 jobs.append(weights.pop(0))
 
+        def pair(f_stage: int, b_stage: int, jobs: list[Job | None] = jobs) -> None:
+            add(f_stage, F)
+            add(b_stage, B)
+            groups.append((jobs[-2], jobs[-1]))  # type: ignore[arg-type]
+
         for _ in range((p - r - 1) * 2):  # step 1: F0
             add(s0, F)
         for _ in range(r + 1):  # step 2: F0 F1
@@ -726,15 +735,16 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
             add(s1, I)
             add_w()
             add(s1, F)
-        for _ in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
-            add(s0, F)
-            add(s1, B)
-            add(s1, F)
-            add(s0, B)
+        for index in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
+            if index == 0 and r == p - 1:  # not overlapped, as in DualPipe and PyTorch (a shorter bubble)
+                add(s0, F)
+                add(s1, B)
+            else:
+                pair(s0, s1)
+            pair(s1, s0)
         for _ in range(p - r - 1):  # step 5: B1, (F1 B0)
             add(s1, B)
-            add(s1, F)
-            add(s0, B)
+            pair(s1, s0)
         zb = False
         half = r + 1
         for i in range(half):  # step 6: B1 B0, second half split
@@ -750,4 +760,6 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         for _ in range(r + 1):  # step 8: W
             add_w()
         ranks.append(jobs)
+    if overlap:
+        return _finish("DualPipeV", m, v_placement(p), ranks, optimizer, overlap=tuple(groups))
     return _finish("DualPipeV", m, v_placement(p), ranks, optimizer)
