@@ -45,7 +45,7 @@ def test_fthenb_1f1b_makespan_and_bubble(name: str, p: int, m: int, f: int, b: i
 
 # Narayanan et al., SC'21, arXiv:2104.04473 §2.2.2: interleaved bubble over ideal (p-1)/(v m),
 # with per-chunk times makespan (v m + p - 1)(F + B). Megatron/PyTorch need p | m for this.
-@pytest.mark.parametrize("v", [1, 2, 3, 4])
+@pytest.mark.parametrize("v", [2, 3, 4])
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (2, 6), (4, 4), (4, 8), (4, 16), (8, 16)])
 @pytest.mark.parametrize(("f", "b"), RATIOS_FB)
 def test_interleaved_bubble_over_ideal(v: int, p: int, m: int, f: int, b: int) -> None:
@@ -148,6 +148,7 @@ def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
         v = 1
     if name == "Interleaved1F1B":
         assume(m % max(1, m // p) == 0)
+        v = max(v, 2)  # v=1 is refused (use 1F1B)
     return p, m, v
 
 
@@ -194,3 +195,10 @@ def test_interleaved_m_hint_lists_the_nearest_valid_values() -> None:
     # p=4, m=9: rounds = 2 does not divide 9; the valid m closest to 9 are 8 and 10.
     with pytest.raises(ConfigError, match=r"Nearby valid m: 3, 4, 5, 6, 7, 8, 10, 12$"):
         build_schedule("Interleaved1F1B", 4, 9, 2)
+
+
+def test_interleaved_with_one_chunk_is_refused_with_a_pointer_to_1f1b() -> None:
+    # PyTorch's warm-up formula with v=1 gives 2(p-1-s) forwards (rank 0 of p=4: 6), 1F1B gives p-s (4).
+    expected = r"Interleaved1F1B needs v >= 2 .*rank 0 of p=4: 6\), a deeper schedule than 1F1B's p-s \(4\): use schedule '1F1B'"
+    with pytest.raises(ConfigError, match=expected):
+        build_schedule("Interleaved1F1B", 4, 8, 1)

@@ -497,11 +497,21 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
     form of Megatron-LM's ``m % p == 0``). With ``p | m`` and uniform stages the
     bubble over ideal time is ``(p-1)/(v m)`` (arXiv:2104.04473 §2.2.2).
 
+    ``v = 1`` is refused: the formula then gives a warm-up of ``2(p-1-s)``
+    forwards, not 1F1B's ``p-s``, so the name would silently stand for a
+    deeper (more memory, same bubble) schedule than ``1F1B``.
+
     Raises:
-        ConfigError: the constraint on ``m`` does not hold.
+        ConfigError: the constraint on ``m`` does not hold, or ``v = 1`` (use ``1F1B``).
     """
     _check_sizes(num_ranks, num_microbatches, chunks)
     p, m, v = num_ranks, num_microbatches, chunks
+    if v == 1:
+        raise ConfigError(
+            f"Interleaved1F1B needs v >= 2 chunks per rank; with v=1 its warm-up would be 2(p-1-s) forwards "
+            f"(rank 0 of p={p}: {min(m, 2 * (p - 1))}), a deeper schedule than 1F1B's p-s ({min(m, p)}): "
+            "use schedule '1F1B' for one chunk per rank"
+        )
     per_round = _interleaved_rounds("Interleaved1F1B", p, m)
     parts = [
         _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
