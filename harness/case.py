@@ -120,6 +120,10 @@ class PipelineCase:
             on another rank starts at its producer's end plus the transfer
             time, as the published simulators; ``sim`` only) or ``"free"``.
             ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
+        comm_placement: where inserted send/receive jobs go (:mod:`harness.schedule.placement`):
+            ``"just-in-time"`` (default: each receive right before its consumer),
+            ``"eager"`` (PyTorch's ``_add_send_recv``) or ``"deferred"`` (then
+            ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``). Under ``stream``.
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -157,6 +161,7 @@ class PipelineCase:
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     comm_model: str | None = None
+    comm_placement: str = "just-in-time"
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +204,12 @@ class PipelineCase:
                     f"case {self.label()!r}: comm=True asks for send/receive jobs, but comm_model {self.comm_model!r} has none; "
                     "use comm_model 'stream' for send/receive jobs"
                 )
+        from harness.schedule.placement import check_placement
+
+        try:
+            object.__setattr__(self, "comm_placement", check_placement(self.comm_placement))
+        except ConfigError as exc:
+            raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.workload is not None:
             try:
                 check_workload(self.workload)
@@ -217,7 +228,7 @@ class PipelineCase:
         values may be unhashable, e.g. lists); equal cases still hash alike."""
         return hash((
             self.schedule, self.stages, self.microbatches, self.chunks, self.workload, self.comm, self.optimizer, self.name,
-            self.comm_model, frozenset(self.options), frozenset(self.device_options),
+            self.comm_model, self.comm_placement, frozenset(self.options), frozenset(self.device_options),
         ))
 
     @classmethod
@@ -401,7 +412,7 @@ class PipelineCase:
         """
         from harness import comm
 
-        return comm.lower(self.compute_schedule(), self.cost, self.resolved_comm_model(comm_model), self.comm)
+        return comm.lower(self.compute_schedule(), self.cost, self.resolved_comm_model(comm_model), self.comm, self.comm_placement)
 
     def resolved_comm_model(self, default: str | None = None) -> str:
         """The case's communication model: its own, else ``default``, else ``"stream"``."""

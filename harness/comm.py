@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
-from harness.schedule.passes import add_communication, strip_communication, transfers_cost_time, wants_communication
+from harness.schedule.passes import strip_communication, transfers_cost_time, wants_communication
 
 if TYPE_CHECKING:
     from harness.cost import CostModel
@@ -95,18 +95,23 @@ def check_backend(comm_model: str, backend: str) -> None:
         )
 
 
-def lower(schedule: Schedule, cost: CostModel, comm_model: str, comm: bool | None = None) -> Schedule:
+def lower(
+    schedule: Schedule, cost: CostModel, comm_model: str, comm: bool | None = None, placement: str = "just-in-time"
+) -> Schedule:
     """The schedule that runs under ``comm_model``.
 
     ``stream``: send/receive jobs inserted as :func:`~harness.schedule.passes.wants_communication`
-    says (``comm=None``: when transfers take time; ``True``: always; ``False``: never).
-    ``edge`` and ``free``: without send/receive jobs (a schedule's own are dropped).
+    says (``comm=None``: when transfers take time; ``True``: always; ``False``: never), placed
+    as ``placement`` says (:mod:`harness.schedule.placement`: ``just-in-time``, ``eager``,
+    ``deferred``). ``edge`` and ``free``: without send/receive jobs (a schedule's own are dropped).
 
     Raises:
         ConfigError: ``comm=True`` with ``edge`` or ``free``, which have no send/receive jobs.
     """
     if comm_model == "stream":
-        return add_communication(schedule) if wants_communication(schedule, cost, comm) else schedule
+        from harness.schedule.placement import add_send_recv
+
+        return add_send_recv(schedule, placement) if wants_communication(schedule, cost, comm) else schedule
     if comm:
         raise ConfigError(
             f"comm=True asks for send/receive jobs, but comm_model {comm_model!r} has none; "

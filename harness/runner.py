@@ -339,7 +339,7 @@ def run_case(
     except ConfigError as exc:
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
     source = case.compute_schedule()
-    schedule = comm.lower(source, case.cost, model, case.comm)
+    schedule = comm.lower(source, case.cost, model, case.comm, case.comm_placement)
     notes = comm.comm_notes(source, case.cost, model, case.comm)
     try:
         plan = build_plan(schedule)
