@@ -572,6 +572,40 @@ def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
 
 
 @register(
+    "InterleavedZeroBubble",
+    "InterleavedZB",
+    "ZB1P-interleaved",
+    summary="ZB-H1 (ZB1P) over v chunks per rank in loop placement (Qi et al., arXiv:2401.10241; PyTorch ScheduleInterleavedZeroBubble)",
+    takes_chunks=True,
+    splits_backward=True,
+)
+def interleaved_zero_bubble(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+    """Interleaved zero bubble (ZB1P) with ``v = chunks`` stages per rank (loop placement).
+
+    Port of PyTorch's ``ScheduleInterleavedZeroBubble._calculate_single_rank_operations``
+    (its ``_get_1f1b_rank_ops`` with ``enable_zero_bubble``), without the idle slots its
+    ``_add_bubbles_to_actions`` inserts (slots take no time here; the order of the jobs
+    on each rank is PyTorch's): rank ``s`` runs ``min(v m, (v-1) R + (p-1-s))`` warm-up
+    forwards (``R = m // max(1, m // p)`` micro-batches per round), then ``F I`` pairs
+    over the chunks (forwards ascending, backwards descending chunk order), a ``W`` of
+    the oldest pending ``I`` after each backward from the ``s``-th on, the remaining
+    ``W`` at the end. With ``v = 1`` it is ``ZB-H1``.
+
+    Raises:
+        ConfigError: ``m`` is not a multiple of the number of rounds ``max(1, m // p)``
+            (PyTorch's constraint).
+    """
+    _check_sizes(num_ranks, num_microbatches, chunks)
+    p, m, v = num_ranks, num_microbatches, chunks
+    per_round = _interleaved_rounds("InterleavedZeroBubble", p, m)
+    parts = [
+        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + (p - 1 - s)), zero_bubble=True, deferred_w=s)
+        for s in range(p)
+    ]
+    return _from_parts("InterleavedZeroBubble", m, loop_placement(p, v), parts, optimizer, {"v": v})
+
+
+@register(
     "ZB-H2",
     "ZB2P",
     "ZBH2",
