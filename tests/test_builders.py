@@ -144,10 +144,13 @@ def test_peak_inflight_interleaved(p: int, m: int, v: int) -> None:
 def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
     if name == "DualPipeV":
         m = max(m, 2 * p)
-    if name not in ("Interleaved1F1B", "LoopedBFS"):
+    if name in ("V-Half", "V-Min"):
+        m = max(m, p)
+    if name not in ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble"):
         v = 1
-    if name == "Interleaved1F1B":
+    if name in ("Interleaved1F1B", "InterleavedZeroBubble"):
         assume(m % max(1, m // p) == 0)
+    if name == "Interleaved1F1B":
         v = max(v, 2)  # v=1 is refused (use 1F1B)
     return p, m, v
 
@@ -171,7 +174,7 @@ def test_every_builder_valid_and_deadlock_free(name: str, p: int, m: int, v: int
     assert len(plan.order) == plan.num_jobs
     forwards = sum(1 for j in plan.jobs if j.kind is JobKind.F)
     assert forwards == s.num_stages * m
-    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV") else v)
+    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV", "V-Half", "V-Min") else v)
 
 
 @pytest.mark.parametrize("name", ["ZB-V", "DualPipeV"])

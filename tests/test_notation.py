@@ -30,10 +30,12 @@ from harness.schedule.passes import add_communication
 @settings(max_examples=80, deadline=None)
 @given(name=st.sampled_from(sorted(schedule_names())), p=st.integers(1, 6), m=st.integers(1, 12), comm=st.booleans())
 def test_csv_round_trip(name: str, p: int, m: int, comm: bool) -> None:
-    v = 2 if name in ("Interleaved1F1B", "LoopedBFS") else 1
+    v = 2 if name in ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble") else 1
     if name == "DualPipeV":
         m = max(m, 2 * p)
-    if name == "Interleaved1F1B":
+    if name in ("V-Half", "V-Min"):
+        m = max(m, p)
+    if name in ("Interleaved1F1B", "InterleavedZeroBubble"):
         assume(m % max(1, m // p) == 0)
     s = build_schedule(name, p, m, v)
     if comm:

@@ -807,3 +807,7 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False, o
     if overlap:
         return _finish("DualPipeV", m, v_placement(p), ranks, optimizer, overlap=tuple(groups))
     return _finish("DualPipeV", m, v_placement(p), ranks, optimizer)
+
+
+# Builders of their own modules register on import (after the helpers above exist).
+from harness.schedule import controllable_memory as _controllable_memory  # noqa: E402, F401
