@@ -189,7 +189,8 @@ def test_v_placement_schedules_accept_their_own_chunk_count(name):
 def test_unknown_builder_option_is_a_config_error_listing_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match=r"schedule '1F1B' has no option 'frobnicate'; its options are optimizer$"):
         build_schedule("1F1B", 4, 8, frobnicate=1)
-    with pytest.raises(ConfigError, match=r"schedule 'Interleaved1F1B' has no option 'a', 'b'; its options are optimizer$"):
+    expected = r"schedule 'Interleaved1F1B' has no option 'a', 'b'; its options are optimizer, microbatch_group_size_per_vp_stage$"
+    with pytest.raises(ConfigError, match=expected):
         build_schedule("Interleaved1F1B", 4, 8, 2, b=1, a=2)
     assert build_schedule("1F1B", 2, 2, optimizer=True).ranks[1][-1] == Job(1, JobKind.OPT, None)
 
@@ -205,3 +206,16 @@ def test_interleaved_with_one_chunk_is_refused_with_a_pointer_to_1f1b() -> None:
     expected = r"Interleaved1F1B needs v >= 2 .*rank 0 of p=4: 6\), a deeper schedule than 1F1B's p-s \(4\): use schedule '1F1B'"
     with pytest.raises(ConfigError, match=expected):
         build_schedule("Interleaved1F1B", 4, 8, 1)
+
+
+def test_megatron_microbatch_group_size_per_vp_stage() -> None:
+    # p=2, m=4, v=2, g=1, by hand: rank 0 warm-up (v-1) g + 2(p-1-s) = 3 forwards, chunks alternate every
+    # micro-batch (stages 0, 2), backwards in descending chunk order (2, 0, 2, 0, ...).
+    s = build_schedule("Interleaved1F1B", 2, 4, 2, microbatch_group_size_per_vp_stage=1)
+    assert [str(j) for j in s.ranks[0]] == [
+        "0F0", "2F0", "0F1", "2F1", "2B0", "0F2", "0B0", "2F2", "2B1", "0F3", "0B1", "2F3", "2B2", "0B2", "2B3", "0B3"]
+    assert [str(j) for j in s.ranks[1]][:4] == ["1F0", "3F0", "3B0", "1F1"]  # warm-up 1
+    # Megatron's default g = p is PyTorch's round size when p | m
+    assert build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=4).ranks == build_schedule("Interleaved1F1B", 4, 8, 2).ranks
+    with pytest.raises(ConfigError, match="must be a positive integer that divides m=8"):
+        build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=3)

@@ -484,7 +484,9 @@ _CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (KIND_CODE[k] for k in (JobKind.
     summary="v chunks per rank in loop placement, depth-first 1F1B (Narayanan et al., SC'21, §2.2.2; PyTorch ScheduleInterleaved1F1B)",
     takes_chunks=True,
 )
-def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+def interleaved_1f1b(
+    num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False, microbatch_group_size_per_vp_stage: int | None = None
+) -> Schedule:
     """Interleaved 1F1B with ``v = chunks`` stages per rank (loop placement).
 
     Port of PyTorch's ``ScheduleInterleaved1F1B._calculate_single_rank_operations``:
@@ -496,6 +498,13 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
     Constraint: ``m`` must be a multiple of ``max(1, m // p)`` (PyTorch's relaxed
     form of Megatron-LM's ``m % p == 0``). With ``p | m`` and uniform stages the
     bubble over ideal time is ``(p-1)/(v m)`` (arXiv:2104.04473 §2.2.2).
+
+    ``microbatch_group_size_per_vp_stage`` (Megatron-LM's knob, ``g``): the
+    micro-batches a rank runs on one chunk before moving to the next, instead of
+    PyTorch's ``R``; the warm-up is then ``(v-1) g + 2(p-1-s)`` (Megatron-LM
+    ``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``) and ``m`` must be a
+    multiple of ``g``. Megatron's default is ``p``, which is ``R`` when ``p | m``.
 
     ``v = 1`` is refused: the formula then gives a warm-up of ``2(p-1-s)``
     forwards, not 1F1B's ``p-s``, so the name would silently stand for a
@@ -512,13 +521,23 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
             f"(rank 0 of p={p}: {min(m, 2 * (p - 1))}), a deeper schedule than 1F1B's p-s ({min(m, p)}): "
             "use schedule '1F1B' for one chunk per rank"
         )
-    per_round = _interleaved_rounds("Interleaved1F1B", p, m)
+    group = microbatch_group_size_per_vp_stage
+    if group is None:
+        per_round = _interleaved_rounds("Interleaved1F1B", p, m)
+    elif isinstance(group, bool) or not isinstance(group, int) or group < 1 or m % group:
+        raise ConfigError(
+            f"Interleaved1F1B: microbatch_group_size_per_vp_stage must be a positive integer that divides m={m} "
+            f"(Megatron-LM's rule), got {group!r}"
+        )
+    else:
+        per_round = group
     parts = [
         _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
         for s in range(p)
     ]
     # Stages chunk * p + s on rank s: on their ranks by construction.
-    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, {"v": v})
+    params: dict[str, object] = {"v": v} if group is None else {"v": v, "microbatch_group_size_per_vp_stage": group}
+    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, params)
 
 
 @register(
