@@ -130,7 +130,7 @@ def _start_slots(stage_result: list[list[list[int]]]) -> list[list[list[int]]]:
             ready = max(ready, end[(s, t, mb - 1)])
         prev = last[s]
         if prev is not None:
-            ready = max(ready, end[(s, *prev)])
+            ready = max(ready, end[(s, prev[0], prev[1])])
         end[(s, t, mb)] = ready + 1
         last[s] = (t, mb)
     return [[[end[(s, t, mb)] - 1 for mb in range(len(stage_result[s][t]))] for t in range(kinds)] for s in range(n)]

@@ -187,9 +187,9 @@ def defer_recv_ops(schedule: Schedule) -> Schedule:
                             out.append(deferred.pop(key))
             for leaf in first_of.get(job, (job,)):
                 ls, lk, lm = leaf
-                key = Job(ls, _RF, lm) if lk is _F else Job(ls, _RB, lm) if lk in (_B, _I) else None
-                if key is not None and key in deferred:
-                    out.append(deferred.pop(key))
+                want = Job(ls, _RF, lm) if lk is _F else Job(ls, _RB, lm) if lk in (_B, _I) else None
+                if want is not None and want in deferred:
+                    out.append(deferred.pop(want))
             out.append(job)
         if deferred:
             left = next(iter(deferred))
