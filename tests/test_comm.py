@@ -157,3 +157,13 @@ def test_edge_delays_refuse_a_plan_with_comm_jobs() -> None:
     plan = build_plan(add_communication(build_schedule("1F1B", 2, 2)))
     with pytest.raises(ConfigError, match="without send/receive jobs"):
         comm.edge_delays(plan, full_cost(1, 2, 0, 1))
+
+
+@pytest.mark.parametrize(("p", "m"), [(4, 8), (8, 16)])
+def test_dualpipe_readme_bubbles_of_1f1b_and_zb1p(p: int, m: int) -> None:
+    # deepseek-ai/DualPipe README, B = full backward: 1F1B (PP-1)(F+B), ZB1P (PP-1)(F+B-2W).
+    f, b_full, w = 3000, 5000, 2000
+    a = analyze(build_schedule("1F1B", p, m), FixedCost(forward_ns=f, backward_ns=b_full), comm_model="edge")
+    assert a.span_bubble_ns[0] == (p - 1) * (f + b_full)
+    a = analyze(build_schedule("ZB-H1", p, m), split_cost(f, b_full - w, w, 0), comm_model="edge")
+    assert a.span_bubble_ns[0] == (p - 1) * (f + b_full - 2 * w)
