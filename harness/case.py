@@ -113,7 +113,9 @@ class PipelineCase:
         comm: insert send/receive jobs on per-rank comm streams. ``None`` (the
             default) inserts them exactly when the cost model gives transfers a
             cost (p2p latency or bandwidth with activation bytes), so a case never
-            sets transfer costs that silently do nothing.
+            sets transfer costs that silently do nothing; ``False`` with such a
+            cost gets a note that the transfer cost is not charged. Under
+            ``comm_model="stream"`` only (the other models have no send/receive jobs).
         optimizer: append an optimizer step (``OPT``) per stage; named
             schedules only (a given schedule or file holds its own ``OPT`` jobs).
         options: extra keyword arguments for the schedule builder, a mapping of
@@ -128,6 +130,16 @@ class PipelineCase:
         memory_limit_bytes: the device memory per rank in bytes (e.g. ``80 * 2**30``);
             a case whose peak memory (:mod:`harness.memory`) is above it on any rank is
             marked "does not fit" in the summary, the report and results. ``None``: no limit.
+        comm_model: how transfers between ranks cost time (:mod:`harness.comm`):
+            ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
+            ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
+            on another rank starts at its producer's end plus the transfer
+            time, as the published simulators; ``sim`` only) or ``"free"``.
+            ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
+        comm_placement: where inserted send/receive jobs go (:mod:`harness.schedule.placement`):
+            ``"just-in-time"`` (default: each receive right before its consumer),
+            ``"eager"`` (PyTorch's ``_add_send_recv``) or ``"deferred"`` (then
+            ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``). Under ``stream``.
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -165,6 +177,8 @@ class PipelineCase:
     name: str | None = None
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     memory_limit_bytes: int | None = None
+    comm_model: str | None = None
+    comm_placement: str = "just-in-time"
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -203,6 +217,24 @@ class PipelineCase:
                               f"(e.g. 80 * 2**30 for 80 GiB), got {limit!r}")
         if limit is not None:
             object.__setattr__(self, "memory_limit_bytes", int(limit))
+        if self.comm_model is not None:
+            from harness.comm import check_comm_model
+
+            try:
+                object.__setattr__(self, "comm_model", check_comm_model(self.comm_model))
+            except ConfigError as exc:
+                raise self._error(f"case {self.label()!r}: {exc}") from None
+            if self.comm and self.comm_model != "stream":
+                raise self._error(
+                    f"case {self.label()!r}: comm=True asks for send/receive jobs, but comm_model {self.comm_model!r} has none; "
+                    "use comm_model 'stream' for send/receive jobs"
+                )
+        from harness.schedule.placement import check_placement
+
+        try:
+            object.__setattr__(self, "comm_placement", check_placement(self.comm_placement))
+        except ConfigError as exc:
+            raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.workload is not None:
             try:
                 check_workload(self.workload)
@@ -221,7 +253,7 @@ class PipelineCase:
         values may be unhashable, e.g. lists); equal cases still hash alike."""
         return hash((
             self.schedule, self.stages, self.microbatches, self.chunks, self.workload, self.comm, self.optimizer, self.name,
-            frozenset(self.options), frozenset(self.device_options),
+            self.comm_model, self.comm_placement, frozenset(self.options), frozenset(self.device_options),
         ))
 
     @classmethod
@@ -389,13 +421,40 @@ class PipelineCase:
             parts.append(f"v={self.chunks}")
         return " ".join(parts)
 
-    def build(self) -> Schedule:
-        """Build (or load) the schedule, add OPT and comm jobs as asked.
+    def build(self, comm_model: str | None = None) -> Schedule:
+        """Build (or load) the schedule, add OPT jobs as asked, and apply the
+        communication model (send/receive jobs under ``stream``, none otherwise;
+        :func:`harness.comm.lower`).
+
+        Args:
+            comm_model: the model when the case names none (default ``"stream"``);
+                the case's own ``comm_model`` wins.
 
         Raises:
             ConfigError: see class doc.
             ScheduleError, InputFormatError: from loading a schedule file; the
                 message starts with ``declared_at``, then the file's own error.
+        """
+        from harness import comm
+
+        schedule = self.compute_schedule()
+        try:
+            return comm.lower(schedule, self.cost, self.resolved_comm_model(comm_model), self.comm, self.comm_placement)
+        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+            raise self._error(f"case {self.label()!r}: {exc}") from None
+
+    def resolved_comm_model(self, default: str | None = None) -> str:
+        """The case's communication model: its own, else ``default``, else ``"stream"``."""
+        from harness.comm import DEFAULT_COMM_MODEL
+
+        return self.comm_model or default or DEFAULT_COMM_MODEL
+
+    def compute_schedule(self) -> Schedule:
+        """The schedule as built or loaded, with OPT jobs as asked, before the
+        communication model is applied (see :meth:`build`).
+
+        Raises:
+            ConfigError, ScheduleError, InputFormatError: as :meth:`build`.
         """
         schedule: Schedule
         if isinstance(self.schedule, Schedule):
@@ -419,14 +478,7 @@ class PipelineCase:
                 schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-        from harness.schedule.passes import add_communication, wants_communication
-
-        if not wants_communication(schedule, self.cost, self.comm):
-            return schedule
-        try:
-            return add_communication(schedule)
-        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
-            raise self._error(f"case {self.label()!r}: {exc}") from None
+        return schedule
 
     def _check_matches(self, schedule: Schedule, what: str) -> None:
         if self.stages is not None and self.stages != schedule.num_ranks:

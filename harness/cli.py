@@ -268,11 +268,17 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not args.schedule.strip():
         raise ConfigError("no schedule given: name one (see `pipeline-harness schedules`) or give a PyTorch pipeline .csv file")
     _check_show_costs(args)  # in the flags' names: FixedCost.ms would speak of F, B and W
-    cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}))
+    from harness.comm import check_comm_model
+
+    comm_model = check_comm_model(args.comm_model, "--comm-model")
+    if not args.p2p_latency_ms >= 0:  # also NaN
+        raise ConfigError(f"--p2p-latency-ms must be 0 or more (ms per transfer), got {args.p2p_latency_ms}")
+    cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}),
+                        p2p_latency_ns=round(args.p2p_latency_ms * 1e6))
     # A file of that name that is no schedule name is the file (`show my_schedule`), as `./my_schedule` would be.
     given_file = Path(args.schedule).is_file() and not _is_schedule_name(args.schedule)
     case = PipelineCase(Path(args.schedule) if given_file else args.schedule, stages=args.p, microbatches=args.m,
-                        chunks=1 if args.v is None else args.v, cost=cost)
+                        chunks=1 if args.v is None else args.v, cost=cost, comm_model=comm_model)
     # A file (or what is not a schedule name): say plainly when it is not one, before its suffix is looked at.
     given = Path(args.schedule)
     if given.is_dir() and (isinstance(case.schedule, Path) or not _is_schedule_name(args.schedule)):
@@ -286,14 +292,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if missing:
             raise ConfigError(f"schedule {info.name!r} needs its sizes: give {' and '.join(missing)}, "
                               f"e.g. show {args.schedule} -p {args.p or 4} -m {args.m or 8}")
-        if info.takes_chunks and args.v is None:  # v=1 interleaves nothing: say it was not asked for
-            _err(f"note: no -v given: {info.name} built with v=1 chunk per rank; give -v 2 (or more) to interleave chunks")
+        if info.takes_chunks and args.v is None:  # v=1 interleaves nothing (Interleaved1F1B refuses it): ask for it
+            raise ConfigError(f"schedule {info.name!r} places several chunks per rank: give -v (chunks per rank), "
+                              f"e.g. show {args.schedule} -p {args.p} -m {args.m} -v 2")
     schedule = case.build()
     # Validate (and time) before printing anything: a schedule that is out of order or
     # deadlocks is shown once, in the error's grid, not also above it.
     plan = build_plan(schedule)
-    a = analytics.analyze(plan, cost)
-    th = theory_for(case, plan)
+    a = analytics.analyze(plan, cost, comm_model=comm_model)
+    th = theory_for(case, plan, comm_model=comm_model)
     if args.weight_ms is not None and not any(job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
         _err(f"note: --weight-ms is unused: {schedule.name} does not split the backward (no I or W jobs); "
              "its B jobs take --backward-ms")
@@ -310,7 +317,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
-    print(f"step time {makespan / 1e6:.3f} ms (analytic timeline)")
+    print(f"step time {makespan / 1e6:.3f} ms (analytic timeline, comm model {comm_model})")
     bubble_th = th.get("bubble_ratio")
     no_theory = "; no closed-form theory for this schedule, these sizes and costs"
     print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
@@ -458,6 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-ms", type=float, default=None,
                    help="weight-gradient part W of the backward (ms, below --backward-ms), for schedules that split the backward "
                         "into I and W (unused otherwise, with a note)")
+    p.add_argument("--p2p-latency-ms", type=float, default=0.0,
+                   help="time of one transfer between stages on different ranks (ms, default 0)")
+    p.add_argument("--comm-model", default="stream", metavar="MODEL",
+                   help="how transfers cost time: stream (send/receive jobs on a FIFO comm stream per pair of ranks; default), "
+                        "edge (a delay on the dependency, as the published simulators) or free")
     p.add_argument("--all-steps", action="store_true",
                    help=f"draw every step of the grid (by default a grid of more than {_GRID_MAX_STEPS} steps shows its first and "
                         f"last {_GRID_EDGE})")

@@ -62,6 +62,7 @@ def execute(
     cost: CostModel,
     steps: range | ProfilingWindow,
     ranks: Collection[int] | None = None,
+    delays: list[int] | None = None,
 ) -> RunRecords:
     """Run ``plan`` on ``device`` for the steps of a profiling window and record them.
 
@@ -76,6 +77,10 @@ def execute(
         ranks: the ranks this process runs (default: all). Jobs of other ranks
             are neither enqueued nor recorded; this is the seam for one rank
             per process, where remote dependencies arrive through a transport.
+        delays: per job, ns between the end of each of its dependencies on another
+            rank and its earliest start (the ``edge`` communication model,
+            :func:`harness.comm.edge_delays`); needs a device with ``wait_delayed``
+            (``sim``). ``None`` (default) for none.
 
     Python's cyclic garbage collector is paused for the run (as :mod:`timeit`
     does), so its passes neither show up as enqueue time nor stall launches;
@@ -87,7 +92,8 @@ def execute(
         reference event.
 
     Raises:
-        ConfigError: ``steps`` not a range, an empty profiling window or unknown ranks.
+        ConfigError: ``steps`` not a range, an empty profiling window, unknown ranks,
+            or ``delays`` on a device that cannot delay a wait.
         ExecutionError: the device failed or stalled.
     """
     if isinstance(steps, range):
@@ -109,6 +115,9 @@ def execute(
         raise ConfigError(f"ranks {sorted(local - set(range(p)))} are not in a {p}-rank pipeline")
     if ranks is not None and local != set(range(p)):
         raise ConfigError("running a subset of ranks needs a cross-process transport, which is not available yet")
+    delayed = delays is not None and any(delays)
+    if delayed and not hasattr(device, "wait_delayed"):
+        raise ConfigError(f"the {device.name} backend cannot delay a dependency (comm_model 'edge'); use comm_model 'stream'")
     works = _works(plan, cost)
     order = [j for j in plan.order if plan.rank[j] in local]
     stream_ids = [s for s in plan.streams_used() if plan.stream_rank[s] in local]
@@ -143,7 +152,10 @@ def execute(
         for j in order:
             s = streams[stream_of[j]]
             for d in deps[j]:
-                wait(s, end_ev[d])
+                if delayed and delays[j] and rank_of[d] != rank_of[j]:  # type: ignore[index]
+                    device.wait_delayed(s, end_ev[d], delays[j])  # type: ignore[attr-defined, index]
+                else:
+                    wait(s, end_ev[d])
             for d in start_deps[j]:
                 wait(s, start_ev[d])
             record(start_ev[j], s)

@@ -156,6 +156,11 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
                     first[r] = j.start_ns
                 if j.end_ns > last[r]:
                     last[r] = j.end_ns
+        if any("/overlap" in s for s in records.streams):  # overlapped groups: time busy, not work summed
+            from harness.overlap import busy_union
+
+            compute = [j for j in jobs if j.kind in _COMPUTE]
+            busy = busy_union([j.rank for j in compute], [j.start_ns for j in compute], [j.end_ns for j in compute], p)
         spans = [last[r] - f if (f := first[r]) is not None else 0 for r in range(p)]
         idle = [max(0, step_time - b) for b in busy]
         total_idle, total_busy = sum(idle), sum(busy)

@@ -554,19 +554,23 @@ def build_plan(schedule: Schedule) -> Plan:
     numpy; whatever looks wrong is judged again, and reported, by the
     reference path.
 
+    A schedule's overlapped job groups (``OVERLAP_F_B``, :mod:`harness.overlap`)
+    then run concurrently: later members on sibling streams ``rank{r}/overlap``.
+
     Raises:
         ScheduleError: the first problem found; the message names the jobs and
-            draws the step x rank grid with them marked.
+            draws the step x rank grid with them marked; or a malformed overlapped group.
         ResourceError: memory ran out (names the jobs and the memory they need).
     """
+    from harness import overlap
     from harness.schedule.builders import memory_guard
 
     with memory_guard(schedule.num_jobs, f"schedule {schedule.name!r}: building its plan"):
-        return _build_plan(schedule)
+        return overlap.apply(_build_plan(schedule))
 
 
 def _build_plan(schedule: Schedule) -> Plan:
-    """:func:`build_plan` inside its memory guard."""
+    """:func:`build_plan` inside its memory guard, before overlapped groups are applied."""
     import numpy as np
 
     m = schedule.num_microbatches

@@ -50,6 +50,7 @@ class HarnessConfig:
     report_dir: Path
     steps: range | AdaptiveWindow
     workload: str | None
+    comm_model: str | None = None
     _choice: BackendChoice | None = None
     session: ProfileSession | None = None
     results: list[CaseResult] = field(default_factory=list)
@@ -92,6 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--workload", default=None, metavar="NAME",
                     help="override every case's workload: timed (jobs last their cost-model duration: cpu sleep, cuda spin) "
                          "or compute (real GEMMs sized from the job's FLOPs: cpu NumPy, cuda kernel)")
+    group.addoption("--comm-model", default=None, metavar="MODEL",
+                    help="communication model of cases that name none: stream (send/receive jobs on a FIFO comm stream per "
+                         "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only) "
+                         "or free (transfers cost nothing)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -104,6 +109,13 @@ def pytest_configure(config: pytest.Config) -> None:
         workload = config.getoption("--workload")
         if workload is not None:
             check_workload(workload)
+        comm_model = config.getoption("--comm-model")
+        if comm_model is not None:
+            from harness.comm import check_backend, check_comm_model
+
+            comm_model = check_comm_model(comm_model, "--comm-model")
+            if backend.strip().lower() in ("cpu", "cuda"):
+                check_backend(comm_model, backend.strip().lower())
         report_dir = config.getoption("--report-dir")
         if report_dir is not None and not report_dir.strip():
             raise ConfigError("--report-dir is empty; give a folder, or leave the option out for reports/ in the project root")
@@ -113,6 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
             report_dir=Path(report_dir) if report_dir else config.rootpath / "reports",
             steps=steps,
             workload=workload,
+            comm_model=comm_model,
         )
         if hc.profile and getattr(config.option, "numprocesses", None):
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
@@ -255,7 +268,7 @@ class PipelineRunner:
         case_id = node.nodeid + ("" if self._runs == 1 else f"#{self._runs}")
         error: HarnessError | None = None
         try:
-            result = run_case(case, hc.choice, hc.window(), case_id=case_id)
+            result = run_case(case, hc.choice, hc.window(), case_id=case_id, comm_model=hc.comm_model)
         except HarnessError as exc:
             error = exc
         if error is not None:  # outside the except block: one message, no chained traceback
@@ -590,7 +603,7 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
             str(r.num_ranks),
             str(r.num_microbatches),
             str(r.chunks),
-            r.records.backend + (f"/{workload}" if workload else ""),
+            r.records.backend + (f"/{workload}" if workload else "") + f" {r.comm_model}",
             str(len(m.steps)) + ("!" if r.flags else ""),
             f"{m.step_time_median_ns / 1e6:.3f} ms",
             spread,
@@ -599,8 +612,8 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
             "—" if fid is None else f"{100 * fid['change']:+.1f}%",
             "—" if r.memory is None else _bytes(max(r.memory.peak_bytes, default=0)) + (" !" if r.does_not_fit else ""),
         ))
-    header = ("case", "schedule", "p", "m", "v", "backend", "steps", "step median", "CI", "bubble meas/theory", "span bubble", "vs sim",
-              "peak mem")
+    header = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
+              "vs sim", "peak mem")
     widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
     right = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
 

@@ -65,6 +65,7 @@ class CaseResult:
         critical_path: the chain of jobs that fixes the median step's length
             (:mod:`harness.critical_path`).
         waiting: per rank, the median step's idle time split by what it waited for.
+        comm_model: the communication model the case ran under (:mod:`harness.comm`).
     """
 
     case_id: str
@@ -81,6 +82,7 @@ class CaseResult:
     flags: list[Flag] = field(default_factory=list)
     usage: CaseUsage | None = None
     fidelity: dict[str, Any] | None = None
+    comm_model: str = "stream"
     memory: MemoryProfile | None = None
     decomposition: BubbleDecomposition | None = None
     cost_model: Any = field(default=None, repr=False)
@@ -135,11 +137,12 @@ def is_builtin_order(schedule: Schedule) -> bool:
     return compute(built.ranks) == compute(schedule.ranks)
 
 
-def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> dict[str, Any]:
+def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm_model: str = "stream") -> dict[str, Any]:
     """Closed-form figures for what ran, where the papers' setting holds.
 
     The setting: every stage has the same F/B/I/W durations, transfers take no
-    time (no send/receive jobs, or only free ones), no optimizer jobs, and jobs
+    time (no send/receive jobs, or only free ones; under ``comm_model="edge"``, a
+    zero transfer time), no optimizer jobs, and jobs
     last their cost-model durations (not a ``compute`` workload, whose GEMMs
     contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
     and ``peak_inflight`` (per rank) where :mod:`harness.theory` knows a closed
@@ -158,6 +161,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None) -> d
     if any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
     if any(j.kind.is_comm and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+        return {}
+    if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
         return {}
     if not is_builtin_order(s):  # a pass (split_backward) or a user's schedule under a built-in's name
         return {}
@@ -243,14 +248,14 @@ def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) ->
 TIMED_WORKLOADS = ("sleep", "spin")
 
 
-def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords) -> int | None:
+def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords, delays: list[int] | None = None) -> int | None:
     """The exact step time (ns) of ``plan`` under the case's cost model, where the run
     should match it (a timed backend whose jobs last their durations); ``None`` elsewhere."""
     if records.backend == "sim" or records.device.get("workload") not in TIMED_WORKLOADS:
         return None
     from harness.schedule.analytics import simulate
 
-    return simulate(plan, case.cost).makespan_ns
+    return simulate(plan, case.cost, delays).makespan_ns
 
 
 #: Longest run, in seconds, the cpu ``compute`` workload may be asked for before
@@ -373,6 +378,7 @@ def run_case(
     steps: range | ProfilingWindow | None = None,
     case_id: str | None = None,
     device_options: dict[str, Any] | None = None,
+    comm_model: str | None = None,
 ) -> CaseResult:
     """Build, validate and run ``case`` on ``backend``; return records and metrics.
 
@@ -388,9 +394,12 @@ def run_case(
         case_id: id for reports (default: the case's label).
         device_options: extra keyword arguments for the device constructor;
             they override the case's own ``device_options`` for this backend.
+        comm_model: the communication model for a case that names none
+            (:mod:`harness.comm`; default ``"stream"``).
 
     Raises:
-        ConfigError: bad case values or backend name, a cost model answer that
+        ConfigError: bad case values or backend name, ``comm_model="edge"`` on
+            ``cpu`` or ``cuda`` (which run real transfers), a cost model answer that
             is no valid duration (ns), FLOP count or byte count (negative, NaN,
             infinite, not a number, 2**53 or more; see
             :class:`~harness.cost.CheckedCost`), a ``compute`` workload
@@ -402,9 +411,21 @@ def run_case(
         ExecutionError: the run failed or stalled.
     """
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
+    from harness import comm
+
     window = window_for(choice.name, steps)
     case = _with_checked_cost(case)
-    schedule = case.build()
+    try:
+        model = comm.check_comm_model(case.resolved_comm_model(comm_model))
+        comm.check_backend(model, choice.name)
+    except ConfigError as exc:
+        raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
+    source = case.compute_schedule()
+    try:
+        schedule = comm.lower(source, case.cost, model, case.comm, case.comm_placement)
+    except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+        raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
+    notes = comm.comm_notes(source, case.cost, model, case.comm)
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
@@ -422,16 +443,17 @@ def run_case(
                 _check_cpu_gemm_time(case, plan, step_flops, runs)
     except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
         raise case.with_site(exc) from None
+    delays = comm.edge_delays(plan, case.cost) if model == "edge" else None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     device = create_device(choice.name, case.workload, **options)
     probe = UsageProbe()
     try:
-        records = execute(plan, device, case.cost, window)
+        records = execute(plan, device, case.cost, window, delays=delays)
     finally:
         device.close()
     usage = probe.finish()
     metrics = compute_metrics(records)
-    predicted = _predicted_step_ns(plan, case, records)
+    predicted = _predicted_step_ns(plan, case, records, delays)
     flags: list[Flag] = []
     if records.backend != "sim" and metrics.step_time_stats is not None:
         busy = plan.schedule.num_ranks if records.device.get("workload") == "matmul" else 0
@@ -446,11 +468,11 @@ def run_case(
         schedule=schedule,
         records=records,
         metrics=metrics,
-        theory=theory_for(case, plan, records.device.get("workload")),
+        theory=theory_for(case, plan, records.device.get("workload"), model),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
-        warnings=trust_warnings(records, predicted if records.backend == "cpu" else None) + (
+        warnings=notes + trust_warnings(records, predicted if records.backend == "cpu" else None) + (
             [f"memory_limit_bytes={case.memory_limit_bytes} is set, but the cost model ({type(getattr(case.cost, 'inner', case.cost)).__name__}) "
              "has no memory model, so nothing was checked against it: give FixedCost mem_F/mem_static or use TransformerCost"]
             if case.memory_limit_bytes is not None and not has_memory_model(case.cost) else []),
@@ -462,4 +484,5 @@ def run_case(
         cost_model=case.cost,
         critical_path=critical_path(records, plan),
         waiting=waiting(records, plan),
+        comm_model=model,
     )

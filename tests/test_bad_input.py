@@ -441,13 +441,14 @@ def test_lagging_device_steps_nest_per_rank_and_on_the_steps_track(tmp_path):
 
 # ---- item 10: small usability defects -------------------------------------------------------------------------------
 
-def test_show_says_which_v_it_used_and_names_the_slot_column(capsys):
-    assert cli_main(["show", "Interleaved1F1B", "-p", "4", "-m", "8"]) == 0
-    out, err = capsys.readouterr()
-    assert "note: no -v given: Interleaved1F1B built with v=1 chunk per rank; give -v 2 (or more) to interleave chunks" in err
-    assert out.splitlines()[0].split()[:3] == ["slot", "rank", "0"]
+def test_show_asks_for_v_for_an_interleaved_schedule_and_names_the_slot_column(capsys):
+    assert cli_main(["show", "Interleaved1F1B", "-p", "4", "-m", "8"]) == 2  # never a silent v=1 (which it refuses anyway)
+    err = capsys.readouterr().err
+    assert err == ("error: schedule 'Interleaved1F1B' places several chunks per rank: give -v (chunks per rank), "
+                   "e.g. show Interleaved1F1B -p 4 -m 8 -v 2\n")
     assert cli_main(["show", "Interleaved1F1B", "-p", "4", "-m", "8", "-v", "2"]) == 0
-    assert "no -v given" not in capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["slot", "rank", "0"]
 
 
 def test_export_paddle_accepts_the_short_label_the_report_shows(tmp_path, capsys):

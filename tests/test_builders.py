@@ -45,7 +45,7 @@ def test_fthenb_1f1b_makespan_and_bubble(name: str, p: int, m: int, f: int, b: i
 
 # Narayanan et al., SC'21, arXiv:2104.04473 §2.2.2: interleaved bubble over ideal (p-1)/(v m),
 # with per-chunk times makespan (v m + p - 1)(F + B). Megatron/PyTorch need p | m for this.
-@pytest.mark.parametrize("v", [1, 2, 3, 4])
+@pytest.mark.parametrize("v", [2, 3, 4])
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (2, 6), (4, 4), (4, 8), (4, 16), (8, 16)])
 @pytest.mark.parametrize(("f", "b"), RATIOS_FB)
 def test_interleaved_bubble_over_ideal(v: int, p: int, m: int, f: int, b: int) -> None:
@@ -144,10 +144,14 @@ def test_peak_inflight_interleaved(p: int, m: int, v: int) -> None:
 def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
     if name == "DualPipeV":
         m = max(m, 2 * p)
-    if name not in ("Interleaved1F1B", "LoopedBFS"):
+    if name in ("V-Half", "V-Min"):
+        m = max(m, p)
+    if name not in ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble"):
         v = 1
-    if name == "Interleaved1F1B":
+    if name in ("Interleaved1F1B", "InterleavedZeroBubble"):
         assume(m % max(1, m // p) == 0)
+    if name == "Interleaved1F1B":
+        v = max(v, 2)  # v=1 is refused (use 1F1B)
     return p, m, v
 
 
@@ -170,7 +174,7 @@ def test_every_builder_valid_and_deadlock_free(name: str, p: int, m: int, v: int
     assert len(plan.order) == plan.num_jobs
     forwards = sum(1 for j in plan.jobs if j.kind is JobKind.F)
     assert forwards == s.num_stages * m
-    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV") else v)
+    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV", "V-Half", "V-Min") else v)
 
 
 @pytest.mark.parametrize("name", ["ZB-V", "DualPipeV"])
@@ -185,7 +189,8 @@ def test_v_placement_schedules_accept_their_own_chunk_count(name):
 def test_unknown_builder_option_is_a_config_error_listing_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match=r"schedule '1F1B' has no option 'frobnicate'; its options are optimizer$"):
         build_schedule("1F1B", 4, 8, frobnicate=1)
-    with pytest.raises(ConfigError, match=r"schedule 'Interleaved1F1B' has no option 'a', 'b'; its options are optimizer$"):
+    expected = r"schedule 'Interleaved1F1B' has no option 'a', 'b'; its options are optimizer, microbatch_group_size_per_vp_stage$"
+    with pytest.raises(ConfigError, match=expected):
         build_schedule("Interleaved1F1B", 4, 8, 2, b=1, a=2)
     assert build_schedule("1F1B", 2, 2, optimizer=True).ranks[1][-1] == Job(1, JobKind.OPT, None)
 
@@ -194,3 +199,23 @@ def test_interleaved_m_hint_lists_the_nearest_valid_values() -> None:
     # p=4, m=9: rounds = 2 does not divide 9; the valid m closest to 9 are 8 and 10.
     with pytest.raises(ConfigError, match=r"Nearby valid m: 3, 4, 5, 6, 7, 8, 10, 12$"):
         build_schedule("Interleaved1F1B", 4, 9, 2)
+
+
+def test_interleaved_with_one_chunk_is_refused_with_a_pointer_to_1f1b() -> None:
+    # PyTorch's warm-up formula with v=1 gives 2(p-1-s) forwards (rank 0 of p=4: 6), 1F1B gives p-s (4).
+    expected = r"Interleaved1F1B needs v >= 2 .*rank 0 of p=4: 6\), a deeper schedule than 1F1B's p-s \(4\): use schedule '1F1B'"
+    with pytest.raises(ConfigError, match=expected):
+        build_schedule("Interleaved1F1B", 4, 8, 1)
+
+
+def test_megatron_microbatch_group_size_per_vp_stage() -> None:
+    # p=2, m=4, v=2, g=1, by hand: rank 0 warm-up (v-1) g + 2(p-1-s) = 3 forwards, chunks alternate every
+    # micro-batch (stages 0, 2), backwards in descending chunk order (2, 0, 2, 0, ...).
+    s = build_schedule("Interleaved1F1B", 2, 4, 2, microbatch_group_size_per_vp_stage=1)
+    assert [str(j) for j in s.ranks[0]] == [
+        "0F0", "2F0", "0F1", "2F1", "2B0", "0F2", "0B0", "2F2", "2B1", "0F3", "0B1", "2F3", "2B2", "0B2", "2B3", "0B3"]
+    assert [str(j) for j in s.ranks[1]][:4] == ["1F0", "3F0", "3B0", "1F1"]  # warm-up 1
+    # Megatron's default g = p is PyTorch's round size when p | m
+    assert build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=4).ranks == build_schedule("Interleaved1F1B", 4, 8, 2).ranks
+    with pytest.raises(ConfigError, match="must be a positive integer that divides m=8"):
+        build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=3)

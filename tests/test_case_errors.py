@@ -74,12 +74,13 @@ def test_declaration_site_is_the_constructing_code_and_survives_replace():
 
 def test_from_fields_refuses_what_init_would_raise_a_type_error_for():
     fields = ", ".join(case_field_names())
-    assert fields == "schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options, memory_limit_bytes"
+    assert fields == ("schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options, "
+                      "memory_limit_bytes, comm_model, comm_placement")
     case = PipelineCase.from_fields(("1F1B", 2), {"microbatches": 4}, declared_at="m.py:3", source="pipeline marker")
     assert (case.stages, case.microbatches, case.declared_at) == (2, 4, "m.py:3")
     with pytest.raises(ConfigError) as info:
-        PipelineCase.from_fields(tuple(range(13)), {}, declared_at="m.py:3", source="pipeline marker")
-    assert str(info.value) == (f"m.py:3: pipeline marker: takes at most 12 fields by position, got 13: {tuple(range(13))!r}; "
+        PipelineCase.from_fields(tuple(range(15)), {}, declared_at="m.py:3", source="pipeline marker")
+    assert str(info.value) == (f"m.py:3: pipeline marker: takes at most 14 fields by position, got 15: {tuple(range(15))!r}; "
                                f"valid fields: {fields}")
     with pytest.raises(ConfigError) as info:
         PipelineCase.from_fields((), {"schedule": "1F1B", "v": 2, "zzz": 1}, declared_at=None, source="pipeline marker")

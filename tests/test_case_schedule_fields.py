@@ -161,7 +161,8 @@ def test_bad_options_fail_when_the_case_is_built(options, message):
 
 def test_options_are_checked_against_the_named_builder():
     got, line = _error(schedule="interleaved", stages=2, microbatches=4, chunks=2, options={"chunk": 2})
-    assert got == f"{HERE}:{line}: case 'Interleaved1F1B p=2 m=4 v=2': schedule 'Interleaved1F1B' has no option 'chunk'; its options are optimizer"
+    assert got == (f"{HERE}:{line}: case 'Interleaved1F1B p=2 m=4 v=2': schedule 'Interleaved1F1B' has no option 'chunk'; "
+                   "its options are optimizer, microbatch_group_size_per_vp_stage")
 
 
 def test_optimizer_field_and_option_must_agree():

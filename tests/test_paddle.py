@@ -192,7 +192,9 @@ def test_our_run_exports_as_paddle_lines_and_imports_back(tmp_path):
     ("DualPipeV", 1, [0, 1, 2, 3, 3, 2, 1, 0]),
 ])
 def test_a_named_schedule_keeps_its_placement_through_export_and_import(tmp_path, schedule, v, placement):
-    case = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=8, chunks=v), "sim", range(1, 3)))
+    # DualPipeV back to back: its overlapped pairs would be (rightly) reported as overlapping jobs on one device
+    options = {"overlap": False} if schedule == "DualPipeV" else {}
+    case = case_to_dict(run_case(PipelineCase(schedule, stages=4, microbatches=8, chunks=v, options=options), "sim", range(1, 3)))
     assert case["schedule"]["stage_to_rank"] == placement
     write_paddle_logs(tmp_path, case)
     with warnings.catch_warnings():

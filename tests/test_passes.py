@@ -17,7 +17,7 @@ def _count(s, kind: JobKind) -> int:  # type: ignore[no-untyped-def]
     return sum(1 for _, _, j in s.jobs() if j.kind is kind)
 
 
-@pytest.mark.parametrize(("p", "m", "v"), [(2, 3, 1), (4, 8, 2), (3, 6, 3)])
+@pytest.mark.parametrize(("p", "m", "v"), [(2, 3, 2), (4, 8, 2), (3, 6, 3)])
 def test_comm_jobs_per_cross_rank_edge_loop(p: int, m: int, v: int) -> None:
     s = add_communication(build_schedule("interleaved", p, m, v))
     edges = (p * v - 1) * m  # every stage boundary crosses ranks in the loop placement

@@ -315,7 +315,8 @@ class TestGroup:
     assert "Benchmark fixture was not used" not in out
 
 
-FIELDS = "valid fields: schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options, memory_limit_bytes"
+FIELDS = ("valid fields: schedule, stages, microbatches, chunks, cost, workload, comm, optimizer, options, name, device_options, "
+          "memory_limit_bytes, comm_model, comm_placement")
 
 
 def test_a_bad_marker_or_fixture_call_names_its_line_the_field_and_the_valid_ones(pytester):

@@ -19,7 +19,7 @@ from harness.errors import ExecutionError
 
 __all__ = ["SimDevice"]
 
-_RECORD, _WAIT, _LAUNCH = 0, 1, 2
+_RECORD, _WAIT, _LAUNCH, _WAIT_DELAYED = 0, 1, 2, 3
 
 
 class _Record:
@@ -82,6 +82,13 @@ class SimDevice:
         if event.latest is not None:  # waiting on a never-recorded event is a no-op
             stream.ops.append((_WAIT, event.latest))
 
+    def wait_delayed(self, stream: _SimStream, event: _SimEvent, delay_ns: int) -> None:
+        """Make ``stream`` wait until ``delay_ns`` after ``event``'s latest record: a
+        transfer charged on the dependency edge (the ``edge`` model of :mod:`harness.comm`),
+        which only a simulated clock can do."""
+        if event.latest is not None:
+            stream.ops.append((_WAIT_DELAYED, (event.latest, delay_ns)))
+
     def launch(self, stream: _SimStream, work: Work) -> None:
         stream.ops.append((_LAUNCH, work))
 
@@ -104,12 +111,19 @@ class SimDevice:
                     for w in arg.waiters:
                         ready.append(w)
                     arg.waiters = []
-                else:  # _WAIT
+                elif op == _WAIT:
                     if arg.time is None:
                         arg.waiters.append(s)
                         break
                     if arg.time > s.clock:
                         s.clock = arg.time
+                else:  # _WAIT_DELAYED
+                    rec, delay = arg
+                    if rec.time is None:
+                        rec.waiters.append(s)
+                        break
+                    if rec.time + delay > s.clock:
+                        s.clock = rec.time + delay
                 ops.popleft()
         stuck = [s for s in self._streams if s.ops]
         if stuck:

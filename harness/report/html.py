@@ -334,6 +334,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "v": case["schedule"]["v"],
         "backend": case["backend"],
         "workload": (case.get("device") or {}).get("workload", ""),
+        "comm_model": str(case.get("comm_model") or "stream"),  # files before harness.comm: today's model
         "step_ns": m["step_time_median_ns"],
         "iqr_ns": m["step_time_iqr_ns"],
         "min_ns": m.get("step_time_min_ns"),

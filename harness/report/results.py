@@ -126,6 +126,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         },
         "backend": rec.backend,
         "backend_reason": result.backend_reason,
+        "comm_model": result.comm_model,
         "device": rec.device,
         "cost": result.cost,
         "streams": rec.streams,

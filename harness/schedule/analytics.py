@@ -32,7 +32,6 @@ from harness.cost import CostModel
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
-from harness.schedule.passes import add_communication, wants_communication
 
 __all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
@@ -100,8 +99,15 @@ _N_KINDS = len(JobKind)
 
 
 @gc_paused
-def simulate(plan: Plan, cost: CostModel) -> Timeline:
+def simulate(plan: Plan, cost: CostModel, delays: list[int] | None = None) -> Timeline:
     """One-pass timeline of ``plan`` under ``cost`` (see module doc).
+
+    Args:
+        plan: the plan to play.
+        cost: per-job durations (ns).
+        delays: per job, ns added to the end of each of its dependencies on another
+            rank (the ``edge`` communication model, :func:`harness.comm.edge_delays`);
+            ``None`` for none.
 
     Returns:
         A :class:`Timeline`; times in ns from the step's start.
@@ -111,6 +117,8 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     free = [0] * len(plan.stream_names)
     stream = plan.arrays.stream.tolist()
     wait = getattr(plan, "_wait", None)
+    if delays is not None and any(delays):
+        return _simulate_delayed(plan, dur, delays, wait)
     if wait is not None:
         # Each job waits for at most one time (an end or a start): one list of
         # times, ends at j and starts at n + j, and per job the index it waits on.
@@ -148,13 +156,61 @@ def simulate(plan: Plan, cost: CostModel) -> Timeline:
     return Timeline(plan, start, end, dur)
 
 
+def _simulate_delayed(plan: Plan, dur: list[int], delays: list[int], wait: Any) -> Timeline:
+    """:func:`simulate` with a delay on each cross-rank dependency (``edge``)."""
+    n = plan.num_jobs
+    free = [0] * len(plan.stream_names)
+    stream = plan.arrays.stream.tolist()
+    if wait is not None:  # one wait per job; in a plan without comm jobs a cross-stream wait is a cross-rank one
+        import numpy as np
+
+        w = np.asarray(wait)
+        delay = np.where(w < n, np.asarray(delays, np.int64), 0).tolist()
+        times = [0] * (2 * n + 1)
+        wl = w.tolist()
+        for j in plan.order:
+            s = stream[j]
+            t = free[s]
+            e = times[wl[j]] + delay[j]
+            if e > t:
+                t = e
+            times[n + j] = t
+            t += dur[j]
+            times[j] = t
+            free[s] = t
+        return Timeline(plan, times[n : 2 * n], times[:n], dur)
+    rank = plan.rank
+    deps, sdeps = plan.deps, plan.start_deps
+    start = [0] * n
+    end = [0] * n
+    for j in plan.order:
+        s = stream[j]
+        t = free[s]
+        r = rank[j]
+        for d in deps[j]:
+            e = end[d] + (delays[j] if rank[d] != r else 0)
+            if e > t:
+                t = e
+        for d in sdeps[j]:
+            e = start[d]
+            if e > t:
+                t = e
+        start[j] = t
+        t += dur[j]
+        end[j] = t
+        free[s] = t
+    return Timeline(plan, start, end, dur)
+
+
 @dataclass(frozen=True)
 class ScheduleAnalytics:
     """What a schedule costs under a cost model, from the simulated timeline.
 
     Attributes:
         makespan_ns: step time, first job start (0) to last job end (ns).
-        busy_ns: per rank, compute-stream busy time (F, B, I, W, OPT) in ns.
+        busy_ns: per rank, compute-stream busy time (F, B, I, W, OPT) in ns; with
+            overlapped groups (:mod:`harness.overlap`) the time the rank is busy,
+            counting the overlap once.
         idle_ns: per rank, ``makespan_ns - busy_ns``.
         bubble_ratio: idle share of total, ``sum(idle) / (p * makespan)``; for
             FThenB/1F1B with uniform stages ``(p-1)/(m+p-1)`` (arXiv:2104.04473 §2.2.1).
@@ -171,6 +227,7 @@ class ScheduleAnalytics:
         p2p_messages: point-to-point transfers (explicit ``SEND_*`` jobs, or the
             cross-rank edges a schedule without comm jobs implies).
         p2p_bytes: bytes those transfers move, from ``cost.nbytes``.
+        comm_model: the communication model of the analysis (:mod:`harness.comm`).
     """
 
     makespan_ns: int
@@ -183,6 +240,7 @@ class ScheduleAnalytics:
     peak_inflight_per_stage: list[int]
     p2p_messages: int
     p2p_bytes: int
+    comm_model: str = "stream"
 
     @property
     def max_span_bubble_ns(self) -> int:
@@ -235,7 +293,9 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
 
 
 @gc_paused
-def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None) -> ScheduleAnalytics:
+def analyze(
+    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream"
+) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
     Numpy over the plan's columns: linear in the number of jobs apart from
@@ -256,6 +316,12 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
             figures predict what ``run_case`` measures; ``True`` always,
             ``False`` never (a compute-only schedule's transfers then cost
             nothing; send/receive jobs already in the schedule stay).
+            Only under ``comm_model="stream"``.
+        comm_model: ``"stream"`` (default: send/receive jobs on comm streams),
+            ``"edge"`` (no send/receive jobs; a consumer on another rank starts
+            at its producer's end plus the transfer time, as the published
+            simulators) or ``"free"`` (transfers cost nothing); see :mod:`harness.comm`.
+            A plan is analysed as built; ``edge`` then needs one without send/receive jobs.
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
@@ -264,28 +330,33 @@ def analyze(schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None
             :data:`~harness.schedule.builders.MAX_JOBS` with send/receive jobs added.
         ResourceError: memory ran out (names the jobs and the memory they need).
     """
+    from harness import comm as comm_models
     from harness.schedule.builders import memory_guard
     from harness.schedule.passes import comm_jobs_added
 
+    comm_model = comm_models.check_comm_model(comm_model)
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
         lower, jobs, name = False, schedule.num_jobs, schedule.schedule.name
     else:
-        lower = wants_communication(schedule, cost, comm)
+        # at most this many jobs (the guard's estimate asks the cost model nothing: comm.lower decides)
+        lower = comm_model == "stream" and comm is not False and not schedule.has_comm
         jobs = schedule.num_jobs + (comm_jobs_added(schedule) if lower else 0)
         name = schedule.name
     with memory_guard(jobs, f"schedule {name!r}: analysing its timeline"):
         if isinstance(schedule, Plan):
-            return _analyze(schedule, cost)
-        return _analyze(build_plan(add_communication(schedule) if lower else schedule), cost)
+            return _analyze(schedule, cost, comm_model)
+        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm)), cost, comm_model)
 
 
-def _analyze(plan: Plan, cost: CostModel) -> ScheduleAnalytics:
+def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
     """:func:`analyze` of a built plan, inside its memory guard."""
     import numpy as np
 
-    tl = simulate(plan, cost)
+    from harness import comm as comm_models
+
+    tl = simulate(plan, cost, comm_models.edge_delays(plan, cost) if comm_model == "edge" else None)
     sched = plan.schedule
     p = sched.num_ranks
     makespan = tl.makespan_ns
@@ -301,6 +372,10 @@ def _analyze(plan: Plan, cost: CostModel) -> ScheduleAnalytics:
     busy_np = np.zeros(p, np.int64)
     np.add.at(busy_np, rank, np.array(tl.duration, np.int64)[compute])
     busy = busy_np.tolist()
+    if any("/overlap" in name for name in plan.stream_names):  # overlapped groups: time busy, not work summed
+        from harness.overlap import busy_union
+
+        busy = busy_union(rank.tolist(), start[compute].tolist(), end[compute].tolist(), p)
     last = _group_max(end[compute], rank, p)
     first = [-t for t in _group_max(-start[compute], rank, p)]
     has_compute = np.bincount(rank, minlength=p).tolist()
@@ -319,6 +394,7 @@ def _analyze(plan: Plan, cost: CostModel) -> ScheduleAnalytics:
         peak_inflight_per_stage=_peaks(plan, start, end, cols.stage, sched.num_stages),
         p2p_messages=messages,
         p2p_bytes=nbytes,
+        comm_model=comm_model,
     )
 
 

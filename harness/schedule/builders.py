@@ -521,7 +521,9 @@ _CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (KIND_CODE[k] for k in (JobKind.
     summary="v chunks per rank in loop placement, depth-first 1F1B (Narayanan et al., SC'21, §2.2.2; PyTorch ScheduleInterleaved1F1B)",
     takes_chunks=True,
 )
-def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+def interleaved_1f1b(
+    num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False, microbatch_group_size_per_vp_stage: int | None = None
+) -> Schedule:
     """Interleaved 1F1B with ``v = chunks`` stages per rank (loop placement).
 
     Port of PyTorch's ``ScheduleInterleaved1F1B._calculate_single_rank_operations``:
@@ -534,18 +536,45 @@ def interleaved_1f1b(num_ranks: int, num_microbatches: int, chunks: int = 2, opt
     form of Megatron-LM's ``m % p == 0``). With ``p | m`` and uniform stages the
     bubble over ideal time is ``(p-1)/(v m)`` (arXiv:2104.04473 §2.2.2).
 
+    ``microbatch_group_size_per_vp_stage`` (Megatron-LM's knob, ``g``): the
+    micro-batches a rank runs on one chunk before moving to the next, instead of
+    PyTorch's ``R``; the warm-up is then ``(v-1) g + 2(p-1-s)`` (Megatron-LM
+    ``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``) and ``m`` must be a
+    multiple of ``g``. Megatron's default is ``p``, which is ``R`` when ``p | m``.
+
+    ``v = 1`` is refused: the formula then gives a warm-up of ``2(p-1-s)``
+    forwards, not 1F1B's ``p-s``, so the name would silently stand for a
+    deeper (more memory, same bubble) schedule than ``1F1B``.
+
     Raises:
-        ConfigError: the constraint on ``m`` does not hold.
+        ConfigError: the constraint on ``m`` does not hold, or ``v = 1`` (use ``1F1B``).
     """
     _check_sizes(num_ranks, num_microbatches, chunks)
     p, m, v = num_ranks, num_microbatches, chunks
-    per_round = _interleaved_rounds("Interleaved1F1B", p, m)
+    if v == 1:
+        raise ConfigError(
+            f"Interleaved1F1B needs v >= 2 chunks per rank; with v=1 its warm-up would be 2(p-1-s) forwards "
+            f"(rank 0 of p={p}: {min(m, 2 * (p - 1))}), a deeper schedule than 1F1B's p-s ({min(m, p)}): "
+            "use schedule '1F1B' for one chunk per rank"
+        )
+    group = microbatch_group_size_per_vp_stage
+    if group is None:
+        per_round = _interleaved_rounds("Interleaved1F1B", p, m)
+    elif isinstance(group, bool) or not isinstance(group, int) or group < 1 or m % group:
+        raise ConfigError(
+            f"Interleaved1F1B: microbatch_group_size_per_vp_stage must be a positive integer that divides m={m} "
+            f"(Megatron-LM's rule), got {group!r}"
+        )
+    else:
+        per_round = group
     parts = [
         _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
         for s in range(p)
     ]
     # Stages chunk * p + s on rank s: on their ranks by construction.
-    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, {"v": v})
+    params: dict[str, object] = {"v": v} if group is None else {"v": v, "microbatch_group_size_per_vp_stage": group}
+    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, params)
 
 
 @register(
@@ -596,6 +625,40 @@ def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sch
     p, m = num_ranks, num_microbatches
     parts = [_rank_ops_1f1b(s, p, 1, m, m, min(m, p - 1 - s), zero_bubble=True, deferred_w=s) for s in range(p)]
     return _from_parts("ZB-H1", m, loop_placement(p), parts, optimizer, {})
+
+
+@register(
+    "InterleavedZeroBubble",
+    "InterleavedZB",
+    "ZB1P-interleaved",
+    summary="ZB-H1 (ZB1P) over v chunks per rank in loop placement (Qi et al., arXiv:2401.10241; PyTorch ScheduleInterleavedZeroBubble)",
+    takes_chunks=True,
+    splits_backward=True,
+)
+def interleaved_zero_bubble(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
+    """Interleaved zero bubble (ZB1P) with ``v = chunks`` stages per rank (loop placement).
+
+    Port of PyTorch's ``ScheduleInterleavedZeroBubble._calculate_single_rank_operations``
+    (its ``_get_1f1b_rank_ops`` with ``enable_zero_bubble``), without the idle slots its
+    ``_add_bubbles_to_actions`` inserts (slots take no time here; the order of the jobs
+    on each rank is PyTorch's): rank ``s`` runs ``min(v m, (v-1) R + (p-1-s))`` warm-up
+    forwards (``R = m // max(1, m // p)`` micro-batches per round), then ``F I`` pairs
+    over the chunks (forwards ascending, backwards descending chunk order), a ``W`` of
+    the oldest pending ``I`` after each backward from the ``s``-th on, the remaining
+    ``W`` at the end. With ``v = 1`` it is ``ZB-H1``.
+
+    Raises:
+        ConfigError: ``m`` is not a multiple of the number of rounds ``max(1, m // p)``
+            (PyTorch's constraint).
+    """
+    _check_sizes(num_ranks, num_microbatches, chunks)
+    p, m, v = num_ranks, num_microbatches, chunks
+    per_round = _interleaved_rounds("InterleavedZeroBubble", p, m)
+    parts = [
+        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + (p - 1 - s)), zero_bubble=True, deferred_w=s)
+        for s in range(p)
+    ]
+    return _from_parts("InterleavedZeroBubble", m, loop_placement(p, v), parts, optimizer, {"v": v})
 
 
 @register(
@@ -705,17 +768,20 @@ def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sche
 @register(
     "DualPipeV",
     "DualPipe-V",
-    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches back to back (PyTorch ScheduleDualPipeV)",
+    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches overlapped (PyTorch ScheduleDualPipeV)",
     placed_chunks=2,
 )
-def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
+def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False, overlap: bool = True) -> Schedule:
     """DualPipeV: V placement (rank ``r`` holds stages ``r`` and ``2p-1-r``), eight
     phases per rank as in PyTorch's ``ScheduleDualPipeV._calculate_single_rank_operations``
     (itself from deepseek-ai/DualPipe ``dualpipev.py``).
 
-    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``) becomes the
-    forward followed by the full backward on the rank's compute stream; the
-    second half of the cool-down splits backwards into ``I`` and ``W``.
+    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``: in step 4 both
+    pairs, except the first ``F0 B1`` of the last rank, and in step 5 ``F1 B0``) is
+    listed as the forward then the full backward and kept as an overlapped job
+    group (:mod:`harness.overlap`): the two run at the same time, so the pair
+    lasts ``max(F, B)``. ``overlap=False`` runs them back to back. The second half
+    of the cool-down splits backwards into ``I`` and ``W``.
 
     Raises:
         ConfigError: ``m < 2p`` (DualPipeV needs at least as many micro-batches as stages).
@@ -726,6 +792,7 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         raise ConfigError(f"DualPipeV needs m >= 2p micro-batches (one per stage); got p={p}, m={m}")
     F, I, W, B = JobKind.F, JobKind.I, JobKind.W, JobKind.B  # noqa: N806
     ranks: list[list[Job | None]] = []
+    groups: list[tuple[Job, Job]] = []
     for r in range(p):
         s0, s1 = r, 2 * p - 1 - r
         jobs: list[Job | None] = []
@@ -754,6 +821,11 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
             if weights:
                 jobs.append(weights.pop(0))
 
+        def pair(f_stage: int, b_stage: int, jobs: list[Job | None] = jobs) -> None:
+            add(f_stage, F)
+            add(b_stage, B)
+            groups.append((jobs[-2], jobs[-1]))  # type: ignore[arg-type]
+
         for _ in range((p - r - 1) * 2):  # step 1: F0
             add(s0, F)
         for _ in range(r + 1):  # step 2: F0 F1
@@ -763,15 +835,16 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
             add(s1, I)
             add_w()
             add(s1, F)
-        for _ in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
-            add(s0, F)
-            add(s1, B)
-            add(s1, F)
-            add(s0, B)
+        for index in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
+            if index == 0 and r == p - 1:  # not overlapped, as in DualPipe and PyTorch (a shorter bubble)
+                add(s0, F)
+                add(s1, B)
+            else:
+                pair(s0, s1)
+            pair(s1, s0)
         for _ in range(p - r - 1):  # step 5: B1, (F1 B0)
             add(s1, B)
-            add(s1, F)
-            add(s0, B)
+            pair(s1, s0)
         zb = False
         half = r + 1
         for i in range(half):  # step 6: B1 B0, second half split
@@ -787,4 +860,10 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         for _ in range(r + 1):  # step 8: W
             add_w()
         ranks.append(jobs)
+    if overlap:
+        return _finish("DualPipeV", m, v_placement(p), ranks, optimizer, overlap=tuple(groups))
     return _finish("DualPipeV", m, v_placement(p), ranks, optimizer)
+
+
+# Builders of their own modules register on import (after the helpers above exist).
+from harness.schedule import controllable_memory as _controllable_memory  # noqa: E402, F401

@@ -18,10 +18,10 @@ How cells are read:
 * ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` (FSDP and gradient-reduction
   actions, no pipeline data) are read as idle slots.
 * A composite cell ``(0F3;5B1)OVERLAP_F_B`` (PyTorch's DualPipeV writes them) is
-  read as its sub-actions, one after the other in the written order: the
-  harness does not model their overlap. Its jobs take consecutive steps, so a
-  row's later steps no longer match its cell numbers; it is written back as
-  separate cells.
+  read as its sub-actions in the written order, kept as one overlapped job
+  group (:mod:`harness.overlap`: they run at the same time). Its jobs take
+  consecutive steps, so a row's later steps no longer match its cell numbers;
+  it is written back as one composite cell.
 * Stage placement is taken from where the stages appear: every stage must
   appear on exactly one rank, and the stages must be ``0..S-1``.
 * ``m`` is the largest micro-batch index plus one unless given.
@@ -70,9 +70,23 @@ def dumps_csv(schedule: Schedule) -> str:
 
     Trailing idle slots are not written (PyTorch's ``_dump_csv`` writes lists as they are).
     """
+    from harness.overlap import groups_of
+
+    first_of = {g[0]: g for g in groups_of(schedule)}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for row in schedule.to_text():
+    for jobs in schedule.ranks:
+        row: list[str] = []
+        i = 0
+        while i < len(jobs):
+            job = jobs[i]
+            group = first_of.get(job) if job is not None else None
+            if group is not None and tuple(jobs[i : i + len(group)]) == group:  # written as PyTorch's composite cell
+                row.append("(" + ";".join(map(str, group)) + ")OVERLAP_F_B")
+                i += len(group)
+                continue
+            row.append("" if job is None else str(job))
+            i += 1
         while row and not row[-1]:
             row.pop()
         writer.writerow(row)
@@ -283,6 +297,7 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
     max_cells = 2 * MAX_JOBS
     jobs: list[Job | None] = []
     blank: list[bool] = []  # per row: only whitespace (a blank line), as opposed to idle or ignored cells
+    overlapped: list[tuple[int, int, int]] = []  # (row, first position, jobs) of each OVERLAP_F_B cell
     for r, c0, texts in _cells(stream, name):
         if r == len(parsed):
             jobs = []
@@ -302,6 +317,9 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
             if ("SHARD" in cell or "REDUCE" in cell) and _IGNORED.match(cell):
                 jobs.append(None)
                 continue
+            overlap = _OVERLAP.match(cell) if "(" in cell else None
+            if overlap:
+                overlapped.append((r, len(jobs), overlap.group(1).count(";") + 1))
             _read_cell(cell, name, r, c, jobs, where, seen, parsed, MAX_JOBS)
     seen.clear()
     while parsed and blank[len(parsed) - 1]:
@@ -337,7 +355,10 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
     if m is None:
         m = 1 + max((j.microbatch for row in parsed for j in row if j is not None and j.microbatch is not None), default=0)
         _check_size(name, parsed, m, n_stages)
-    sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), {"source": name})
+    params: dict[str, object] = {"source": name}
+    if overlapped:  # after the B-as-I rule, so the groups name the jobs as read
+        params["overlap"] = tuple(tuple(parsed[r][i : i + n]) for r, i, n in overlapped)
+    sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), params)
     try:  # the messages name the schedule, i.e. the file
         check_counts(sched)
         check_order(sched)

@@ -1,0 +1,114 @@
+"""Overlapped F&B groups (harness.overlap): DualPipeV's OVERLAP_F_B pairs run at the same time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+from harness.errors import ScheduleError
+from harness.overlap import busy_union, groups_of, with_groups
+from harness.plan import build_plan
+from harness.report.tracecheck import check_trace
+from harness.runner import run_case
+from harness.schedule.analytics import analyze
+from harness.schedule.builders import build_schedule
+from harness.schedule.model import Schedule
+from harness.schedule.notation import dumps_csv, loads_csv
+
+
+def pairs_on_rank(p: int, m: int, r: int) -> int:
+    """DualPipeV's overlapped pairs on rank r (PyTorch ScheduleDualPipeV): step 4 has m-2p+r+1
+    iterations of two pairs, less the last rank's first; step 5 has p-r-1 pairs."""
+    return 2 * (m - 2 * p + r + 1) - (r == p - 1) + (p - r - 1)
+
+
+def test_dualpipev_emits_pytorchs_pairs() -> None:
+    s = build_schedule("DualPipeV", 4, 8, 2)
+    groups = groups_of(s)
+    assert [pairs_on_rank(4, 8, r) for r in range(4)] == [5, 6, 7, 7]
+    assert len(groups) == 25
+    per_rank = [0] * 4
+    for f, b in groups:
+        assert f.kind.value == "F" and b.kind.value == "B"
+        per_rank[s.rank_of(f.stage)] += 1
+    assert per_rank == [5, 6, 7, 7]
+    assert groups_of(build_schedule("DualPipeV", 4, 8, 2, overlap=False)) == ()
+
+
+@pytest.mark.parametrize(("f", "b"), [(1_000_000, 2_000_000), (2_000_000, 3_000_000), (3_000_000, 2_000_000)])
+def test_dualpipev_overlap_shortens_the_step_by_the_hand_computed_amount(f: int, b: int) -> None:
+    # p=4, m=8: ranks 2 and 3 hold 7 pairs each; each pair lasts max(F, B) instead of F + B, so those ranks
+    # do 7 min(F, B) less, and their idle time is the same with and without overlap: the step is 7 min(F, B) shorter.
+    cost = FixedCost(forward_ns=f, backward_ns=b)
+    with_o = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=cost), backend="sim")
+    without = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=cost, options={"overlap": False}), backend="sim")
+    saved = 7 * min(f, b)
+    assert without.metrics.step_time_median_ns - with_o.metrics.step_time_median_ns == saved
+    assert analyze(build_schedule("DualPipeV", 4, 8, 2), cost).makespan_ns == with_o.metrics.step_time_median_ns
+    # rank 3 works 2m(F+B) without overlap, 7 min(F,B) less with it (busy counts the overlap once)
+    assert without.metrics.steps[0].busy_ns[3] == 16 * (f + b)
+    assert with_o.metrics.steps[0].busy_ns[3] == 16 * (f + b) - saved
+
+
+def test_example_figures_in_the_docs() -> None:
+    cost = FixedCost.ms(F=1, B=2)
+    assert analyze(build_schedule("DualPipeV", 4, 8, 2), cost).makespan_ns == 44_000_000
+    assert analyze(build_schedule("DualPipeV", 4, 8, 2, overlap=False), cost).makespan_ns == 51_000_000
+
+
+def test_pair_runs_on_a_sibling_stream_and_the_trace_nests(tmp_path) -> None:
+    from harness.report.render import write_report
+    from harness.report.results import case_to_dict, results_document
+
+    r = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8), backend="sim")
+    assert "rank0/overlap" in r.records.streams
+    by_name = {(j.stage, j.kind, j.microbatch): j for j in r.records.jobs}
+    f, b = groups_of(r.schedule)[0]
+    jf, jb = by_name[(f.stage, "F", f.microbatch)], by_name[(b.stage, "B", b.microbatch)]
+    assert jf.stream.endswith("/compute") and jb.stream.endswith("/overlap")
+    assert jb.start_ns >= jf.start_ns and jb.start_ns < jf.end_ns  # concurrently
+    write_report(tmp_path, results_document([case_to_dict(r)]))
+    for trace in (tmp_path / "traces").iterdir():
+        assert check_trace(json.loads(trace.read_text())) == []
+
+
+def test_csv_keeps_the_groups_both_ways() -> None:
+    s = build_schedule("DualPipeV", 2, 4, 2)
+    text = dumps_csv(s)
+    assert "(0F2;3B0)OVERLAP_F_B" in text or "OVERLAP_F_B" in text
+    back = loads_csv(text)
+    assert back.ranks == s.ranks
+    assert groups_of(back) == groups_of(s)
+    cost = FixedCost.ms(F=1, B=2)
+    assert analyze(back, cost).makespan_ns == analyze(s, cost).makespan_ns
+
+
+def test_hand_made_group_two_ranks() -> None:
+    # rank 0: 0F0 0F1 0B0 0B1 (stage 0); rank 1: 1F0 (1F1;1B0) 1B1; F=1, B=2 ms.
+    # rank 1: F0 [1,2], F1 starts at 2 (its input is there at 2) with B0 at 2: [2,3] and [2,4]; B1 [4,6].
+    s = Schedule.from_text("pair", [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1F1", "1B0", "1B1"]], 2, [0, 1])
+    g = with_groups(s, [(s.ranks[1][1], s.ranks[1][2])])
+    cost = FixedCost.ms(F=1, B=2)
+    a = analyze(g, cost, comm_model="free")
+    # rank 0: B0 at 4 [4,6], B1 at 6 [6,8]
+    assert a.makespan_ns == 8_000_000
+    assert analyze(s, cost, comm_model="free").makespan_ns == 9_000_000  # F0 [1,2] F1 [2,3] B0 [3,5] B1 [5,7]; rank 0 B0 [5,7] B1 [7,9]
+
+
+def test_malformed_groups_are_refused() -> None:
+    s = Schedule.from_text("pair", [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1F1", "1B0", "1B1"]], 2, [0, 1])
+    r1 = s.ranks[1]
+    t = Schedule.from_text("dep", [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"]], 2, [0, 1])
+    with pytest.raises(ScheduleError, match="1B0 needs 1F0, so they cannot run at the same time"):
+        build_plan(with_groups(t, [(t.ranks[1][0], t.ranks[1][1])]))
+    with pytest.raises(ScheduleError, match="one after the other"):
+        build_plan(with_groups(s, [(r1[0], r1[2])]))
+    with pytest.raises(ScheduleError, match="different ranks"):
+        build_plan(with_groups(s, [(s.ranks[0][0], r1[0])]))
+
+
+def test_busy_union() -> None:
+    assert busy_union([0, 0, 0, 1], [0, 5, 6, 0], [10, 8, 12, 3], 2) == [12, 3]
