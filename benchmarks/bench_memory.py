@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 
+from harness.analytics import simulate
 from harness.cost import FixedCost
 from harness.memory import analytic_memory
 from harness.plan import build_plan
 from harness.schedule import build_schedule
-from harness.schedule.analytics import simulate
 from harness.schedule.passes import add_communication
 
 COST = FixedCost(forward_ns=1000, backward_ns=2000, p2p_latency_ns=100, activation_bytes=1 << 20, p2p_gbytes_per_s=50,

@@ -11,8 +11,8 @@ machine is busy.
 
 from __future__ import annotations
 
+from harness.analytics import ScheduleAnalytics
 from harness.runner import CaseResult
-from harness.schedule.analytics import ScheduleAnalytics
 
 
 def check_run(result: CaseResult, predicted: ScheduleAnalytics) -> None:

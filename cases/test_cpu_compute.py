@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analytics import analyze
 from harness.case import PipelineCase
 from harness.schedule import build_schedule
-from harness.schedule.analytics import analyze
 
 from _checks import check_run
 from _models import SMALL_CPU

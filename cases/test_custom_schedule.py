@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.analytics import analyze
 from harness.case import PipelineCase
 from harness.cost import FixedCost
 from harness.schedule import build_schedule
-from harness.schedule.analytics import analyze
 from harness.schedule.notation import load_schedule_file
 
 from _checks import check_run

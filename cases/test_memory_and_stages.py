@@ -20,11 +20,11 @@ from dataclasses import replace
 
 import pytest
 
+from harness.analytics import analyze
 from harness.case import PipelineCase
 from harness.memory import analytic_memory
 from harness.plan import build_plan
 from harness.schedule import build_schedule
-from harness.schedule.analytics import analyze
 
 from _checks import check_run
 from _models import GPT_1B

@@ -119,7 +119,7 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
 
     Args:
         step_ns: the step to decompose (ns): the median measured step, or the plan's
-            analytic makespan (:func:`harness.schedule.analytics.simulate`).
+            analytic makespan (:func:`harness.analytics.simulate`).
         plan: the validated plan that ran.
         cost: its cost model; ``recompute_ns(job, num_stages)`` where it models recomputation.
         busy_ns: per rank, the measured compute time of that step (ns), for a timed run:
@@ -127,7 +127,7 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
             workload's GEMMs last what the machine makes of them), with the cost
             model's share of recomputation in it. ``None``: the cost model's durations.
     """
-    from harness.schedule.analytics import durations, simulate
+    from harness.analytics import durations, simulate
 
     n_stages = plan.schedule.num_stages
     p = plan.schedule.num_ranks

@@ -257,11 +257,11 @@ def _cmd_schedules(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from harness import analytics
     from harness.case import PipelineCase
     from harness.cost import FixedCost
     from harness.plan import build_plan
     from harness.runner import is_builtin_order, theory_for
-    from harness.schedule import analytics
     from harness.schedule.builders import builder_info
     from harness.schedule.model import Job, JobKind
 

@@ -2,7 +2,7 @@
 
 Three models, chosen per case (``PipelineCase.comm_model``), for a pytest run
 (``--comm-model``), on the command line (``show --comm-model``) and in
-:func:`~harness.schedule.analytics.analyze`:
+:func:`~harness.analytics.analyze`:
 
 ``stream`` (the default, and the harness's model before there was a choice)
     Send/receive jobs (``SEND_F``/``RECV_F``/``SEND_B``/``RECV_B``) on a comm

@@ -41,7 +41,7 @@ class CostModel(Protocol):
     """What the executor and simulator need to know about a job's cost.
 
     Durations, FLOPs and bytes may differ by stage and job kind but not by
-    micro-batch: the analytic timeline (:mod:`harness.schedule.analytics`) and
+    micro-batch: the analytic timeline (:mod:`harness.analytics`) and
     the executor ask once per ``(stage, kind)``.
     """
 

@@ -210,7 +210,7 @@ def memory_profile(records: Any, cost: Any, num_stages: int, stage_to_rank: Sequ
 
 def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False) -> MemoryProfile | None:
     """The memory profile of ``plan``'s analytic timeline under ``cost``
-    (:func:`harness.schedule.analytics.simulate`), without running it; ``None`` when
+    (:func:`harness.analytics.simulate`), without running it; ``None`` when
     ``cost`` has no memory model.
 
     Where every rank runs its compute jobs on one stream (all built-in schedules),
@@ -243,7 +243,7 @@ def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeli
     p = plan.schedule.num_ranks
     one_stream = len(np.unique(cols.rank[keep] * (int(cols.stream.max(initial=0)) + 1) + cols.stream[keep])) <= p
     if timeline or not one_stream:
-        from harness.schedule.analytics import simulate
+        from harness.analytics import simulate
 
         tl = simulate(plan, cost)
         names = {code: kind.value for kind, code in KIND_CODE.items()}

@@ -52,7 +52,7 @@ from harness.errors import ScheduleError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _kind_codes, _read_only
 from harness.schedule.validate import check_counts, check_order
 
-__all__ = ["Plan", "PlanArrays", "build_plan"]
+__all__ = ["Plan", "PlanArrays", "build_plan", "validate"]
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
 _SF, _RF, _SB, _RB, _OPT = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B, JobKind.OPT
@@ -567,6 +567,17 @@ def build_plan(schedule: Schedule) -> Plan:
 
     with memory_guard(schedule.num_jobs, f"schedule {schedule.name!r}: building its plan"):
         return overlap.apply(_build_plan(schedule))
+
+
+def validate(schedule: Schedule) -> None:
+    """Run every check of ``schedule``: counts, per-rank order, dependencies and deadlocks
+    (:func:`~harness.schedule.validate.check_counts`, :func:`~harness.schedule.validate.check_order`
+    and :func:`build_plan`), building and dropping its plan.
+
+    Raises:
+        ScheduleError: the first problem found.
+    """
+    build_plan(schedule)
 
 
 def _build_plan(schedule: Schedule) -> Plan:

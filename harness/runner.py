@@ -253,7 +253,7 @@ def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords, dela
     should match it (a timed backend whose jobs last their durations); ``None`` elsewhere."""
     if records.backend == "sim" or records.device.get("workload") not in TIMED_WORKLOADS:
         return None
-    from harness.schedule.analytics import simulate
+    from harness.analytics import simulate
 
     return simulate(plan, case.cost, delays).makespan_ns
 
@@ -431,7 +431,7 @@ def run_case(
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
     try:
-        from harness.schedule.analytics import durations
+        from harness.analytics import durations
 
         durations(plan, case.cost)  # checks that costs do not vary by micro-batch (they would be flattened to the first)
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):

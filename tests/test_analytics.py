@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analytics import analyze, simulate
 from harness.cost import TransformerCost
 from harness.device.sim import SimDevice
 from harness.errors import ConfigError
@@ -11,7 +12,6 @@ from harness.executor import execute
 from harness.metrics import compute_metrics
 from harness.plan import build_plan
 from harness.schedule import build_schedule, schedule_names
-from harness.schedule.analytics import analyze, simulate
 from harness.schedule.model import Job, JobKind
 from harness.schedule.passes import add_communication
 from tests._sched_helpers import chunks_for, cost

@@ -285,7 +285,7 @@ def test_the_default_limit_message_states_the_measured_bytes_per_job():
 
 
 def test_out_of_memory_in_the_analytic_path_is_a_clear_error(monkeypatch):
-    from harness.schedule import analytics
+    from harness import analytics
 
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 15.2 GiB for an array with shape (2038000000,) and data type int64")

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from harness import overlap
+from harness.analytics import analyze
 from harness.errors import ConfigError, ScheduleError
 from harness.metrics import compute_metrics
 from harness.plan import _build_plan_checked, build_plan
 from harness.schedule import build_schedule, schedule_names
-from harness.schedule.analytics import analyze
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
 from harness.schedule.notation import loads_csv
 from harness.schedule.passes import _add_communication_loop, add_communication

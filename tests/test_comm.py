@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from harness import comm
+from harness.analytics import analyze
 from harness.case import PipelineCase
 from harness.cost import FixedCost
 from harness.errors import ConfigError
 from harness.runner import run_case
-from harness.schedule.analytics import analyze
 from harness.schedule.builders import build_schedule
 
 F, B, W, C = 18522, 18086, 9337, 601  # time units as ns; B is the paper's B (backward for inputs, our I)

@@ -13,10 +13,10 @@ from collections import defaultdict
 
 import pytest
 
+from harness.analytics import analyze
 from harness.cost import FixedCost
 from harness.errors import ConfigError
 from harness.plan import build_plan
-from harness.schedule.analytics import analyze
 from harness.schedule.builders import build_schedule
 
 

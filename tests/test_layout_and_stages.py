@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analytics import analyze
 from harness.bubble import NORMALIZATIONS, convert_bubble, decompose
 from harness.case import PipelineCase
 from harness.cost import FixedCost, TransformerCost
@@ -12,7 +13,6 @@ from harness.layout import parse_layout
 from harness.plan import build_plan
 from harness.runner import run_case
 from harness.schedule import build_schedule
-from harness.schedule.analytics import analyze
 from harness.schedule.model import Job, JobKind
 
 MS = 1_000_000

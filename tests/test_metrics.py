@@ -51,8 +51,8 @@ def test_summary_over_steps():
 
 def test_peak_inflight_per_stage_matches_the_analytic_timeline():
     from harness import FixedCost, PipelineCase, run_case
+    from harness.analytics import analyze
     from harness.schedule import build_schedule
-    from harness.schedule.analytics import analyze
 
     cost = FixedCost.ms(F=1, B=2)
     run = run_case(PipelineCase("Interleaved1F1B", 4, 8, chunks=2, cost=cost), "sim").metrics

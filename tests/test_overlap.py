@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from harness.analytics import analyze
 from harness.case import PipelineCase
 from harness.cost import FixedCost
 from harness.errors import ScheduleError
@@ -13,7 +14,6 @@ from harness.overlap import busy_union, groups_of, with_groups
 from harness.plan import build_plan
 from harness.report.tracecheck import check_trace
 from harness.runner import run_case
-from harness.schedule.analytics import analyze
 from harness.schedule.builders import build_schedule
 from harness.schedule.model import Schedule
 from harness.schedule.notation import dumps_csv, loads_csv

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analytics import analyze
 from harness.errors import ScheduleError
 from harness.plan import build_plan
 from harness.schedule import build_schedule, schedule_names
-from harness.schedule.analytics import analyze
 from harness.schedule.model import JobKind
 from harness.schedule.passes import add_communication, merge_backward, split_backward, strip_communication
 from tests._sched_helpers import chunks_for, cost

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harness import theory
+from harness.analytics import analyze
 from harness.errors import ConfigError
 from harness.schedule import build_schedule
-from harness.schedule.analytics import analyze
 from tests._sched_helpers import cost
 
 

@@ -7,12 +7,11 @@ import pytest
 
 from harness import overlap
 from harness.errors import ScheduleError
-from harness.plan import _build_plan_checked, build_plan
+from harness.plan import _build_plan_checked, build_plan, validate
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job
 from harness.schedule.notation import loads_csv
 from harness.schedule.passes import add_communication
-from harness.schedule.validate import validate
 
 
 def _sched(rows: list[list[str]], m: int, placement: tuple[int, ...] | None = None) -> Schedule:

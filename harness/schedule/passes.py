@@ -48,7 +48,7 @@ def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:
     yet, has two stages or more, and a send between stages takes time (a positive
     ``SEND_F`` duration, from ``p2p_latency_ns`` or bandwidth and bytes).
 
-    A case (``PipelineCase.comm=None``) and :func:`~harness.schedule.analytics.analyze`
+    A case (``PipelineCase.comm=None``) and :func:`~harness.analytics.analyze`
     (``comm=None``) insert them exactly then."""
     if schedule.has_comm or schedule.num_stages < 2:
         return False
@@ -59,7 +59,7 @@ def wants_communication(schedule: Schedule, cost: CostModel, comm: bool | None) 
     """Whether to insert send/receive jobs into ``schedule`` for a run or an analysis:
     ``comm=True`` when it has none yet, ``None`` exactly when :func:`transfers_cost_time`,
     ``False`` never. The one rule :class:`~harness.case.PipelineCase` and
-    :func:`~harness.schedule.analytics.analyze` share."""
+    :func:`~harness.analytics.analyze` share."""
     if comm is None:
         return transfers_cost_time(schedule, cost)
     return comm and not schedule.has_comm

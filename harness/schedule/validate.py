@@ -9,7 +9,7 @@ construction (:class:`~harness.schedule.model.Schedule` rejects a job on a rank
 that does not hold its stage; the CSV reader rejects a stage on two rows).
 Dependencies between ranks and deadlocks are checked by the plan
 (:func:`harness.plan.build_plan`), which simulates readiness over the
-dependency graph; :func:`validate` runs everything. Both raise
+dependency graph; :func:`harness.plan.validate` runs everything. Both raise
 :class:`~harness.errors.ScheduleError` with the step x rank grid, faulty cells
 marked. Linear in the number of jobs.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from harness.errors import ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule
 
-__all__ = ["check_counts", "check_order", "validate"]
+__all__ = ["check_counts", "check_order"]
 
 _MAX_REPORTED = 12
 
@@ -145,15 +145,3 @@ def check_order(schedule: Schedule) -> None:
     if problems:
         first = problems[0][2]
         _fail(schedule, problems, f"{len(problems) // 2} job(s) out of order on their rank: {first}", [])
-
-
-def validate(schedule: Schedule) -> None:
-    """Run every check: counts, per-rank order, dependencies and deadlocks.
-
-    Raises:
-        ScheduleError: the first problem found (see :func:`check_counts`,
-            :func:`check_order` and :func:`harness.plan.build_plan`).
-    """
-    from harness.plan import build_plan
-
-    build_plan(schedule)
