@@ -26,6 +26,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
+from harness.summary import case_table
 from harness.text import shown_in_terminal
 from harness.window import DEFAULT_MAX_TIME_NS, DEFAULT_MIN_STEPS, DEFAULT_TARGET, AdaptiveWindow, parse_duration_ns, parse_steps, parse_target
 
@@ -576,74 +577,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
 
-def _bytes(n: float) -> str:
-    from harness.memory import format_bytes
-
-    return format_bytes(n)
-
-
 def _write_summary(tr: Any, hc: HarnessConfig) -> None:
-    """The "pipeline cases" section: one row per case, notes, failed cases, where the report is."""
+    """The "pipeline cases" section: the case table and its notes (:mod:`harness.summary`), failed and
+    errored cases, where the report is."""
     tr.section("pipeline cases")
-    rows = []
-    for r in hc.results:
-        m = r.metrics
-        th = r.theory.get("bubble_ratio")
-        workload = r.records.device.get("workload")
-        st = m.step_time_stats
-        spread = "exact" if r.records.backend == "sim" else "—"
-        if st is not None and st.n > 1 and st.median and r.records.backend != "sim":
-            spread = f"±{100 * max(st.median - st.ci_low, st.ci_high - st.median) / st.median:.1f}%"
-            if not 0.95 <= st.ci_level < 0.96:  # the interval's real coverage, when n makes it differ from 95 %
-                spread += f" ({100 * st.ci_level:.0f}%)"
-        fid = r.fidelity
-        rows.append((
-            shown_in_terminal(r.case_id.split("::", 1)[-1]),  # a newline or U+202E must not split or reverse the row
-            shown_in_terminal(r.schedule.name),
-            str(r.num_ranks),
-            str(r.num_microbatches),
-            str(r.chunks),
-            r.records.backend + (f"/{workload}" if workload else "") + f" {r.comm_model}",
-            str(len(m.steps)) + ("!" if r.flags else ""),
-            f"{m.step_time_median_ns / 1e6:.3f} ms",
-            spread,
-            f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
-            f"{100 * m.span_bubble_ratio:.1f}%",
-            "—" if fid is None else f"{100 * fid['change']:+.1f}%",
-            "—" if r.memory is None else _bytes(max(r.memory.peak_bytes, default=0)) + (" !" if r.does_not_fit else ""),
-        ))
-    header = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
-              "vs sim", "peak mem")
-    widths = [min(60, max(len(row[i]) for row in [header, *rows])) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
-
-    def fmt(row: tuple[str, ...]) -> str:
-        cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    tr.write_line(fmt(header))
-    for row in rows:
-        tr.write_line(fmt(row))
-    tr.write_line("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
-                  "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
-                  "CI = the median step's 95% confidence interval (order statistics), as the larger side's distance from the median, "
-                  "with its real coverage in brackets where the number of steps makes it differ (below 6 steps no 95% interval exists); "
-                  "vs sim = measured median against the cost model's exact step; steps! = flagged below; "
-                  "peak mem = the most bytes a rank holds (static + activations; ! = over the case's memory limit)")
-    for r in hc.results:
-        for note in r.warnings:
-            tr.write_line(shown_in_terminal(f"note: {r.label}: {note}"))
-    for r in hc.results:
-        if r.does_not_fit:
-            tr.write_line(f"does not fit: {shown_in_terminal(r.label)}: {r.does_not_fit}")
-    flagged = [r for r in hc.results if r.flags]
-    for r in flagged:
-        for f in r.flags:
-            tr.write_line(f"{f.kind}: {shown_in_terminal(r.label)}: {f.reason}")
-    if flagged:
-        kinds = sorted({f.kind for r in flagged for f in r.flags})
-        tr.write_line(f"{len(flagged)} of {len(hc.results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
-                      "`python -m harness compare` reports them and does not gate them unless --strict")
+    for line in case_table(hc.results):
+        tr.write_line(line)
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
         tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
