@@ -323,7 +323,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"bubble {100 * bubble:.2f}% of total (idle share), {100 * over:.2f}% over ideal time"
           + (f"; theory {100 * bubble_th:.2f}% of total" if bubble_th is not None else no_theory))
     spans = a.span_bubble_ns
-    span_th = _span_theory(schedule.name, p, m, cost, schedule.num_stages) if is_builtin_order(schedule) else None
+    free = cost.is_uniform(schedule.num_stages)  # the closed forms assume free transfers (docs/schedules.md)
+    span_th = _span_theory(schedule.name, p, m, cost, schedule.num_stages) if free and is_builtin_order(schedule) else None
     print("span bubble per rank (idle between its own first and last job; the zero-bubble paper's bubble): "
           + ", ".join(f"{x / 1e6:g}" for x in spans) + " ms"
           + (f"; theory, worst rank: {span_th / 1e6:g} ms (arXiv:2401.10241, Table 2)" if span_th is not None else ""))

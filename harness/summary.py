@@ -42,10 +42,16 @@ def _ci(r: CaseResult) -> str:
     return text
 
 
+def _name(r: CaseResult) -> str:
+    """The test's name (``test_gpt[1F1B]``), and the case's own name after it where it was given one."""
+    test = r.case_id.split("::", 1)[-1]
+    return test if r.label in (test, test.split("#", 1)[0]) or test.startswith(r.label) else f"{test} ({r.label})"
+
+
 def _row(r: CaseResult) -> tuple[str, ...]:
     m, th, workload, fid = r.metrics, r.theory.get("bubble_ratio"), r.records.device.get("workload"), r.fidelity
     return (
-        shown_in_terminal(r.case_id.split("::", 1)[-1]),  # a newline or U+202E must not split or reverse the row
+        shown_in_terminal(_name(r)),  # a newline or U+202E must not split or reverse the row
         shown_in_terminal(r.schedule.name),
         str(r.num_ranks),
         str(r.num_microbatches),

@@ -357,7 +357,9 @@ def test_summary_rows_escape_bidi_and_newlines(pytester):
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "-p", "no:randomly")
     assert result.ret == 0
     rows = [line for line in result.outlines if line.startswith(("test_rtl", "test_newline")) and "sim/virtual" in line]
-    assert [row.split()[:2] for row in rows] == [["test_rtl", "rtl\\u202eVSC.exe.csv"], ["test_newline", "two\\nlines.csv"]]
+    assert [row.split()[0] for row in rows] == ["test_rtl", "test_newline"] and len(rows) == 2
+    assert "rtl\\u202eVSC.exe.csv" in rows[0] and "two\\nlines.csv" in rows[1]
+    assert "(case\\u202ename)" in rows[1]  # the case's own name, after its test's, escaped too
     assert not any("\u202e" in line for line in result.outlines)
 
 

@@ -114,3 +114,20 @@ def test_convert_bubble_checks_its_input_and_takes_the_results_names():
     for bad in (float("inf"), float("nan"), "0.2"):
         with pytest.raises(ConfigError, match="must be a finite number"):
             convert_bubble(bad, "over_ideal", "idle_share")  # type: ignore[arg-type]
+
+
+def test_show_gives_no_free_transfer_theory_when_transfers_cost_time(capsys):
+    assert main(["show", "ZB-H1", "-p", "4", "-m", "8", "--p2p-latency-ms", "0.5", "--comm-model", "edge"]) == 0
+    span = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("span bubble per rank"))
+    assert span.endswith("9, 7, 5, 3 ms") and "theory" not in span
+    assert main(["show", "ZB-H1", "-p", "4", "-m", "8"]) == 0
+    assert "theory, worst rank: 3 ms" in capsys.readouterr().out
+
+
+def test_the_summary_names_a_case_by_its_test_and_its_own_name():
+    from harness.summary import case_table
+
+    named = run_case(PipelineCase("1F1B", 2, 2, name="pl-eager"), "sim", case_id="cases/x.py::test_placement#2")
+    plain = run_case(PipelineCase("1F1B", 2, 2, name="test_plain"), "sim", case_id="cases/x.py::test_plain")
+    rows = case_table([named, plain])[1:3]
+    assert rows[0].startswith("test_placement#2 (pl-eager) ") and rows[1].startswith("test_plain ")
