@@ -1,0 +1,139 @@
+"""Report output files: written atomically, gzip-compressed on request, and their size
+estimated before they are written.
+
+:func:`open_output` gives a text file that replaces ``path`` only once it is
+complete (as :func:`harness.report.atomic.atomic_write`); a path ending in
+``.gz`` is gzip-compressed (level :data:`GZIP_LEVEL`: fast, most of the gain on
+traces). Perfetto, chrome://tracing and Holistic Trace Analysis (HTA's
+``hta/common/trace_file.py`` opens ``*.gz`` with :mod:`gzip`) read such files;
+:func:`read_json` reads both forms.
+
+:func:`size_estimate` predicts a trace's or HTA folder's size from the counts of
+its events and the measured bytes per event of each kind (``benchmarks/bench_trace_export.py``);
+:func:`size_warning` turns an estimate past :data:`SIZE_WARN_BYTES` into the
+message that says how to shrink it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["GZIP_LEVEL", "SIZE_WARN_BYTES", "ReportSizeWarning", "hta_size_estimate", "open_output", "read_json", "size_warning",
+           "trace_size_estimate"]
+
+#: gzip level of compressed outputs: level 1 is several times faster than the default 6
+#: and compresses these repetitive files nearly as well.
+GZIP_LEVEL = 1
+#: An output estimated past this size (bytes) is warned about before it is written.
+SIZE_WARN_BYTES = 100 * 1000 * 1000
+
+# Bytes per event in the uncompressed text, measured on built-in schedules at p=8..32,
+# m=64..2048 (ranges of job text and ts digits included; the estimate is within ~15 %).
+_TRACE_JOB_BYTES = 205
+_TRACE_FLOW_BYTES = 190  # one dependency: its "s" and "f" events
+_TRACE_COUNTER_BYTES = 80
+_HTA_JOB_BYTES = 420  # a kernel and its launch
+
+
+class ReportSizeWarning(UserWarning):
+    """An output of a report is estimated past the size threshold (see :func:`size_warning`)."""
+
+
+@contextmanager
+def open_output(path: Path) -> Iterator[IO[str]]:
+    """A UTF-8 text file that atomically replaces ``path`` when the block ends without error;
+    gzip-compressed when ``path`` ends in ``.gz``.
+
+    Raises:
+        OSError: the folder is not writable or the disk is full; the previous file, if any,
+            is left untouched and the temporary file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            zipped = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) if path.suffix == ".gz" else None
+            text = io.TextIOWrapper(zipped if zipped is not None else raw, encoding="utf-8", newline="\n", write_through=False)
+            try:
+                yield text
+                text.flush()
+            finally:
+                text.detach()
+            if zipped is not None:
+                zipped.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, gzip-compressed where its name ends in ``.gz``.
+
+    Raises:
+        OSError: unreadable file (or not gzip data, for ``.gz``). json.JSONDecodeError: not JSON.
+    """
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as fh:
+            return json.loads(fh.read())
+    return json.loads(path.read_bytes())
+
+
+def trace_size_estimate(case: dict[str, Any], flows: bool = True, steps: int | None = None) -> int:
+    """Estimated bytes of the uncompressed Chrome trace of ``case``.
+
+    Args:
+        case: a results-document case.
+        flows: whether flow events are written.
+        steps: the number of recorded steps traced (``None``: all).
+    """
+    n_jobs = len(case["jobs"]["kind"])
+    n_steps = max(1, len(case["steps"]))
+    kept = n_steps if steps is None else min(n_steps, steps)
+    jobs = n_jobs * kept // n_steps
+    flow_count = len(case.get("deps") or []) * kept if flows else 0
+    memory = case.get("memory")
+    counters = sum(len(line.get("t_ns", [])) for line in (memory.get("timeline") or [])) if isinstance(memory, dict) else 0
+    return jobs * _TRACE_JOB_BYTES + flow_count * _TRACE_FLOW_BYTES + counters * kept // n_steps * _TRACE_COUNTER_BYTES
+
+
+def hta_size_estimate(case: dict[str, Any]) -> int:
+    """Estimated bytes of the uncompressed HTA rank files of ``case`` together (every job)."""
+    return len(case["jobs"]["kind"]) * _HTA_JOB_BYTES
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def size_warning(what: str, estimate: int, compressed: bool, shrink: list[str], threshold: int = SIZE_WARN_BYTES) -> str | None:
+    """The warning for an output estimated at ``estimate`` bytes, or ``None`` under ``threshold``.
+
+    Args:
+        what: names the output (``"trace of case 'x'"``).
+        estimate: its uncompressed size estimate, bytes.
+        compressed: whether it is written gzip-compressed (the message says it is smaller on disk).
+        shrink: the ways to make it smaller, as the user gives them (options).
+        threshold: bytes; 0 or less warns about nothing.
+    """
+    if threshold <= 0 or estimate <= threshold:
+        return None
+    ways = "; ".join(shrink)
+    note = " before compression" if compressed else ""
+    return f"the {what} will be about {_mb(estimate)}{note} (over {_mb(threshold)})" + (f"; to shrink it: {ways}" if ways else "")
