@@ -23,10 +23,11 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["GZIP_LEVEL", "SIZE_WARN_BYTES", "ReportSizeWarning", "hta_size_estimate", "open_output", "read_json", "size_warning",
+__all__ = ["GZIP_LEVEL", "SIZE_WARN_BYTES", "ReportSizeWarning", "TraceOptions", "hta_size_estimate", "open_output", "read_json", "size_warning",
            "trace_size_estimate"]
 
 #: gzip level of compressed outputs: level 1 is several times faster than the default 6
@@ -41,6 +42,45 @@ _TRACE_JOB_BYTES = 205
 _TRACE_FLOW_BYTES = 190  # one dependency: its "s" and "f" events
 _TRACE_COUNTER_BYTES = 80
 _HTA_JOB_BYTES = 420  # a kernel and its launch
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """How a report writes its traces (pytest ``--trace-gzip``, ``--trace-steps=N``,
+    ``--trace-no-flows``, ``--size-warn-mb``; the same options of ``pipeline-harness report``).
+
+    Attributes:
+        gzip: write ``traces/<case>.json.gz`` and ``hta/<case>/rank<N>.json.gz``.
+        steps: trace only the first ``steps`` recorded steps of each case (``None``: all);
+            HTA files and ``results.json`` always keep every job.
+        flows: write flow events (dependency arrows).
+        warn_bytes: warn about an output estimated past this many bytes (0: never).
+
+    Raises:
+        ValueError: ``steps`` under 1 or ``warn_bytes`` negative.
+    """
+
+    gzip: bool = False
+    steps: int | None = None
+    flows: bool = True
+    warn_bytes: int = SIZE_WARN_BYTES
+
+    def __post_init__(self) -> None:
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"traced steps must be 1 or more, not {self.steps}")
+        if self.warn_bytes < 0:
+            raise ValueError(f"the size warning threshold must be 0 (never warn) or more bytes, not {self.warn_bytes}")
+
+    def shrink_hints(self) -> list[str]:
+        """The options that would make traces smaller, given the ones already in use."""
+        hints = []
+        if not self.gzip:
+            hints.append("--trace-gzip (gzip-compressed .json.gz, ~10x smaller; Perfetto and HTA open them)")
+        if self.steps is None or self.steps > 1:
+            hints.append("--trace-steps=1 (trace the first recorded step only)")
+        if self.flows:
+            hints.append("--trace-no-flows (no dependency arrows)")
+        return hints
 
 
 class ReportSizeWarning(UserWarning):

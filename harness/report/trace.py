@@ -58,7 +58,7 @@ from harness.report.layout import (
 )
 from harness.report.output import open_output
 
-__all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "trace_text", "write_trace"]
+__all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "first_steps", "trace_text", "write_trace"]
 
 #: Reserved colour names of the classic trace viewer, per job kind.
 KIND_CNAME = {
@@ -82,6 +82,35 @@ _SEP = (",", ":")
 
 def _us(ns: int) -> float:
     return ns / 1000.0
+
+
+def first_steps(case: dict[str, Any], steps: int | None) -> dict[str, Any]:
+    """``case`` with only its first ``steps`` recorded steps (their jobs, step spans, and the
+    memory counter points up to the last kept step's end); ``case`` itself when it has no
+    more steps than that or ``steps`` is ``None``. Linear in the jobs.
+
+    Raises:
+        ValueError: ``steps`` under 1.
+    """
+    if steps is None or len(case["steps"]) <= steps:
+        return case
+    if steps < 1:
+        raise ValueError(f"traced steps must be 1 or more, not {steps}")
+    kept = case["steps"][:steps]
+    step = np.asarray(case["jobs"]["step"], dtype=np.int64)
+    take = np.flatnonzero(np.isin(step, np.asarray(kept, dtype=np.int64))).tolist()
+    jobs = {name: [col[i] for i in take] for name, col in case["jobs"].items()}
+    out = {**case, "steps": kept, "step_start_ns": case["step_start_ns"][:steps], "step_end_ns": case["step_end_ns"][:steps], "jobs": jobs}
+    out.pop("overlaps", None)  # job indices of the whole case
+    memory = case.get("memory")
+    if isinstance(memory, dict) and memory.get("timeline"):
+        until = max(case["step_end_ns"][:steps])
+        lines = []
+        for line in memory["timeline"]:
+            pairs = [(t, b) for t, b in zip(line.get("t_ns", []), line.get("bytes", [])) if t <= until]
+            lines.append({**line, "t_ns": [t for t, _ in pairs], "bytes": [b for _, b in pairs]})
+        out["memory"] = {**memory, "timeline": lines}
+    return out
 
 
 def _head_events(case: dict[str, Any], slots: list[Any]) -> list[dict[str, Any]]:
