@@ -27,8 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["GZIP_LEVEL", "SIZE_WARN_BYTES", "ReportSizeWarning", "TraceOptions", "hta_size_estimate", "open_output", "read_json", "size_warning",
-           "trace_size_estimate"]
+__all__ = [
+    "GZIP_LEVEL",
+    "SIZE_WARN_BYTES",
+    "TRACE_OPTIONS",
+    "ReportSizeWarning",
+    "TraceOptions",
+    "hta_size_estimate",
+    "open_output",
+    "parse_trace_options",
+    "read_json",
+    "size_warning",
+    "trace_size_estimate",
+]
 
 #: gzip level of compressed outputs: level 1 is several times faster than the default 6
 #: and compresses these repetitive files nearly as well.
@@ -37,11 +48,11 @@ GZIP_LEVEL = 1
 SIZE_WARN_BYTES = 100 * 1000 * 1000
 
 # Bytes per event in the uncompressed text, measured on built-in schedules at p=8..32,
-# m=64..2048 (ranges of job text and ts digits included; the estimate is within ~15 %).
-_TRACE_JOB_BYTES = 205
-_TRACE_FLOW_BYTES = 190  # one dependency: its "s" and "f" events
+# m=64..2048 with and without comm (170-175, 188-196 and 400-421 bytes): the estimate is within ~5 %.
+_TRACE_JOB_BYTES = 175
+_TRACE_FLOW_BYTES = 195  # one dependency: its "s" and "f" events
 _TRACE_COUNTER_BYTES = 80
-_HTA_JOB_BYTES = 420  # a kernel and its launch
+_HTA_JOB_BYTES = 415  # a kernel and its launch
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,44 @@ class TraceOptions:
         if self.flows:
             hints.append("--trace-no-flows (no dependency arrows)")
         return hints
+
+
+#: The options, as pytest and ``pipeline-harness report`` spell them: (name, metavar or None for a flag, help).
+TRACE_OPTIONS = (
+    ("--trace-gzip", None, "write traces and HTA rank files gzip-compressed (.json.gz; Perfetto, chrome://tracing and HTA open them)"),
+    ("--trace-steps", "N", "trace only the first N recorded steps of each case (HTA files and results.json keep every step)"),
+    ("--trace-no-flows", None, "leave the dependency arrows (flow events) out of the traces"),
+    ("--size-warn-mb", "MB", f"warn about a report file estimated past MB megabytes (default {SIZE_WARN_BYTES // 10**6}; 0: never)"),
+)
+
+
+def parse_trace_options(gzip: bool, steps: str | None, no_flows: bool, warn_mb: str | None) -> TraceOptions:
+    """:class:`TraceOptions` from the option values as given (strings, ``None`` where absent).
+
+    Raises:
+        ConfigError: ``--trace-steps`` is not a whole number of 1 or more, or ``--size-warn-mb``
+            not a number of 0 or more (names the option and the value).
+    """
+    from harness.errors import ConfigError
+
+    n: int | None = None
+    if steps is not None:
+        try:
+            n = int(steps)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ConfigError(f"--trace-steps={steps!r}: give a whole number of steps, 1 or more (e.g. --trace-steps=1)")
+    warn = SIZE_WARN_BYTES
+    if warn_mb is not None:
+        try:
+            mb = float(warn_mb)
+        except ValueError:
+            mb = -1.0
+        if not mb >= 0 or mb == float("inf"):
+            raise ConfigError(f"--size-warn-mb={warn_mb!r}: give a size in MB, 0 or more (0: never warn)")
+        warn = int(mb * 1e6)
+    return TraceOptions(gzip=gzip, steps=n, flows=not no_flows, warn_bytes=warn)
 
 
 class ReportSizeWarning(UserWarning):
@@ -159,14 +208,19 @@ def hta_size_estimate(case: dict[str, Any]) -> int:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.0f} MB"
+    """Bytes in readable units: ``"352 MB"``, ``"1.8 GB"``, ``"12 kB"``."""
+    if n >= 10**9:
+        return f"{n / 1e9:,.1f} GB"
+    if n >= 10**6:
+        return f"{n / 1e6:,.0f} MB"
+    return f"{n / 1e3:,.0f} kB"
 
 
 def size_warning(what: str, estimate: int, compressed: bool, shrink: list[str], threshold: int = SIZE_WARN_BYTES) -> str | None:
     """The warning for an output estimated at ``estimate`` bytes, or ``None`` under ``threshold``.
 
     Args:
-        what: names the output (``"trace of case 'x'"``).
+        what: names the output (``"the trace of case 'x'"``).
         estimate: its uncompressed size estimate, bytes.
         compressed: whether it is written gzip-compressed (the message says it is smaller on disk).
         shrink: the ways to make it smaller, as the user gives them (options).
@@ -176,4 +230,4 @@ def size_warning(what: str, estimate: int, compressed: bool, shrink: list[str], 
         return None
     ways = "; ".join(shrink)
     note = " before compression" if compressed else ""
-    return f"the {what} will be about {_mb(estimate)}{note} (over {_mb(threshold)})" + (f"; to shrink it: {ways}" if ways else "")
+    return f"{what} will be about {_mb(estimate)}{note} (over {_mb(threshold)})" + (f"; to shrink it: {ways}" if ways else "")

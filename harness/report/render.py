@@ -445,13 +445,13 @@ def write_report(
                     stem = case_filename(cid, taken)
                     if traces:
                         traced = first_steps(case, opts.steps)
-                        _say_size(notice, f"trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
+                        _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
                         name = f"{stem}.json{'.gz' if opts.gzip else ''}"
                         write_trace(stage / "traces" / name, traced, flows=opts.flows)
                         trace_hrefs[cid] = f"traces/{name}"
                     if hta:
                         hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + ["--no-hta (pipeline-harness report)"]
-                        _say_size(notice, f"HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
+                        _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
                         write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip)
                         hta_hrefs[cid] = f"hta/{stem}/"
                 except (KeyError, TypeError, ValueError, IndexError) as exc:
