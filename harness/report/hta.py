@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from harness._gcpause import gc_paused
 from harness.report.jobtable import JobTable
 from harness.report.jsontext import CHUNK_ROWS, document_parts, write_document
 from harness.report.layout import rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
@@ -184,6 +185,7 @@ def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
     return json.loads(hta_rank_text(case, rank))
 
 
+@gc_paused  # see harness.report.trace.write_trace_to
 def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False) -> list[Path]:
     """Write ``folder/rank<N>.json`` (``.json.gz`` with ``compress``, which HTA reads too) for
     every rank of ``case``, each atomically; linear in the jobs whatever the number of ranks.

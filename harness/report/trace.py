@@ -45,6 +45,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from harness._gcpause import gc_paused
 from harness.report.jobtable import JobTable
 from harness.report.jsontext import CHUNK_ROWS, document_parts, number_text, write_document
 from harness.report.layout import (
@@ -316,6 +317,7 @@ def _other_data(case: dict[str, Any]) -> dict[str, Any]:
     return other
 
 
+@gc_paused  # millions of short-lived strings: the cyclic collector would scan them over and over
 def write_trace_to(fh: IO[str], case: dict[str, Any], flows: bool = True) -> None:
     """Write the trace document of one results-document case to the text file ``fh``
     (see module doc for its layout; times in µs).
