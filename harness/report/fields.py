@@ -56,6 +56,19 @@ def _show(x: Any) -> str:
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
 
 
+def _first_true(test: Callable[..., Any], *columns: list[int]) -> int | None:
+    """The first index where ``test`` (over numpy arrays of the integer ``columns``) holds,
+    or ``None``: one vectorized pass over the job columns instead of a Python loop."""
+    import numpy as np
+
+    try:
+        arrays = [np.asarray(c, dtype=np.int64) for c in columns]
+    except OverflowError:  # an integer past 64 bits: compare as Python objects
+        arrays = [np.asarray(c, dtype=object) for c in columns]
+    hits = np.flatnonzero(test(*arrays))
+    return int(hits[0]) if len(hits) else None
+
+
 def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
     if not isinstance(value, list):
         return f"{name} is {_show(value)}, expected a list"
@@ -138,7 +151,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
             return problem
     n_streams = len(case["streams"])
     for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
-        bad = next((k for k, x in enumerate(jobs[col]) if not 0 <= x < hi), None)
+        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col])
         if bad is not None:
             return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected {'0' if hi == 1 else f'0 to {hi - 1}'}"
     # A run's jobs are the harness's kinds; an import keeps the job types it does not map
@@ -161,7 +174,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if not set(jobs["step"]) <= recorded:
         k = next(i for i, x in enumerate(jobs["step"]) if x not in recorded)
         return f"jobs.step[{k}] is {jobs['step'][k]}, which is not among the case's steps"
-    bad = next((k for k, (a, b) in enumerate(zip(jobs["start_ns"], jobs["end_ns"])) if b < a), None)
+    bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
     metrics = case.get("metrics")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import IO, Any
 
 import orjson
@@ -117,8 +118,14 @@ def _first_non_finite(value: Any, name: str) -> str | None:
             if got:
                 return got
     elif isinstance(value, (list, tuple)):
-        if all(type(x) in _PLAIN for x in value):  # the big job columns: no float inside
+        types = set(map(type, value))  # C loops: the big job and dependency columns cost no Python call per item
+        if types <= _PLAIN:
             return None
+        if types == {list} and set(map(type, chain.from_iterable(value))) <= _PLAIN:  # e.g. deps: [[str, str, str], ...]
+            return None
+        if types <= _PLAIN | {float}:
+            k = next((k for k, x in enumerate(value) if type(x) is float and not math.isfinite(x)), None)
+            return None if k is None else f"{name}[{k}]"
         for k, x in enumerate(value):
             got = _first_non_finite(x, f"{name}[{k}]")
             if got:
