@@ -224,6 +224,8 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if deps is not None:
         if not isinstance(deps, list):
             return f"deps is {_show(deps)}, expected a list"
+        if deps and _deps_fit(deps, jobs):  # the common case, in C loops; the loop below names what is wrong
+            return None
         labels: set[str] | None = None
         for k, dep in enumerate(deps):
             if not (isinstance(dep, list) and len(dep) == 3 and all(_is_str(x) for x in dep) and dep[2] in ("end", "start")):
@@ -234,6 +236,20 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
                 if label not in labels:
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
+
+
+def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
+    """Whether every dependency is ``[job text, job text, "end" | "start"]`` naming jobs of
+    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job)."""
+    from itertools import chain
+    from operator import itemgetter
+
+    if set(map(type, deps)) != {list} or set(map(len, deps)) != {3} or set(map(type, chain.from_iterable(deps))) != {str}:
+        return False
+    if not set(map(itemgetter(2), deps)) <= {"end", "start"}:
+        return False
+    labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in set(zip(jobs["stage"], jobs["kind"], jobs["microbatch"]))}
+    return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
 
 
 def check_cases(doc: dict[str, Any], source: str = "results") -> None:

@@ -66,12 +66,12 @@ class _RankWriter:
     """What the rank files of one case share: the jobs in columns, grouped by rank once
     (a stable sort), the per-kind event formats and, for imported logs, each rank's step spans."""
 
-    def __init__(self, case: dict[str, Any]) -> None:
+    def __init__(self, case: dict[str, Any], table: JobTable | None = None) -> None:
         self.case = case
         self.p = int(case["schedule"]["p"])
         self.slots = stream_slots(case)
         self.labels = rank_labels(case)
-        self.table = t = JobTable.from_case(case)
+        self.table = t = JobTable.from_case(case) if table is None else table
         self.by_rank = np.argsort(t.rank, kind="stable")
         self.bounds = np.searchsorted(t.rank[self.by_rank], np.arange(self.p + 1))
         self.own = rank_step_spans(case) if steps_overlap(case) else None
@@ -186,9 +186,10 @@ def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
 
 
 @gc_paused  # see harness.report.trace.write_trace_to
-def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False) -> list[Path]:
+def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False, table: JobTable | None = None) -> list[Path]:
     """Write ``folder/rank<N>.json`` (``.json.gz`` with ``compress``, which HTA reads too) for
     every rank of ``case``, each atomically; linear in the jobs whatever the number of ranks.
+    ``table``: the case's jobs in columns, where the caller has them.
 
     The JSON keeps ``json.dumps``' default separators, so the file contains
     ``"distributedInfo": {"backend": "nccl", "rank": N, ...}`` as HTA's regex wants.
@@ -199,7 +200,7 @@ def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False)
     Raises:
         OSError: a file cannot be written (earlier versions are kept).
     """
-    writer = _RankWriter(case)
+    writer = _RankWriter(case, table)
     paths = []
     for rank in range(writer.p):
         path = folder / f"rank{rank}.json{'.gz' if compress else ''}"

@@ -420,6 +420,7 @@ def write_report(
     from harness.report.fields import check_cases
     from harness.report.hta import write_hta_traces
     from harness.report.html import render_index
+    from harness.report.jobtable import JobTable
     from harness.report.trace import first_steps, write_trace
 
     opts = trace_options or TraceOptions()
@@ -443,16 +444,17 @@ def write_report(
                 cid = str(case.get("id", f"#{n}"))
                 try:
                     stem = case_filename(cid, taken)
+                    table = JobTable.from_case(case) if traces or hta else None  # built once for both writers
                     if traces:
                         traced = first_steps(case, opts.steps)
                         _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
                         name = f"{stem}.json{'.gz' if opts.gzip else ''}"
-                        write_trace(stage / "traces" / name, traced, flows=opts.flows)
+                        write_trace(stage / "traces" / name, traced, flows=opts.flows, table=table if traced is case else None)
                         trace_hrefs[cid] = f"traces/{name}"
                     if hta:
                         hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + ["--no-hta (pipeline-harness report)"]
                         _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
-                        write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip)
+                        write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip, table=table)
                         hta_hrefs[cid] = f"hta/{stem}/"
                 except (KeyError, TypeError, ValueError, IndexError) as exc:
                     raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None

@@ -318,15 +318,16 @@ def _other_data(case: dict[str, Any]) -> dict[str, Any]:
 
 
 @gc_paused  # millions of short-lived strings: the cyclic collector would scan them over and over
-def write_trace_to(fh: IO[str], case: dict[str, Any], flows: bool = True) -> None:
+def write_trace_to(fh: IO[str], case: dict[str, Any], flows: bool = True, table: JobTable | None = None) -> None:
     """Write the trace document of one results-document case to the text file ``fh``
-    (see module doc for its layout; times in µs).
+    (see module doc for its layout; times in µs). ``table``: the case's jobs in columns,
+    where the caller has them (:meth:`JobTable.from_case` of this very case).
 
     Raises:
         KeyError, TypeError, ValueError, IndexError: the case lacks a field or holds a
             wrong-typed one (:func:`harness.report.fields.check_cases` names it first).
     """
-    table = JobTable.from_case(case)
+    table = JobTable.from_case(case) if table is None else table
     slots = stream_slots(case)
     sub = table.sub_tracks()
     placed = _Placed(table, slots, sub)
@@ -362,7 +363,7 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
     return json.loads(trace_text(case, flows=flows))
 
 
-def write_trace(path: Path, case: dict[str, Any], flows: bool = True) -> Path:
+def write_trace(path: Path, case: dict[str, Any], flows: bool = True, table: JobTable | None = None) -> Path:
     """Atomically write the trace of ``case`` to ``path``; gzip-compressed where ``path``
     ends in ``.gz`` (Perfetto and chrome://tracing open both).
 
@@ -370,5 +371,5 @@ def write_trace(path: Path, case: dict[str, Any], flows: bool = True) -> Path:
         OSError: the file cannot be written (the previous one is kept).
     """
     with open_output(path) as fh:
-        write_trace_to(fh, case, flows=flows)
+        write_trace_to(fh, case, flows=flows, table=table)
     return path
