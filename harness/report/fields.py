@@ -51,6 +51,15 @@ _EXPECT: dict[Callable[[Any], bool], str] = {
 }
 
 
+#: The item types each check accepts (for the fast path of :func:`_list_problem`).
+_TYPES: dict[Callable[[Any], bool], set[type]] = {
+    _is_int: {int},
+    _is_number: {int, float},
+    _is_str: {str},
+    _is_opt_int: {int, type(None)},
+}
+
+
 def _show(x: Any) -> str:
     text = repr(x)
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
@@ -72,7 +81,10 @@ def _first_true(test: Callable[..., Any], *columns: list[int]) -> int | None:
 def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
     if not isinstance(value, list):
         return f"{name} is {_show(value)}, expected a list"
-    if all(map(ok, value)):  # fast path: no per-item Python loop
+    types = _TYPES.get(ok)
+    if types is not None and set(map(type, value)) <= types:  # fast path: the item types, collected in C
+        return None
+    if all(map(ok, value)):
         return None
     k = next(i for i, x in enumerate(value) if not ok(x))
     return f"{name}[{k}] is {_show(value[k])}, expected {_EXPECT[ok]}"

@@ -40,6 +40,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -246,6 +247,22 @@ def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
         first = False
 
 
+def _label_ids(labels: list[str], names: list[str]) -> np.ndarray:
+    """Per name, the index of that job text in ``labels`` (the last one, as a dict would keep),
+    or -1: sorted string arrays and a binary search instead of a dict lookup per name."""
+    if not names or not labels:
+        return np.full(len(names), -1, dtype=np.int64)
+    lab = np.asarray(labels)
+    order = np.argsort(lab, kind="stable")
+    sl = lab[order]
+    last = np.ones(len(sl), dtype=bool)
+    last[:-1] = sl[1:] != sl[:-1]
+    uniq, ids = sl[last], order[last]
+    q = np.asarray(names)
+    pos = np.minimum(np.searchsorted(uniq, q), len(uniq) - 1)
+    return np.where(uniq[pos] == q, ids[pos], -1).astype(np.int64)
+
+
 def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
     """Flow events for each dependency in each recorded step, bound to the slices they connect.
 
@@ -257,11 +274,10 @@ def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterat
     deps = case.get("deps") or []
     if not deps or not table.n:
         return
-    lab_of = {x: k for k, x in enumerate(table.labels)}
     nl = len(table.labels)
-    src = np.asarray([lab_of.get(d[0], -1) for d in deps], dtype=np.int64)
-    dst = np.asarray([lab_of.get(d[1], -1) for d in deps], dtype=np.int64)
-    at_end = np.asarray([d[2] != "start" for d in deps], dtype=bool)
+    src = _label_ids(table.labels, list(map(itemgetter(0), deps)))
+    dst = _label_ids(table.labels, list(map(itemgetter(1), deps)))
+    at_end = np.asarray(list(map(itemgetter(2), deps))) != "start"
     step_values, step_code = np.unique(table.step, return_inverse=True)
     key = step_code.reshape(table.n) * nl + table.label
     order = np.argsort(key, kind="stable")
