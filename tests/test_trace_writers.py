@@ -230,3 +230,12 @@ def test_write_trace_is_atomic_and_keeps_the_old_file_on_error(tmp_path):
     with pytest.raises(ValueError):
         write_trace(path, broken)
     assert path.read_text() == before and [p.name for p in Path(tmp_path).iterdir()] == ["t.json"]
+
+
+def test_optimizer_steps_and_a_case_without_jobs_write_the_same_bytes():
+    case = case_to_dict(run_case(PipelineCase("1F1B", 3, 4, optimizer=True, comm=True), "sim", range(0, 2)))
+    assert "OPT" in case["jobs"]["kind"] and None in case["jobs"]["microbatch"]  # "0OPT": no micro-batch, "microbatch": null
+    _same_trace(case)
+    empty = {**case, "jobs": {k: [] for k in case["jobs"]}}
+    _same_trace(empty)
+    assert [e["ph"] for e in case_trace(empty)["traceEvents"]].count("X") == 2  # the two step slices only
