@@ -1,0 +1,91 @@
+"""The schedule grid: every job of a step in a rank × slot table, one slot per compute job.
+
+The review page's grid view draws a case as PyTorch's schedule visualizer does
+(``torch/distributed/pipelining/_schedule_visualizer.py`` in pytorch/pytorch:
+``get_schedule_ops`` then ``add_schedule_op_spacing``): every compute job
+(F, B, I, W, OPT) takes one slot on its stream, and a job starts in the first
+slot after both the job before it on its stream and every job it depends on
+(a dependency on a job's start: in that job's slot). Transfers (send/receive
+jobs) take no slot: they pass their dependency through. Idle slots are the
+slots a stream waits for a dependency, so warm-up, cool-down and the schedule's
+bubbles show as empty cells whatever the measured durations were.
+
+Each stream keeps its recorded job order (the order the run executed), so the
+grid shows the schedule that ran, not a re-planned one.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["COMM_KINDS", "grid_slots"]
+
+#: Job kinds that take no slot in the grid (transfers).
+COMM_KINDS = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
+
+
+def _label(jobs: dict[str, list[Any]], i: int) -> str:
+    mb = jobs["microbatch"][i]
+    return f"{jobs['stage'][i]}{jobs['kind'][i]}{'' if mb is None else mb}"
+
+
+def grid_slots(case: dict[str, Any]) -> list[int]:
+    """The grid slot of every job of a results-document case.
+
+    Args:
+        case: a results-document case (``jobs`` columns, ``deps`` as
+            ``[src, dst, "end" | "start"]`` job texts, applied within each step).
+
+    Returns:
+        One slot per job, in the order of ``case["jobs"]`` (length n), counted
+        from 0 at each step's start. A compute job occupies its slot; a transfer
+        sits at the slot its dependency released it (it occupies none).
+
+    Raises:
+        ValueError: the recorded order and the dependencies form a cycle (a job
+            recorded after a job that depends on it, on one stream), naming the
+            case and a job of the cycle.
+    """
+    jobs = case["jobs"]
+    n = len(jobs["kind"])
+    # Stream order: jobs of one step and stream by recorded start (then end).
+    by_stream: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i in range(n):
+        by_stream[(jobs["step"][i], jobs["stream"][i])].append(i)
+    succ: list[list[tuple[int, bool]]] = [[] for _ in range(n)]  # (dst, released at the source's start)
+    indeg = [0] * n
+    for members in by_stream.values():
+        members.sort(key=lambda i: (jobs["start_ns"][i], jobs["end_ns"][i]))
+        for a, b in zip(members, members[1:]):
+            succ[a].append((b, False))
+            indeg[b] += 1
+    index: dict[tuple[int, str], int] = {(jobs["step"][i], _label(jobs, i)): i for i in range(n)}
+    steps = sorted(set(jobs["step"]))
+    for src, dst, edge in case.get("deps") or []:
+        for step in steps:
+            a, b = index.get((step, src)), index.get((step, dst))
+            if a is not None and b is not None:
+                succ[a].append((b, edge == "start"))
+                indeg[b] += 1
+    slot = [0] * n
+    ready = [0] * n  # the earliest slot each job may take, from what it waits for
+    heap = [(jobs["start_ns"][i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    done = 0
+    while heap:
+        _, i = heapq.heappop(heap)
+        done += 1
+        slot[i] = ready[i]
+        takes = 0 if jobs["kind"][i] in COMM_KINDS else 1
+        for j, from_start in succ[i]:
+            ready[j] = max(ready[j], slot[i] + (0 if from_start else takes))
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, (jobs["start_ns"][j], j))
+    if done < n:
+        stuck = next(i for i in range(n) if indeg[i] > 0)
+        raise ValueError(f"case {case.get('id')!r}: the recorded stream order and the dependencies form a cycle "
+                         f"through {_label(jobs, stuck)} of step {jobs['step'][stuck]}; the grid cannot place it")
+    return slot
