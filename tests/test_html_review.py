@@ -14,7 +14,11 @@ from harness.cost import FixedCost
 from harness.report.html import render_index
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case
-from tests.test_html_browser import _open, browser, page  # noqa: F401 - the shared browser fixtures
+from tests import test_html_browser as shared
+
+_open = shared._open
+browser = shared.browser  # the shared browser fixtures
+page = shared.page
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +41,7 @@ def _grid(page, k):
 
 
 def test_grid_labels_every_job_of_p4_m8(page, review, tmp_path):
-    path, cases = review
+    path, _ = review
     _open(page, path)
     _grid(page, 0)
     assert page.locator("#case-0 .tl").is_hidden()
@@ -174,7 +178,7 @@ def test_keyboard_help_and_keys(page, review):
 
 
 def test_comparison_view_shows_both_cases_numbers_and_deltas(page, review, tmp_path):
-    path, cases = review
+    path, _ = review
     _open(page, path)
     # Default: the first two cases sharing model and p (1F1B and ZB-H1, p=4, F=1 B=2 ms).
     assert page.locator("#cmp-a").input_value() == "0" and page.locator("#cmp-b").input_value() == "1"
@@ -213,7 +217,7 @@ def test_print_draws_every_timeline(page, review, tmp_path):
 
 
 @pytest.mark.parametrize("width", [800, 2560])
-def test_layout_holds_at_800_and_2560_px(browser, review, tmp_path, width):  # noqa: F811
+def test_layout_holds_at_800_and_2560_px(browser, review, tmp_path, width):
     path, _ = review
     p = browser.new_page(viewport={"width": width, "height": 1000})
     errors: list[str] = []

@@ -136,7 +136,7 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
         return str(c["schedule"]["name"]) if dim == "schedule" else int(c["schedule"][dim])
 
     series: list[dict[str, Any]] = []
-    for key, items in sorted(groups.items()):
+    for _, items in sorted(groups.items()):
         by_x: dict[Any, dict[str, Any]] = {}
         for c in items:
             by_x.setdefault(value(c), c)
@@ -145,7 +145,7 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
         pts = []
         for xv, c in sorted(by_x.items()):
             m = c["metrics"]
-            fid = c.get("fidelity") if isinstance(c.get("fidelity"), dict) else {}
+            fid: dict[str, Any] = c["fidelity"] if isinstance(c.get("fidelity"), dict) else {}
             pts.append({"x": xv, "step_ms": m["step_time_median_ns"] / 1e6,
                         "lo_ms": (m.get("step_time_min_ns") or m["step_time_median_ns"]) / 1e6,
                         "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
@@ -162,7 +162,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
         dodge = (k - (len(series) - 1) / 2) * min(5.0, slot / (2 * len(series)))
         return left + slot * (xs.index(v) + 0.5) + dodge
 
-    def panel(key: str, lo_key: str | None, hi_key: str | None, th_key: str, top: float, ticks: list[float], scale: float, unit: str) -> dict[str, Any]:
+    def panel(key: str, lo_key: str | None, hi_key: str | None, th_key: str, top: float, ticks: list[float],
+              scale: float, unit: str) -> dict[str, Any]:
         def y(val: float) -> float:
             return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
 

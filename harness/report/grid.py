@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 
 __all__ = ["COMM_KINDS", "grid_slots"]
@@ -58,17 +59,17 @@ def grid_slots(case: dict[str, Any]) -> list[int]:
     indeg = [0] * n
     for members in by_stream.values():
         members.sort(key=lambda i: (jobs["start_ns"][i], jobs["end_ns"][i]))
-        for a, b in zip(members, members[1:]):
+        for a, b in pairwise(members):
             succ[a].append((b, False))
             indeg[b] += 1
     index: dict[tuple[int, str], int] = {(jobs["step"][i], _label(jobs, i)): i for i in range(n)}
     steps = sorted(set(jobs["step"]))
     for src, dst, edge in case.get("deps") or []:
         for step in steps:
-            a, b = index.get((step, src)), index.get((step, dst))
-            if a is not None and b is not None:
-                succ[a].append((b, edge == "start"))
-                indeg[b] += 1
+            s, d = index.get((step, src)), index.get((step, dst))
+            if s is not None and d is not None:
+                succ[s].append((d, edge == "start"))
+                indeg[d] += 1
     slot = [0] * n
     ready = [0] * n  # the earliest slot each job may take, from what it waits for
     heap = [(jobs["start_ns"][i], i) for i in range(n) if indeg[i] == 0]

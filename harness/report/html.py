@@ -153,7 +153,7 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         grid_error = None
     except ValueError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
         grid, grid_error = None, str(e)
-    cp = case.get("critical_path") if isinstance(case.get("critical_path"), dict) else {}
+    cp: dict[str, Any] = case["critical_path"] if isinstance(case.get("critical_path"), dict) else {}
     return {
         "id": case["id"],
         "label": case.get("label", case["id"]),
@@ -294,6 +294,14 @@ def _critical_text(case: dict[str, Any]) -> str | None:
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
 
 
+def _cost_jobs(case: dict[str, Any]) -> str:
+    """The overview's per-job durations of the cost model, where they add to its label: a
+    transformer's computed durations, or a fixed model's per-stage ranges and split backward."""
+    text = durations_text(cost_durations(case))
+    fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
+    return text if not fixed or "–" in text or " I " in f" {text}" else ""
+
+
 def _cp_ms(case: dict[str, Any]) -> float | None:
     """The critical path's length in ms (the compare view's overlay), ``None`` without one."""
     cp = case.get("critical_path")
@@ -380,7 +388,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
         "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
         "cost": cost_label(case.get("cost")),
-        "cost_jobs": durations_text(cost_durations(case)),
+        "cost_jobs": _cost_jobs(case),
         "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
         "span_bubble": m.get("span_bubble_ratio"),
         "peak": peak,

@@ -263,9 +263,11 @@
         g.fillStyle = KINDS[d.kind[i]].colour; g.fillRect(LEFT + x0, y, wd > 3 ? wd - 0.5 : wd, h);
         lastPx = Math.floor(x1);
         if (x.ov[i]) { g.strokeStyle = "#d00"; g.lineWidth = 2; g.strokeRect(LEFT + x0 + 1, y + 1, Math.max(1, wd - 2), h - 2); }
-        if (wd > 18 && h > SMALL_H) {
-          var lab = label(d, i), tw = g.measureText(lab).width;
-          if (tw + 4 < wd) { g.fillStyle = "#fff"; g.fillText(lab, LEFT + Math.max(x0, 0) + Math.min(3, (wd - tw) / 2), y + h / 2 + 1); }
+        if (wd > 12 && h > SMALL_H) {  // a label where it fits, in a smaller font for narrow jobs
+          var lab = label(d, i), tw = g.measureText(lab).width, small = tw + 4 >= wd;
+          if (small) { g.font = "9px system-ui, sans-serif"; tw = g.measureText(lab).width; }
+          if (tw + 2 < wd) { g.fillStyle = "#fff"; g.fillText(lab, LEFT + Math.max(x0, 0) + Math.min(3, (wd - tw) / 2), y + h / 2 + 1); }
+          if (small) g.font = "11px system-ui, sans-serif";
         }
       }
     }
