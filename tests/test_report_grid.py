@@ -81,3 +81,41 @@ def test_no_cost_model_no_durations():
     assert cost_durations({"cost": {"model": "paddle"}, "jobs": {}, "schedule": {"p": 1, "v": 1}}) is None
     assert cost_durations({"jobs": {}, "schedule": {"p": 1, "v": 1}}) is None
     assert durations_text(None) == ""
+
+
+def test_sweep_charts_cover_every_swept_dimension_with_error_bars_and_theory():
+    from harness.report.charts import sweep_chart, sweep_charts
+
+    cost = FixedCost.ms(F=1, B=2)
+    cases = [case_to_dict(run_case(PipelineCase(s, stages=p, microbatches=m, cost=cost), "sim", range(0, 2), case_id=f"{s}-{p}-{m}"))
+             for s in ("1F1B", "ZB-H1") for p in (2, 4) for m in (4, 8)]
+    assert [c["dim"] for c in sweep_charts(cases)] == ["m", "p", "schedule"]  # v is not swept
+    by_p = sweep_chart(cases, "p")
+    assert [s["label"] for s in by_p["series"]] == ["1F1B m=4, F=1 B=2 ms (sim, virtual)", "1F1B m=8, F=1 B=2 ms (sim, virtual)",
+                                                   "ZB-H1 m=4, F=1 B=2 ms (sim, virtual)", "ZB-H1 m=8, F=1 B=2 ms (sim, virtual)"]
+    assert [t["label"] for t in by_p["xticks"]] == ["2", "4"]
+    # 1F1B p=4 m=4 on sim: (m + p - 1) x 3 ms = 21 ms; theory bubble (p-1)/(m+p-1) = 3/7 dashed beside it.
+    dot = by_p["step"]["lines"][0]["dots"][1]["title"]
+    assert dot == "1F1B m=4, F=1 B=2 ms (sim, virtual): p=4, 21.00 ms"
+    assert by_p["bubble"]["lines"][0]["theory"] and by_p["step"]["lines"][0]["bars"] == []  # sim: no spread, no bar
+    by_s = sweep_chart(cases, "schedule")
+    assert [t["label"] for t in by_s["xticks"]] == ["1F1B", "ZB-H1"] and len(by_s["series"]) == 4
+    with pytest.raises(ValueError, match="unknown dimension 'x'"):
+        sweep_chart(cases, "x")
+
+
+def test_delta_is_red_only_above_the_stated_threshold_and_the_default_pair_shares_model_and_p():
+    from harness.report.html import BUBBLE_DELTA_PP, render_index
+    from harness.report.results import results_document
+
+    a = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=2, B=4)), "sim", range(0, 1), case_id="a"))
+    b = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(0, 1), case_id="b"))
+    c = case_to_dict(run_case(PipelineCase("ZB-H1", stages=4, microbatches=4), "sim", range(0, 1), case_id="c"))
+    for case, delta in ((a, 0.0054), (b, 0.0056)):  # shown +0.5 pp (not red) and +0.6 pp (red)
+        case["theory"]["bubble_ratio"] = case["metrics"]["bubble_ratio"] - delta
+    html = render_index(results_document([a, b, c]))
+    assert BUBBLE_DELTA_PP == 0.5
+    assert html.count(' class="bad" title="more than 0.5 pp above theory">+0.6 pp</td>') == 1
+    assert '">+0.5 pp</td>' in html and 'class="good"' not in html
+    assert '<option value="1" selected>1F1B p=4 m=4</option>' in html and '<option value="2" selected>ZB-H1 p=4 m=4</option>' in html
+    assert "the first two cases with the same model and p (p=4)" in html
