@@ -157,6 +157,7 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     xs = sorted({pt["x"] for s in series for pt in s["points"]}, key=lambda v: (isinstance(v, str), v))
     width, height, left, right, top_pad, bottom_pad = 600, 300, 76, 16, 14, 40
     slot = (width - left - right) / max(1, len(xs))
+    categorical = dim == "schedule"  # schedules have no order: dots and theory ticks, no lines between them
 
     def x(v: Any, k: int) -> float:
         dodge = (k - (len(series) - 1) / 2) * min(5.0, slot / (2 * len(series)))
@@ -175,13 +176,14 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
             bars = [{"x": x(pt["x"], k), "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
                     if lo_key and hi_key and pt[hi_key] > pt[lo_key]]
             lines.append({"colour": s["colour"], "label": s["label"],
-                          "path": " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), "bars": bars,
+                          "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), "bars": bars,
                           "dots": [{"x": a, "y": b, "title": f"{s['label']}: {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
                                     + (f" (steps {value_label(pt[lo_key] * scale, unit)} to {value_label(pt[hi_key] * scale, unit)})"
                                        if lo_key and hi_key and pt[hi_key] > pt[lo_key] else "")
                                     + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")}
                                    for (a, b), pt in zip(pts, s["points"])],
-                          "theory": " ".join(f"{a:.1f},{b:.1f}" for a, b in theory)})
+                          "theory": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in theory),
+                          "theory_ticks": [{"x": a, "y": b} for a, b in theory] if categorical else []})
         return {"lines": lines, "unit": unit,
                 "yticks": [{"y": y(t), "label": tick_label(t * scale, step * scale, unit)} for t in ticks]}
 

@@ -16,7 +16,6 @@ grid shows the schedule that ran, not a re-planned one.
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from itertools import pairwise
 from typing import Any
@@ -25,11 +24,6 @@ __all__ = ["COMM_KINDS", "grid_slots"]
 
 #: Job kinds that take no slot in the grid (transfers).
 COMM_KINDS = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
-
-
-def _label(jobs: dict[str, list[Any]], i: int) -> str:
-    mb = jobs["microbatch"][i]
-    return f"{jobs['stage'][i]}{jobs['kind'][i]}{'' if mb is None else mb}"
 
 
 def grid_slots(case: dict[str, Any]) -> list[int]:
@@ -51,42 +45,50 @@ def grid_slots(case: dict[str, Any]) -> list[int]:
     """
     jobs = case["jobs"]
     n = len(jobs["kind"])
+    kinds, steps_of, starts = jobs["kind"], jobs["step"], jobs["start_ns"]
+    labels = [f"{st}{k}{'' if mb is None else mb}" for st, k, mb in zip(jobs["stage"], kinds, jobs["microbatch"])]
     # Stream order: jobs of one step and stream by recorded start (then end).
     by_stream: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i in range(n):
-        by_stream[(jobs["step"][i], jobs["stream"][i])].append(i)
-    succ: list[list[tuple[int, bool]]] = [[] for _ in range(n)]  # (dst, released at the source's start)
+    for i, key in enumerate(zip(steps_of, jobs["stream"])):
+        by_stream[key].append(i)
+    succ: list[list[int]] = [[] for _ in range(n)]  # dst, or ~dst (negative) when released at the source's start
     indeg = [0] * n
+    ends = jobs["end_ns"]
     for members in by_stream.values():
-        members.sort(key=lambda i: (jobs["start_ns"][i], jobs["end_ns"][i]))
+        members.sort(key=lambda i: (starts[i], ends[i]))
         for a, b in pairwise(members):
-            succ[a].append((b, False))
+            succ[a].append(b)
             indeg[b] += 1
-    index: dict[tuple[int, str], int] = {(jobs["step"][i], _label(jobs, i)): i for i in range(n)}
-    steps = sorted(set(jobs["step"]))
+    index: dict[tuple[int, str], int] = {key: i for i, key in enumerate(zip(steps_of, labels))}
+    steps = sorted(set(steps_of))
     for src, dst, edge in case.get("deps") or []:
+        from_start = edge == "start"
         for step in steps:
             s, d = index.get((step, src)), index.get((step, dst))
             if s is not None and d is not None:
-                succ[s].append((d, edge == "start"))
+                succ[s].append(~d if from_start else d)
                 indeg[d] += 1
-    slot = [0] * n
+    # Any topological order gives the same slots (each is the longest path to its job): a plain stack.
     ready = [0] * n  # the earliest slot each job may take, from what it waits for
-    heap = [(jobs["start_ns"][i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
+    todo = [i for i in range(n) if indeg[i] == 0]
     done = 0
-    while heap:
-        _, i = heapq.heappop(heap)
+    while todo:
+        i = todo.pop()
         done += 1
-        slot[i] = ready[i]
-        takes = 0 if jobs["kind"][i] in COMM_KINDS else 1
-        for j, from_start in succ[i]:
-            ready[j] = max(ready[j], slot[i] + (0 if from_start else takes))
+        here = ready[i]
+        after = here if kinds[i] in COMM_KINDS else here + 1
+        for j in succ[i]:
+            if j < 0:
+                j = ~j
+                if here > ready[j]:
+                    ready[j] = here
+            elif after > ready[j]:
+                ready[j] = after
             indeg[j] -= 1
             if indeg[j] == 0:
-                heapq.heappush(heap, (jobs["start_ns"][j], j))
+                todo.append(j)
     if done < n:
         stuck = next(i for i in range(n) if indeg[i] > 0)
         raise ValueError(f"case {case.get('id')!r}: the recorded stream order and the dependencies form a cycle "
-                         f"through {_label(jobs, stuck)} of step {jobs['step'][stuck]}; the grid cannot place it")
-    return slot
+                         f"through {labels[stuck]} of step {steps_of[stuck]}; the grid cannot place it")
+    return ready

@@ -99,8 +99,9 @@
     q(".reset").addEventListener("click", function () { tl.reset(); });
     keysBtn.addEventListener("click", function () { help.hidden = !help.hidden; keysBtn.setAttribute("aria-expanded", String(!help.hidden)); });
     var runFind = function () {
-      var n = tl.find(findBox.value);
-      foundN.textContent = findBox.value.trim() ? n + " match" + (n === 1 ? "" : "es") + (n ? " (Enter: next)" : "") : "";
+      var n = tl.find(findBox.value), hidden = 0;
+      tl.foundList.forEach(function (i) { if (!tl.lh[tl.x.lane[i]]) hidden++; });
+      foundN.textContent = findBox.value.trim() ? n + " match" + (n === 1 ? "" : "es") + (hidden ? ", " + hidden + " on hidden lanes" : "") + (n ? " (Enter: next)" : "") : "";
     };
     findBox.addEventListener("input", runFind);
     findBox.addEventListener("keydown", function (e) {

@@ -266,7 +266,7 @@
         if (wd > 12 && h > SMALL_H) {  // a label where it fits, in a smaller font for narrow jobs
           var lab = label(d, i), tw = g.measureText(lab).width, small = tw + 4 >= wd;
           if (small) { g.font = "9px system-ui, sans-serif"; tw = g.measureText(lab).width; }
-          if (tw + 2 < wd) { g.fillStyle = "#fff"; g.fillText(lab, LEFT + Math.max(x0, 0) + Math.min(3, (wd - tw) / 2), y + h / 2 + 1); }
+          if (tw + 1 < wd) { g.fillStyle = "#fff"; g.fillText(lab, LEFT + Math.max(x0, 0) + Math.min(3, (wd - tw) / 2), y + h / 2 + 1); }
           if (small) g.font = "11px system-ui, sans-serif";
         }
       }
@@ -307,7 +307,9 @@
     for (i = 0; i < this.marks.length; i++) {  // vertical markers (the compare view's critical-path ends)
       var xm = LEFT + (this.marks[i].t - t0) * s; g.strokeStyle = this.marks[i].colour; g.lineWidth = 2;
       g.beginPath(); g.moveTo(xm, TOP); g.lineTo(xm, bottom); g.stroke();
-      g.fillStyle = this.marks[i].colour; g.fillText(this.marks[i].text, xm + 3, TOP + 6);
+      var mt = this.marks[i].text, mw = g.measureText(mt).width, mx = xm + 3 + mw > w ? xm - 3 - mw : xm + 3, my = TOP + 7 + 13 * i;
+      g.fillStyle = "rgba(255,255,255,.9)"; g.fillRect(mx - 2, my - 6, mw + 4, 12);
+      g.fillStyle = this.marks[i].colour; g.fillText(mt, mx, my);
     }
     // Dependency arrows: every one with an end in view (at most MAX_ARROWS, said), else the focused job's.
     g.strokeStyle = "rgba(40,40,40,.55)"; g.fillStyle = "rgba(40,40,40,.7)"; g.lineWidth = 1;
