@@ -230,3 +230,40 @@ def test_layout_holds_at_800_and_2560_px(browser, review, tmp_path, width):
     p.screenshot(path=str(tmp_path / f"layout-{width}.png"), full_page=True)
     p.close()
     assert errors == []
+
+
+def test_dense_steps_labels_never_overlap_the_view_starts_at_0_and_charts_clear_the_nav(page, tmp_path):
+    cases = [case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", range(0, 60), case_id="dense")),
+             *(case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=m), "sim", range(0, 1), case_id=f"m{m}")) for m in (2, 4))]
+    path = tmp_path / "index.html"
+    path.write_text(render_index(results_document(cases)), encoding="utf-8")
+    _open(page, path)
+    tl = "window.__harness.caseTimeline(0)"
+    labels = page.evaluate(f"{tl}.stepLabels")
+    assert 1 < len(labels) < 60  # 60 steps of 9 ms on ~1,200 px: only the labels that fit
+    assert all(b[0] >= a[1] for a, b in zip(labels, labels[1:])), labels
+    assert page.locator("#case-0 .tl").get_attribute("data-t0") == "0.000"  # no view range below 0
+    page.locator("nav a[href='#charts']").click()
+    page.wait_for_timeout(300)
+    nav_bottom, chart_top = page.evaluate("[document.querySelector('nav').getBoundingClientRect().bottom, document.getElementById('charts').getBoundingClientRect().top]")
+    assert chart_top >= nav_bottom, (chart_top, nav_bottom)
+    page.screenshot(path=str(tmp_path / "charts.png"))
+    assert page.problems == []
+
+
+def test_a_long_grid_builds_the_cells_in_view_and_follows_the_scroll(page, tmp_path):
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=500), "sim", range(0, 1), case_id="long"))
+    path = tmp_path / "index.html"
+    path.write_text(render_index(results_document([case])), encoding="utf-8")
+    _open(page, path)
+    _grid(page, 0)
+    # As the hand-computed m=3 grid (8 slots, 4 idle): 2(m + 1) slots, 2 idle per rank.
+    assert "2 compute streams × 1002 slots, 2000 jobs, 4 idle slots" in page.locator("#case-0 .grid-head .hint").inner_text()
+    texts = page.locator("#case-0 .cell").all_inner_texts()
+    assert "0F0" in texts and "1B499" not in texts and len(texts) < 2000
+    page.evaluate("(() => { const g = document.querySelector('#case-0 .grid'); g.scrollLeft = g.scrollWidth; })()")
+    page.wait_for_function("() => [...document.querySelectorAll('#case-0 .cell')].some(c => c.textContent === '1B499')")
+    texts = page.locator("#case-0 .cell").all_inner_texts()
+    assert "0F0" not in texts and "0B499" in texts
+    page.locator("#case-0").screenshot(path=str(tmp_path / "long-grid.png"))
+    assert page.problems == []

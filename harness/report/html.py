@@ -3,17 +3,20 @@
 Inline CSS and JavaScript, no network (a Content-Security-Policy meta tag
 forbids every load), works from ``file://``. What it shows:
 
-* an overview table, one row per case (schedule, p, m, v, backend, step time
-  median and spread - min–max, or the IQR from 5 steps on, with n - bubble
-  measured against theory, span bubble where present, peak in-flight; a
-  failed or errored case marked), sortable by clicking a header, narrow
-  enough for a 1400 px window;
-* charts of step time and bubble against m, one line per schedule (inline SVG,
-  plain-number axis labels);
+* an overview table, one row per case (schedule, p, m, v, backend, the cost
+  model and its per-job durations, step time median and spread - min–max, or
+  the IQR from 5 steps on, with n - bubble measured against theory with the Δ
+  rule stated, span bubble where present, peak in-flight with its unit; a
+  failed or errored case marked), sortable by clicking a header;
+* charts of step time and bubble against every swept dimension (m, v, p,
+  schedule; :mod:`harness.report.charts`);
 * per case, a canvas timeline (one lane per stream, colour per kind, step
-  boundaries, dependency arrows that can be toggled, zoom and pan with mouse
-  and keyboard, a tooltip per job) and per-rank busy/idle bars split by stage;
-* two cases side by side on one time scale.
+  boundaries, zoom and pan with mouse and keyboard, a tooltip per job with the
+  cost model's duration and its wait; comm lanes hidden or shown, ranks
+  collapsed, search, the critical path, arrows for the focused job or every
+  one in view) and a schedule grid (rank × slot, :mod:`harness.report.grid`),
+  per-rank busy/idle bars split by stage;
+* two cases compared on one time scale, with their numbers and the Δ of each.
 
 Safety: autoescape is on for every user string, and the data the scripts read
 is embedded through jinja2's ``tojson`` filter, which escapes ``<``, ``>``,

@@ -1,6 +1,6 @@
 // The schedule grid (rank x slot, PyTorch's schedule-visualizer layout) and each case's toolbar.
 // Included inside the page script's function scope, after timeline.js.
-  var CELL_W = 30, ROW_H = 18, GRID_LEFT = 150;
+  var CELL_W = 30, GRID_LEFT = 150;
 
   // Draw step `step` of the case of timeline `tl` into `box` as a rank x slot grid of labelled cells.
   function Grid(box, tl) {
@@ -15,6 +15,11 @@
     });
     box.addEventListener("mouseleave", function () { tip.style.display = "none"; });
     tl.on(function (what) { if ((what === "select" || what === "find") && !self.box.hidden) self.mark(); });
+    var pending = false;
+    box.addEventListener("scroll", function () {
+      if (pending || !self.rowEls) return; pending = true;
+      requestAnimationFrame(function () { pending = false; self.fill(); });
+    });
     box.addEventListener("change", function (e) { if (e.target.classList.contains("grid-step")) { self.render(+e.target.value); } });
   }
   Grid.prototype.render = function (step) {
@@ -31,35 +36,60 @@
       steps.forEach(function (s) { var o = document.createElement("option"); o.value = s; o.textContent = s; if (s === step) o.selected = true; sel.appendChild(o); });
       lab.appendChild(sel); head.appendChild(lab);
     }
-    var rows = [], width = 0, jobs = 0, l, i;
+    var rows = [], width = 0, jobs = 0, l, i, longest = 3;
     for (l = 0; l < d.nl.length; l++) {
       if (d.lcomm[l]) continue;
       var list = [];
-      for (i = x.off[l]; i < x.off[l + 1]; i++) if (d.step[i] === step) { list.push(i); if (d.slot[i] + 1 > width) width = d.slot[i] + 1; }
+      for (i = x.off[l]; i < x.off[l + 1]; i++) if (d.step[i] === step) { list.push(i); if (d.slot[i] + 1 > width) width = d.slot[i] + 1; if (d.mb[i] > 9 || d.stage[i] > 9 || KINDS[d.kind[i]].name.length > 1) longest = Math.max(longest, label(d, i).length); }
       rows.push({ lane: l, jobs: list }); jobs += list.length;
     }
     var note = document.createElement("span"); note.className = "hint";
     note.textContent = " step " + step + ": " + rows.length + " compute streams × " + width + " slots, " + jobs + " jobs, " +
       (rows.length * width - jobs) + " idle slots (hatched); one slot per job, each after what it waits for (transfers take none). Click a job to follow its micro-batch.";
     head.appendChild(note); box.appendChild(head);
+    var cw = this.cw = Math.max(CELL_W, 6 * longest + 4);  // every label fits its cell (10 px monospace)
     var wrap = document.createElement("div"); wrap.className = "grid-wrap";
-    var axis = document.createElement("div"); axis.className = "grid-row grid-axis"; axis.style.width = (GRID_LEFT + width * CELL_W) + "px";
-    for (var sl = 0; sl < width; sl += 5) { var t = document.createElement("span"); t.className = "slotno"; t.style.left = (GRID_LEFT + sl * CELL_W) + "px"; t.textContent = sl; axis.appendChild(t); }
+    var axis = document.createElement("div"); axis.className = "grid-row grid-axis"; axis.style.width = (GRID_LEFT + width * cw) + "px";
+    for (var sl = 0; sl < width; sl += 5) { var t = document.createElement("span"); t.className = "slotno"; t.style.left = (GRID_LEFT + sl * cw) + "px"; t.textContent = sl; axis.appendChild(t); }
     wrap.appendChild(axis);
-    var frag = document.createDocumentFragment(), self = this;
+    var frag = document.createDocumentFragment();
+    this.rowEls = []; this.width = width; this.win = null;
     rows.forEach(function (row) {
-      var r = document.createElement("div"); r.className = "grid-row"; r.style.width = (GRID_LEFT + width * CELL_W) + "px";
+      var r = document.createElement("div"); r.className = "grid-row"; r.style.width = (GRID_LEFT + width * cw) + "px";
       r.setAttribute("data-rank", d.lrank[row.lane]);
       var name = document.createElement("span"); name.className = "grid-name"; name.textContent = d.lanes[row.lane]; name.title = d.lanes[row.lane]; r.appendChild(name);
-      var lane = document.createElement("span"); lane.className = "grid-lane"; lane.style.width = (width * CELL_W) + "px"; r.appendChild(lane);
-      row.jobs.forEach(function (j) {
-        var c = document.createElement("span"); c.className = "cell"; c.setAttribute("data-i", j);
-        c.style.left = (GRID_LEFT + d.slot[j] * CELL_W) + "px"; c.style.background = KINDS[d.kind[j]].colour;
-        c.textContent = label(d, j); r.appendChild(c); self.cells[j] = c;
-      });
-      frag.appendChild(r);
-    });
+      var lane = document.createElement("span"); lane.className = "grid-lane"; lane.style.width = (width * cw) + "px"; r.appendChild(lane);
+      row.jobs.sort(function (a, b) { return d.slot[a] - d.slot[b]; });
+      frag.appendChild(r); this.rowEls.push({ el: r, jobs: row.jobs, cells: [] });
+    }, this);
     wrap.appendChild(frag); box.appendChild(wrap);
+    this.fill();
+  };
+  // Cells for the slots in view (and WINDOW_SLOTS either side): a step of any size opens at once.
+  var WINDOW_SLOTS = 400;
+  Grid.prototype.fill = function () {
+    var d = this.tl.x.d, box = this.box, s0 = 0, s1 = this.width, cw = this.cw;
+    if (this.width > 2 * WINDOW_SLOTS) {
+      var first = Math.floor((box.scrollLeft - GRID_LEFT) / cw), seen = Math.ceil(box.clientWidth / cw) + 1;
+      var v0 = Math.max(0, first), v1 = Math.min(this.width, first + seen), w0 = this.win ? this.win[0] : 0, w1 = this.win ? this.win[1] : 0;
+      if (this.win && (w0 === 0 || v0 - w0 >= WINDOW_SLOTS / 4) && (w1 === this.width || w1 - v1 >= WINDOW_SLOTS / 4)) return;
+      s0 = Math.max(0, first - WINDOW_SLOTS); s1 = Math.min(this.width, first + seen + WINDOW_SLOTS);
+    }
+    if (this.win && this.win[0] === s0 && this.win[1] === s1) return;
+    this.win = [s0, s1]; this.cells = {};
+    var self = this;
+    this.rowEls.forEach(function (row) {
+      row.cells.forEach(function (c) { row.el.removeChild(c); }); row.cells = [];
+      var lo = 0, hi = row.jobs.length;
+      while (lo < hi) { var mid = (lo + hi) >>> 1; if (d.slot[row.jobs[mid]] < s0) lo = mid + 1; else hi = mid; }
+      var frag = document.createDocumentFragment();
+      for (var q = lo; q < row.jobs.length && d.slot[row.jobs[q]] < s1; q++) {
+        var j = row.jobs[q], c = document.createElement("span"); c.className = "cell"; c.setAttribute("data-i", j);
+        c.style.left = (GRID_LEFT + d.slot[j] * cw) + "px"; c.style.width = (cw - 1) + "px"; c.style.background = KINDS[d.kind[j]].colour;
+        c.textContent = label(d, j); frag.appendChild(c); row.cells.push(c); self.cells[j] = c;
+      }
+      row.el.appendChild(frag);
+    });
     this.mark();
   };
   // Classes for the selection (its micro-batch, predecessors, successors) and search matches.

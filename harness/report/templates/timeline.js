@@ -294,13 +294,13 @@
     }
     // Step boundaries; a label only where it does not run into the previous one.
     g.strokeStyle = "#c0392b"; g.fillStyle = "#c0392b"; g.lineWidth = 1; g.setLineDash([4, 3]);
-    var lastLabel = -1e9;
+    var lastLabel = -1e9; this.stepLabels = [];
     for (i = 0; i < x.steps.length; i++) {
       var bounds = [x.steps[i][0]]; if (i === x.steps.length - 1) bounds.push(x.steps[i][1]);
       for (var q = 0; q < bounds.length; q++) {
         var xs = LEFT + (bounds[q] - t0) * s; if (xs < LEFT - 1 || xs > w + 1) continue;
         g.beginPath(); g.moveTo(xs + .5, 14); g.lineTo(xs + .5, bottom); g.stroke();
-        if (q === 0) { var sl = "step " + x.steps[i][2]; if (xs >= lastLabel) { g.fillText(sl, xs + 3, 21); lastLabel = xs + 3 + g.measureText(sl).width + 6; } }
+        if (q === 0) { var sl = "step " + x.steps[i][2]; if (xs >= lastLabel) { g.fillText(sl, xs + 3, 21); lastLabel = xs + 3 + g.measureText(sl).width + 6; this.stepLabels.push([xs + 3, lastLabel - 6]); } }
       }
     }
     g.setLineDash([]);
