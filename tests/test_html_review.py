@@ -7,6 +7,8 @@ to each test's ``tmp_path``.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from harness.case import PipelineCase
@@ -241,11 +243,12 @@ def test_dense_steps_labels_never_overlap_the_view_starts_at_0_and_charts_clear_
     tl = "window.__harness.caseTimeline(0)"
     labels = page.evaluate(f"{tl}.stepLabels")
     assert 1 < len(labels) < 60  # 60 steps of 9 ms on ~1,200 px: only the labels that fit
-    assert all(b[0] >= a[1] for a, b in zip(labels, labels[1:])), labels
+    assert all(b[0] >= a[1] for a, b in pairwise(labels)), labels
     assert page.locator("#case-0 .tl").get_attribute("data-t0") == "0.000"  # no view range below 0
     page.locator("nav a[href='#charts']").click()
     page.wait_for_timeout(300)
-    nav_bottom, chart_top = page.evaluate("[document.querySelector('nav').getBoundingClientRect().bottom, document.getElementById('charts').getBoundingClientRect().top]")
+    nav_bottom, chart_top = page.evaluate("[document.querySelector('nav').getBoundingClientRect().bottom, "
+                                          "document.getElementById('charts').getBoundingClientRect().top]")
     assert chart_top >= nav_bottom, (chart_top, nav_bottom)
     page.screenshot(path=str(tmp_path / "charts.png"))
     assert page.problems == []
