@@ -119,3 +119,19 @@ def test_delta_is_red_only_above_the_stated_threshold_and_the_default_pair_share
     assert '">+0.5 pp</td>' in html and 'class="good"' not in html
     assert '<option value="1" selected>1F1B p=4 m=4</option>' in html and '<option value="2" selected>ZB-H1 p=4 m=4</option>' in html
     assert "the first two cases with the same model and p (p=4)" in html
+
+
+def test_the_page_data_has_the_same_slots_and_says_why_there_is_no_grid():
+    from harness.report.html import timeline_data
+
+    case = case_to_dict(run_case(PipelineCase("Interleaved1F1B", stages=2, microbatches=4, chunks=2, comm=True), "sim", range(0, 2)))
+    data, slots = timeline_data(case), grid_slots(case)
+    j = case["jobs"]
+    order = sorted(range(len(slots)), key=lambda i: (j["stream"][i], j["start_ns"][i], j["end_ns"][i]))
+    assert data["slot"] == [slots[i] for i in order] and data["gridError"] is None
+    bad = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", range(0, 1)))
+    bad["deps"] = [*bad["deps"], ["1B1", "0F1", "end"]]
+    data = timeline_data(bad)
+    assert data["slot"] is None
+    assert data["gridError"].startswith("the recorded stream order and the dependencies form a cycle through ")
+    assert data["gridError"].endswith(" of step 0")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["COMM_KINDS", "grid_slots"]
+__all__ = ["COMM_KINDS", "GridCycleError", "grid_slots", "place_slots"]
 
 #: Job kinds that take no slot in the grid (transfers).
 COMM_KINDS = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
@@ -44,30 +44,62 @@ def grid_slots(case: dict[str, Any]) -> list[int]:
             case and a job of the cycle.
     """
     jobs = case["jobs"]
-    n = len(jobs["kind"])
-    kinds, steps_of, starts = jobs["kind"], jobs["step"], jobs["start_ns"]
+    kinds, steps_of, starts, ends = jobs["kind"], jobs["step"], jobs["start_ns"], jobs["end_ns"]
     labels = [f"{st}{k}{'' if mb is None else mb}" for st, k, mb in zip(jobs["stage"], kinds, jobs["microbatch"])]
     # Stream order: jobs of one step and stream by recorded start (then end).
     by_stream: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, key in enumerate(zip(steps_of, jobs["stream"])):
         by_stream[key].append(i)
-    succ: list[list[int]] = [[] for _ in range(n)]  # dst, or ~dst (negative) when released at the source's start
-    indeg = [0] * n
-    ends = jobs["end_ns"]
     for members in by_stream.values():
         members.sort(key=lambda i: (starts[i], ends[i]))
-        for a, b in pairwise(members):
-            succ[a].append(b)
-            indeg[b] += 1
     index: dict[tuple[int, str], int] = {key: i for i, key in enumerate(zip(steps_of, labels))}
     steps = sorted(set(steps_of))
+    deps: list[int] = []
     for src, dst, edge in case.get("deps") or []:
-        from_start = edge == "start"
         for step in steps:
             s, d = index.get((step, src)), index.get((step, dst))
             if s is not None and d is not None:
-                succ[s].append(~d if from_start else d)
-                indeg[d] += 1
+                deps.extend((s, d, 1 if edge == "start" else 0))
+    try:
+        return place_slots([k in COMM_KINDS for k in kinds], list(by_stream.values()), deps)
+    except GridCycleError as e:
+        raise ValueError(f"case {case.get('id')!r}: the recorded stream order and the dependencies form a cycle "
+                         f"through {labels[e.job]} of step {steps_of[e.job]}; the grid cannot place it") from None
+
+
+class GridCycleError(ValueError):
+    """The stream orders and the dependencies form a cycle through job index ``job``."""
+
+    def __init__(self, job: int) -> None:
+        super().__init__(f"the stream orders and the dependencies form a cycle through job {job}")
+        self.job = job
+
+
+def place_slots(comm: list[bool], streams: list[list[int]], deps: list[int]) -> list[int]:
+    """The core of :func:`grid_slots` on job indices (what the page's data already holds).
+
+    Args:
+        comm: per job (n), whether it is a transfer (takes no slot).
+        streams: the jobs of each stream in one step, in their recorded order.
+        deps: flat triples ``src, dst, from_start`` (1: ``dst`` may start when ``src`` starts).
+
+    Returns:
+        Per job its slot (n), counted from 0 at its step's start.
+
+    Raises:
+        GridCycleError: the stream orders and the dependencies form a cycle (a ValueError; ``job`` names a job of it).
+    """
+    n = len(comm)
+    succ: list[list[int]] = [[] for _ in range(n)]  # dst, or ~dst (negative) when released at the source's start
+    indeg = [0] * n
+    for members in streams:
+        for a, b in pairwise(members):
+            succ[a].append(b)
+            indeg[b] += 1
+    for k in range(0, len(deps), 3):
+        d = deps[k + 1]
+        succ[deps[k]].append(~d if deps[k + 2] else d)
+        indeg[d] += 1
     # Any topological order gives the same slots (each is the longest path to its job): a plain stack.
     ready = [0] * n  # the earliest slot each job may take, from what it waits for
     todo = [i for i in range(n) if indeg[i] == 0]
@@ -76,7 +108,7 @@ def grid_slots(case: dict[str, Any]) -> list[int]:
         i = todo.pop()
         done += 1
         here = ready[i]
-        after = here if kinds[i] in COMM_KINDS else here + 1
+        after = here if comm[i] else here + 1
         for j in succ[i]:
             if j < 0:
                 j = ~j
@@ -88,7 +120,5 @@ def grid_slots(case: dict[str, Any]) -> list[int]:
             if indeg[j] == 0:
                 todo.append(j)
     if done < n:
-        stuck = next(i for i in range(n) if indeg[i] > 0)
-        raise ValueError(f"case {case.get('id')!r}: the recorded stream order and the dependencies form a cycle "
-                         f"through {labels[stuck]} of step {steps_of[stuck]}; the grid cannot place it")
+        raise GridCycleError(next(i for i in range(n) if indeg[i] > 0))
     return ready

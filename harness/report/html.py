@@ -37,7 +37,7 @@ from typing import Any
 from harness.report.atomic import atomic_write_text
 from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
 from harness.report.cost_table import cost_durations, durations_text
-from harness.report.grid import grid_slots
+from harness.report.grid import GridCycleError, place_slots
 from harness.report.layout import rank_labels, stream_slots
 
 __all__ = ["KINDS", "KIND_COLOURS", "chart_data", "render_index", "tick_label", "time_axis", "timeline_data", "value_label", "write_index"]
@@ -102,7 +102,8 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
     for none. ``deps`` holds triples ``[src, dst, from_start]`` of sorted job
     indices per recorded step; ``ov`` pairs of overlapping jobs (imported logs).
     For the grid view and the controls: ``slot`` each job's grid slot
-    (:func:`harness.report.grid.grid_slots`; ``None`` with ``gridError`` saying why),
+    (:func:`harness.report.grid.place_slots`, as :func:`~harness.report.grid.grid_slots`;
+    ``None`` with ``gridError`` saying why),
     ``lrank``/``lcomm`` each lane's rank and whether it carries transfers only,
     ``cp`` the critical path's job indices (its step), ``cost`` the cost model's
     duration per ``"stage,kind"`` in ns (:func:`harness.report.cost_table.cost_durations`).
@@ -151,11 +152,20 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
     for i in range(n):
         if jobs["kind"][i] not in _COMM:
             comm_lane[jobs["stream"][i]] = 0
+    # The grid on the sorted order: a lane's jobs of one step are consecutive, deps already indices.
+    streams: list[list[int]] = []
+    for k, i in enumerate(order):
+        if k and jobs["stream"][i] == jobs["stream"][order[k - 1]] and jobs["step"][i] == jobs["step"][order[k - 1]]:
+            streams[-1].append(k)
+        else:
+            streams.append([k])
     try:
-        grid: list[int] | None = grid_slots(case)
+        slot: list[int] | None = place_slots([jobs["kind"][i] in _COMM for i in order], streams, deps)
         grid_error = None
-    except ValueError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
-        grid, grid_error = None, str(e)
+    except GridCycleError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
+        i = order[e.job]
+        slot, grid_error = None, (f"the recorded stream order and the dependencies form a cycle through {jobs['stage'][i]}"
+                                  f"{jobs['kind'][i]}{'' if jobs['microbatch'][i] is None else jobs['microbatch'][i]} of step {jobs['step'][i]}")
     cp: dict[str, Any] = case["critical_path"] if isinstance(case.get("critical_path"), dict) else {}
     return {
         "id": case["id"],
@@ -176,7 +186,7 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         "mem": _memory_lanes(case, base),
         "lrank": [s.rank for s in slots],
         "lcomm": [1 if (comm_lane[k] and nl[k]) or s.name.startswith("comm") else 0 for k, s in enumerate(slots)],
-        "slot": None if grid is None else [grid[i] for i in order],
+        "slot": slot,
         "gridError": grid_error,
         "cp": [label_of[(cp["step"], str(j))] for j in cp.get("jobs") or [] if (cp.get("step"), str(j)) in label_of],
         "cost": cost_durations(case),
