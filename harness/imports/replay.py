@@ -40,7 +40,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.schedule.model import Job, JobKind
+from harness.schedule.model import Job
 
 __all__ = ["FittedCost", "Replay", "StepReplay", "fit_cost", "replay", "replay_order"]
 
@@ -195,8 +195,8 @@ class Replay:
         measured_step_ns: median measured step.
         measured_step_spread_ns: max - min of the measured steps (0 for one step).
         measured_bubble: median measured idle share of total.
-        difference_ns: ``measured_step_ns - simulated_step_ns``.
-        jitter_ns, host_overhead_ns, transfer_wait_ns: the median step's split of the difference.
+        difference_ns: the median step's (``median_step``) measured step less the simulated one.
+        jitter_ns, host_overhead_ns, transfer_wait_ns: that step's split of the difference (they add up to it).
         steps: per step.
         cost: the fitted cost model's description.
         comm_model: ``stream`` (send/receive jobs) or ``edge`` (traces without them).
@@ -207,13 +207,14 @@ class Replay:
     measured_step_ns: float
     measured_step_spread_ns: int
     measured_bubble: float
-    difference_ns: float
+    difference_ns: int
     jitter_ns: int
     host_overhead_ns: int
     transfer_wait_ns: int
     steps: list[StepReplay]
     cost: dict[str, Any]
     comm_model: str
+    median_step: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,7 +234,6 @@ def replay(imp: Any, plan: Any) -> Replay:
     sim_times = list(zip(timeline.start, timeline.end))
     sim_step, sim_bubble = _bubble(plan, sim_times, p)
     index = {(job.stage, job.kind.value, job.microbatch): i for i, job in enumerate(plan.jobs)}
-    rank_of = list(plan.rank)
     metrics = compute_metrics(imp.records)
     per_step: list[StepReplay] = []
     for k, step in enumerate(imp.records.steps):
@@ -262,11 +262,10 @@ def replay(imp: Any, plan: Any) -> Replay:
         per_step.append(StepReplay(step, measured, t_j - sim_step, t_h - t_j, measured - t_h))
     times = [s.measured_ns for s in per_step]
     med = sorted(per_step, key=lambda s: s.measured_ns)[(len(per_step) - 1) // 2]
-    _ = rank_of
     return Replay(
         simulated_step_ns=sim_step, simulated_bubble=sim_bubble,
         measured_step_ns=float(statistics.median(times)), measured_step_spread_ns=max(times) - min(times),
-        measured_bubble=metrics.bubble_ratio, difference_ns=float(statistics.median(times)) - sim_step,
+        measured_bubble=metrics.bubble_ratio, difference_ns=med.measured_ns - sim_step, median_step=med.step,
         jitter_ns=med.jitter_ns, host_overhead_ns=med.host_overhead_ns, transfer_wait_ns=med.transfer_wait_ns,
         steps=per_step, cost=cost.describe(), comm_model="stream" if has_comm else "edge",
     )
@@ -290,5 +289,3 @@ def _edge_span(plan: Any, dur: list[int], delays: list[int], before: list[int] |
         free[stream[j]] = end[j]
     return max(end, default=0) - min(start, default=0)
 
-
-_ = JobKind

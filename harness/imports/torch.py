@@ -106,6 +106,7 @@ def _pairs(actions: list[TorchAction], stage_rank: list[int], recv_end: dict[tup
     for a in actions:
         if a.kind not in ("F", "B", "I") or a.microbatch is None:
             continue
+        src_kinds: tuple[str, ...]
         if a.kind == "F":
             src_stage, src_kinds, recv_kind, send_kind = a.stage - 1, ("F",), "RECV_F", "SEND_F"
         else:
@@ -274,7 +275,7 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
                              f"(from action {k}: {other[k] if k < len(other) else 'end'} vs "
                              f"{ref[k] if k < len(ref) else 'end'}); the schedule is step {first}'s")
     m = 1 + max(a.microbatch for a in actions if a.microbatch is not None)
-    rows = [[Job(a.stage, JobKind(a.kind), a.microbatch) for a in orders[(r, first)]] for r in range(world)]
+    rows = tuple(tuple(Job(a.stage, JobKind(a.kind), a.microbatch) for a in orders[(r, first)]) for r in range(world))
     try:
         schedule = Schedule(name, m, tuple(placement), rows, {"source": "torch.profiler trace"})
         validate(schedule)
