@@ -181,7 +181,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import PaddleLogWarning, import_paddle_logs
+    from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
     from harness.report.render import write_report
     from harness.report.results import results_document
 
@@ -259,7 +259,7 @@ def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[
 
 
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import write_paddle_logs
+    from harness.imports.paddle import write_paddle_logs
     from harness.report.results import load_results
 
     _check_out(args.out)

@@ -42,8 +42,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage
-from torch.distributed.pipelining import schedules as S
-from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
+from torch.distributed.pipelining import schedules as S  # noqa: N812 (as in the shared original)
+from torch.profiler import ProfilerActivity, profile
+from torch.profiler import schedule as prof_schedule
 
 SINGLE = {"Schedule1F1B", "ScheduleGPipe", "Runtime1F1B"}
 LOOP = {"ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble", "ScheduleLoopedBFS"}
@@ -141,10 +142,10 @@ def main():
     sched = build_schedule(name, stages, m, loss_fn)
     opt = torch.optim.SGD(params, lr=0.05)
 
-    B = args.mb_size * m
+    rows = args.mb_size * m
     gen = torch.Generator().manual_seed(1234)
-    x = torch.randn(B, args.dim, generator=gen)
-    y = torch.randn(B, args.dim, generator=gen)
+    x = torch.randn(rows, args.dim, generator=gen)
+    y = torch.randn(rows, args.dim, generator=gen)
     has_first = any(s.is_first for s in stages)
     has_last = any(s.is_last for s in stages)
 
