@@ -258,7 +258,7 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
             micro-batch is missing.
     """
     from harness.plan import validate
-    from harness.schedule.model import Job, JobKind, Schedule
+    from harness.schedule.model import Job, JobKind, Schedule, parse_job
 
     orders: dict[tuple[int, int], list[TorchAction]] = defaultdict(list)
     for a in sorted(actions, key=lambda a: (a.start_ns, a.kind != "F")):
@@ -280,8 +280,15 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
         schedule = Schedule(name, m, tuple(placement), rows, {"source": "torch.profiler trace"})
         validate(schedule)
     except ScheduleError as exc:
+        at = []
+        for text in exc.jobs:
+            try:
+                stage = parse_job(text).stage
+                at.append(f"{text} (stage {stage}: rank {placement[stage]}, {ranks[placement[stage]].path.name})")
+            except (ScheduleError, IndexError):
+                at.append(text)
         raise InputFormatError(f"the action order recovered from the traces ({ranks[0].path.parent}, step {first}) "
-                               f"is not a valid schedule: {exc}") from None
+                               f"is not a valid schedule" + (f" at {', '.join(at)}" if at else "") + f": {exc}") from None
     return schedule
 
 

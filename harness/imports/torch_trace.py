@@ -280,7 +280,7 @@ def _load(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InputFormatError(f"{path}: not UTF-8 JSON ({exc})") from None
     except json.JSONDecodeError as exc:
-        end = " (the file ends there: cut short?)" if exc.pos >= len(raw.rstrip()) - 1 else ""
+        end = " (the file does not end with '}': cut short?)" if not raw.rstrip().endswith(b"}") else ""
         raise InputFormatError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}{end}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputFormatError(f"{path}: not a Chrome trace (expected a JSON object with a 'traceEvents' list)")
