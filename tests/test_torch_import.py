@@ -248,6 +248,20 @@ def test_file_without_distributed_info(tmp_path):
         read_torch_traces(d)
 
 
+def test_folder_without_rank_files_reads_the_json_with_distributed_info(tmp_path):
+    d = _copy(tmp_path)
+    for k in (0, 1):
+        (d / f"rank{k}.json.gz").rename(d / f"trace_{k}.json.gz")
+    (d / "results.json").write_text('{"schema": "something else"}')
+    imp = read_torch_traces(d, replay=False)
+    assert [t.path.name for t in imp.ranks] == ["trace_0.json.gz", "trace_1.json.gz"]
+    assert any("results.json: not a Chrome trace" in w and w.endswith("; skipped") for w in imp.warnings)
+    for k in (0, 1):
+        (d / f"trace_{k}.json.gz").unlink()
+    with pytest.raises(InputFormatError, match=r"results\.json: not a Chrome trace"):
+        read_torch_traces(d)
+
+
 def test_two_files_claiming_one_rank(tmp_path):
     d = _copy(tmp_path)
     _rewrite(d / "rank1.json.gz", lambda doc: doc["distributedInfo"].update(rank=0))

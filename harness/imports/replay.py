@@ -236,15 +236,21 @@ def replay(imp: Any, plan: Any) -> Replay:
     index = {(job.stage, job.kind.value, job.microbatch): i for i, job in enumerate(plan.jobs)}
     metrics = compute_metrics(imp.records)
     per_step: list[StepReplay] = []
+    jobs_of: dict[int, list[Any]] = {}
+    acts_of: dict[int, list[Any]] = {}
+    for j in imp.records.jobs:
+        jobs_of.setdefault(j.step, []).append(j)
+    for a in imp.actions:
+        acts_of.setdefault(a.step, []).append(a)
     for k, step in enumerate(imp.records.steps):
         measured = imp.records.step_end_ns[k] - imp.records.step_start_ns[k]
         dur = list(timeline.duration)
         before = [0] * plan.num_jobs
-        for j in imp.records.jobs:
-            if j.step == step and (i := index.get((j.stage, j.kind, j.microbatch))) is not None:
+        for j in jobs_of.get(step, []):
+            if (i := index.get((j.stage, j.kind, j.microbatch))) is not None:
                 dur[i] = j.end_ns - j.start_ns if j.kind in _COMPUTE else dur[i]
         # host time before each compute job: since its rank's previous compute job ended, until its range started
-        acts = sorted((a for a in imp.actions if a.step == step), key=lambda a: a.start_ns)
+        acts = sorted(acts_of.get(step, []), key=lambda a: a.start_ns)
         last_end: dict[int, int] = {}
         for a in acts if imp.marking != "inferred" else ():  # rebuilt actions: host time and waits are not told apart
             if a.kind in _COMPUTE and (i := index.get((a.stage, a.kind, a.microbatch))) is not None:

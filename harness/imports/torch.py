@@ -147,14 +147,25 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
     by_rank: dict[int, TorchRank] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TorchTraceWarning)
+        named = any(f.name.startswith("rank") for f in files)
         for f in files:
-            tr = read_rank_trace(f)
+            try:
+                tr = read_rank_trace(f)
+            except InputFormatError as exc:
+                # a folder without rank*.json: any *.json with distributedInfo is a trace, other JSON is skipped
+                if named or len(files) == 1 or ("no 'distributedInfo'" not in str(exc) and "not a Chrome trace" not in str(exc)):
+                    raise
+                notes.append(f"{exc}; skipped")
+                continue
             if tr.rank in by_rank:
                 raise InputFormatError(f"{f} and {by_rank[tr.rank].path} both claim rank {tr.rank} "
                                        "(distributedInfo.rank): two runs in one folder? keep one run's files")
             by_rank[tr.rank] = tr
     notes += [str(w.message) for w in caught]
     ranks = [by_rank[r] for r in sorted(by_rank)]
+    if not ranks:
+        raise InputFormatError(f"{trace_dir}: none of its {len(files)} JSON file(s) is a torch.distributed trace "
+                               "(none holds 'distributedInfo')")
     world = ranks[0].world_size
     for tr in ranks:
         if tr.world_size != world:
@@ -219,8 +230,11 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
         start = a.compute_start_ns if a.kind in _COMPUTE else a.start_ns
         jobs.append(JobRecord(a.rank, stream_of[(a.stage, a.kind, a.microbatch)], a.stage, a.kind, a.microbatch,
                               schedule.chunk_of(a.stage), a.step, start, a.end_ns, a.enqueue_ns))
-    step_start = [min(j.start_ns for j in jobs if j.step == s) for s in chosen]
-    step_end = [max(j.end_ns for j in jobs if j.step == s) for s in chosen]
+    of_step: dict[int, list[JobRecord]] = defaultdict(list)
+    for j in jobs:
+        of_step[j.step].append(j)
+    step_start = [min(j.start_ns for j in of_step[s]) for s in chosen]
+    step_end = [max(j.end_ns for j in of_step[s]) for s in chosen]
     device = {
         "backend": "torch-trace",
         "clock": "host wall clock (Kineto baseTimeNanoseconds + ts); " + clock.note,
@@ -233,7 +247,7 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
         "gpu": any(tr.gpu for tr in ranks),
     }
     records = RunRecords("torch-trace", device, world, list(plan.stream_names), list(chosen), step_start, step_end, jobs,
-                         [sum(j.enqueue_ns for j in jobs if j.step == s) for s in chosen])
+                         [sum(j.enqueue_ns for j in of_step[s]) for s in chosen])
     if marking == "inferred":
         notes.append(f"{trace_dir}: no action ranges (Schedule1F1B marks none): F and B were rebuilt from operator "
                      "events (harness.imports.torch_infer); their times are inferred, and no wait is known")
@@ -265,15 +279,21 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
         if a.kind not in _HOST_KINDS:
             orders[(a.rank, a.step)].append(a)
     first = steps[0]
+    differ = 0
     for r in range(world):
         ref = [a.label for a in orders[(r, first)]]
         for s in steps[1:]:
             other = [a.label for a in orders[(r, s)]]
             if other != ref:
+                differ += 1
+                if differ > 10:
+                    continue
                 k = next((i for i, (x, y) in enumerate(zip(ref, other)) if x != y), min(len(ref), len(other)))
                 notes.append(f"{ranks[r].path}: rank {r}: step {s} runs its actions in another order than step {first} "
                              f"(from action {k}: {other[k] if k < len(other) else 'end'} vs "
                              f"{ref[k] if k < len(ref) else 'end'}); the schedule is step {first}'s")
+    if differ > 10:
+        notes.append(f"... and {differ - 10} more (rank, step) pairs whose order differs from step {first}'s")
     m = 1 + max(a.microbatch for a in actions if a.microbatch is not None)
     rows = tuple(tuple(Job(a.stage, JobKind(a.kind), a.microbatch) for a in orders[(r, first)]) for r in range(world))
     try:

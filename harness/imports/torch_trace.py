@@ -1,10 +1,10 @@
 """One rank's PyTorch ``torch.profiler`` trace of a ``torch.distributed.pipelining`` run: read its actions.
 
 ``torch.profiler`` writes one Kineto Chrome-trace JSON per rank
-(``export_chrome_trace``). :func:`read_torch_traces` reads the files of one run
-(``*.json`` or ``*.json.gz`` holding ``distributedInfo``) into the same
-:class:`~harness.records.RunRecords` the executor returns, so metrics, the
-critical path and every report are computed by the code that serves harness runs.
+(``export_chrome_trace``). :func:`read_rank_trace` reads one such file; the run
+of all ranks is assembled by :func:`harness.imports.torch.read_torch_traces`
+(``rank*.json``/``rank*.json.gz``, else any ``*.json``/``*.json.gz`` holding
+``distributedInfo``; other JSON files there are skipped with a note).
 The format facts used here are those of Kineto's JSON writer
 (pytorch/kineto ``libkineto/src/output_json.cpp``) and of PyTorch's pipelining
 runtime (pytorch/pytorch ``torch/distributed/pipelining/schedules.py``):
@@ -260,6 +260,8 @@ def find_trace_files(trace_dir: Path) -> list[Path]:
     if not trace_dir.is_dir():
         raise InputFormatError(f"{trace_dir}: no such trace folder")
     files = sorted(f for f in trace_dir.iterdir() if f.is_file() and (f.name.endswith(".json") or f.name.endswith(".json.gz")))
+    ranked = [f for f in files if f.name.startswith("rank")]
+    files = ranked or files
     if not files:
         raise InputFormatError(f"{trace_dir}: no torch.profiler traces (*.json or *.json.gz) here")
     return files
@@ -352,8 +354,12 @@ def read_rank_trace(path: Path) -> TorchRank:
     starts = [c[0] for c in cpu]
     step_spans = sorted((a, b, n) for n, (a, b) in out.steps.items())
 
+    span_starts = [a for a, _, _ in step_spans]
+
     def step_of(t: int) -> int | None:
-        for a, b, n in step_spans:
+        k = bisect_left(span_starts, t + 1) - 1  # the last step starting at or before t
+        if k >= 0:
+            a, b, n = step_spans[k]
             if a <= t < b or a == t == b:
                 return n
         return None
