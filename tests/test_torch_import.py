@@ -417,3 +417,34 @@ def test_report_paddle_is_the_imports_module():
     import harness.report.paddle
 
     assert harness.report.paddle is harness.imports.paddle
+
+
+def test_given_clock_offsets_are_used_and_said(tmp_path, capsys):
+    from harness.cli import main
+
+    assert main(["import-torch", str(DATA / "ScheduleGPipe_2rank_m4"), "--out", str(tmp_path / "o"), "-q",
+                 "--clock-offsets", "0,1000"]) == 0
+    case = json.loads((tmp_path / "o" / "results.json").read_text())["cases"][0]
+    assert case["torch_import"]["clock"]["method"] == "given"
+    assert case["torch_import"]["clock"]["offsets_ns"] == [0, 1000]
+    assert "clock offsets given by the user (rank 0: 0 ns, rank 1: 1000 ns)" in case["device"]["clock"]
+    assert main(["import-torch", str(DATA / "ScheduleGPipe_2rank_m4"), "--out", str(tmp_path / "o"), "-q",
+                 "--clock-offsets", "0"]) == 2
+    assert "1 clock offsets given for 2 ranks" in capsys.readouterr().err
+
+
+def test_a_trace_without_profiler_steps_is_one_step_with_a_warning(tmp_path):
+    events = [_event("PP:0F0", 10, 2), _event("aten::linear", 10.5, 1, "cpu_op"), _event("PP:0B0", 13, 3),
+              _event("autograd::engine::evaluate_function: AddmmBackward0", 14, 1, "cpu_op"),
+              _event("PP:0F1", 17, 1), _event("PP:0B1", 18.5, 1)]  # empty ranges: all waiting, compute 0
+    (tmp_path / "rank0.json").write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 1},
+                                                     "baseTimeNanoseconds": 0, "traceEvents": events}))
+    imp = read_torch_traces(tmp_path)
+    assert imp.records.steps == [0]
+    assert any("rank0.json: no ProfilerStep#N ranges" in w for w in imp.warnings)
+    f0 = next(a for a in imp.actions if a.label == "0F0")
+    assert (f0.start_ns, f0.compute_start_ns, f0.end_ns) == (0, 500, 2000)  # wait 0.5 µs, then compute
+    assert [(j.label, j.start_ns, j.end_ns) for j in imp.records.jobs] == [
+        ("0F0", 500, 2000), ("0B0", 4000, 6000), ("0F1", 8000, 8000), ("0B1", 9500, 9500)]
+    # the fitted medians: F of (1500, 0) -> 750, B of (2000, 0) -> 1000; played back to back: 2 x 750 + 2 x 1000
+    assert imp.replay.simulated_step_ns == 3500 and imp.replay.measured_step_ns == 9000

@@ -151,9 +151,9 @@ class TorchRank:
         base_ns: ``baseTimeNanoseconds``.
         steps: ``ProfilerStep#N`` number -> (start, end), absolute ns.
         actions: pipeline actions in start order (OVERLAP_F_B expanded into its sub-actions).
-        sends, recvs: per direction, (peer stage's key) -> the ``c10d``/``gloo`` times, filled
-            from the SEND/RECV ranges: ``recv_end`` is the end of the ``gloo:recv`` span inside
-            a receive (the data had arrived then), absolute ns.
+        recv_end: ``(stage, "RECV_F" | "RECV_B", micro-batch, step)`` -> the end of the
+            ``gloo:recv`` span that starts inside that receive's range (the data had arrived
+            then, or the wait was called then), absolute ns.
         events: the number of trace events in the file.
         marking: how actions were found: ``"PP"``, ``"GPipe"``, ``"inferred"`` or ``"none"``.
         gpu: whether device-side ranges gave the job times.
@@ -364,12 +364,13 @@ def read_rank_trace(path: Path) -> TorchRank:
                 return n
         return None
 
-    def ops_inside(a: int, b: int) -> list[tuple[int, int, str, Any]]:
+    def ops_inside(a: int, b: int, tid: Any) -> list[tuple[int, int, str, Any]]:
+        """The operators of thread ``tid`` inside ``[a, b]`` (not the action ranges themselves)."""
         i = bisect_left(starts, a)
         found = []
         while i < len(cpu) and cpu[i][0] < b:
             op = cpu[i][2]
-            if cpu[i][0] >= a and cpu[i][1] <= b and not op.startswith("PP:") and not _GPIPE_RE.match(op):
+            if cpu[i][3] == tid and cpu[i][1] <= b and not op.startswith("PP:") and not _GPIPE_RE.match(op):
                 found.append(cpu[i])
             i += 1
         return found
@@ -406,7 +407,7 @@ def read_rank_trace(path: Path) -> TorchRank:
             if k < len(occ):
                 enqueue = b - a
                 a, b = occ[k]
-        ops = [] if out.gpu else ops_inside(a, b)
+        ops = [] if out.gpu else ops_inside(a, b, tid)
         real = [o for o in ops if not o[2].startswith("c10d::")]
         if len(parsed) > 1:  # OVERLAP_F_B: F, then the backward from its first backward operator on
             split = next((o[0] for o in real if o[2].startswith(_BACKWARD_OPS)), None)
