@@ -448,3 +448,19 @@ def test_a_trace_without_profiler_steps_is_one_step_with_a_warning(tmp_path):
         ("0F0", 500, 2000), ("0B0", 4000, 6000), ("0F1", 8000, 8000), ("0B1", 9500, 9500)]
     # the fitted medians: F of (1500, 0) -> 750, B of (2000, 0) -> 1000; played back to back: 2 x 750 + 2 x 1000
     assert imp.replay.simulated_step_ns == 3500 and imp.replay.measured_step_ns == 9000
+
+
+def test_page_block_text():
+    from harness.report.replay_block import replay_block
+
+    rep = {"measured_step_ns": 12e6, "measured_step_spread_ns": 2_000_000, "measured_bubble": 0.25,
+           "simulated_step_ns": 9_000_000, "simulated_bubble": 0.125, "difference_ns": 2_000_000, "median_step": 3,
+           "steps": [{"step": 3, "measured_ns": 11_000_000}], "jitter_ns": 500_000, "host_overhead_ns": 1_000_000,
+           "transfer_wait_ns": 500_000, "comm_model": "stream"}
+    html = replay_block({"replay": rep, "torch_import": {"wait_ns_per_rank": [1_000_000, 0], "clock": {"note": "<one>"}}})
+    assert "<td>12.000 ms (spread 2.000 ms)</td><td>25.0 %</td>" in html
+    assert "<td>9.000 ms</td><td>12.5 %</td>" in html
+    assert ("difference: step 3 measured 11.000 ms - simulated 9.000 ms = 2.000 ms: jitter (durations off their median) "
+            "0.500 ms, host overhead between actions 1.000 ms, waiting on transfers (and the rest) 0.500 ms") in html
+    assert "per rank over the imported steps: 1.000 ms, 0.000 ms" in html and "clocks: &lt;one&gt;" in html
+    assert replay_block({"jobs": {}}) is None

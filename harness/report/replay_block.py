@@ -26,7 +26,7 @@ def replay_block(case: dict[str, Any]) -> str | None:
         return None
     try:
         rows = [
-            ("measured (median step)", _ms(rep["measured_step_ns"]) + f" (spread {_ms(rep['measured_step_spread_ns'])})",
+            ("measured (median over steps)", _ms(rep["measured_step_ns"]) + f" (spread {_ms(rep['measured_step_spread_ns'])})",
              f"{100 * rep['measured_bubble']:.1f} %"),
             ("simulated: same order, fitted costs", _ms(rep["simulated_step_ns"]), f"{100 * rep['simulated_bubble']:.1f} %"),
         ]
@@ -40,8 +40,10 @@ def replay_block(case: dict[str, Any]) -> str | None:
            f'({escape(str(rep.get("comm_model", "")))} transfers)</summary><table class="replay">',
            "<tr><th class=\"l\"></th><th>step</th><th>bubble</th></tr>"]
     out += [f"<tr><td class=\"l\">{escape(a)}</td><td>{escape(b)}</td><td>{escape(c)}</td></tr>" for a, b, c in rows]
-    out.append("</table><div>difference " + escape(_ms(rep.get("difference_ns", 0)))
-               + f" (the median step, step {escape(str(rep.get('median_step', '')))}): "
+    med = next((s for s in rep.get("steps") or [] if isinstance(s, dict) and s.get("step") == rep.get("median_step")), None)
+    shown = (f"step {escape(str(rep.get('median_step')))} measured {escape(_ms(med['measured_ns']))} - simulated "
+             f"{escape(_ms(rep['simulated_step_ns']))} = " if med else "")
+    out.append("</table><div>difference: " + shown + escape(_ms(rep.get("difference_ns", 0))) + ": "
                + ", ".join(f"{escape(name)} {escape(_ms(ns))}" for name, ns in parts) + "</div>")
     if imp and not imp.get("inferred"):
         waits = imp.get("wait_ns_per_rank") or []
