@@ -48,6 +48,12 @@ _COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
 
+
+def _replay_block(case: dict[str, Any]) -> str | None:
+    from harness.report.replay_block import replay_block
+
+    return replay_block(case)
+
 def _environment() -> Any:
     import jinja2
 
@@ -357,6 +363,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "critical": _critical_text(case),
         "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
+        "replay": _replay_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),
         "fidelity": _fidelity(case),
