@@ -62,6 +62,46 @@ class CostModel(Protocol):
         """Parameters for results and reports."""
 
 
+#: Optional method of a cost model: ``data_parallel_ns(job, num_stages) -> int``, the duration (ns)
+#: of an ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD`` job (PyTorch's FSDP/DDP actions,
+#: :data:`~harness.schedule.model.DATA_PARALLEL_KINDS`). A model without it gives them 0 ns and
+#: is never asked ``duration_ns`` for them (models written before these kinds existed keep
+#: working); :class:`CheckedCost` applies the rule.
+DATA_PARALLEL_METHOD = "data_parallel_ns"
+
+
+def data_parallel_ns(cost: object, job: Job, num_stages: int) -> int:
+    """The duration (ns) of data-parallel ``job`` under ``cost``: its optional
+    :data:`DATA_PARALLEL_METHOD`, or 0 when it has none."""
+    method = getattr(cost, DATA_PARALLEL_METHOD, None)
+    return 0 if method is None else method(job, num_stages)  # type: ignore[no-any-return]
+
+
+def _data_parallel_fields(obj: Any) -> None:
+    """Check ``unshard_ns``, ``reshard_ns``, ``reduce_grad_ns`` of a cost model dataclass (durations >= 0)."""
+    for name in _DP_FIELDS.values():
+        _positive(name, getattr(obj, name), allow_zero=True, duration=True)
+
+
+#: A data-parallel kind's duration field on :class:`FixedCost` and :class:`~harness.transformer.TransformerCost`.
+_DP_FIELDS = {JobKind.UNSHARD: "unshard_ns", JobKind.RESHARD: "reshard_ns", JobKind.REDUCE_GRAD: "reduce_grad_ns"}
+
+
+def _dp_duration(obj: Any, job: Job) -> int:
+    field = _DP_FIELDS.get(job.kind)
+    if field is None:
+        raise ConfigError(f"data_parallel_ns({job}): {job.kind.value} is not UNSHARD, RESHARD or REDUCE_GRAD")
+    return int(getattr(obj, field))
+
+
+def _drop_zero_dp_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """``describe()`` without the data-parallel durations left at 0 (results stay as before they existed)."""
+    for name in _DP_FIELDS.values():
+        if d.get(name) == 0:
+            d.pop(name)
+    return d
+
+
 def _shown(value: object) -> str:
     """``repr(value)``, shortened for a huge integer (``10**400`` would fill the screen)."""
     text = repr(value)
@@ -221,6 +261,9 @@ class FixedCost:
         backward_input_ns: ``T_B`` of the ZB paper (an ``I`` job); default half of ``B``.
         backward_weight_ns: ``T_W`` (a ``W`` job); default ``B - I``.
         optimizer_ns: duration of an ``OPT`` job.
+        unshard_ns, reshard_ns, reduce_grad_ns: durations of PyTorch's ``UNSHARD``,
+            ``RESHARD`` and ``REDUCE_GRAD`` jobs (FSDP parameter all-gather and free,
+            data-parallel gradient reduction), one per stage; default 0 (they cost nothing).
         p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
@@ -258,9 +301,13 @@ class FixedCost:
     mem_I: PerStage | None = None  # noqa: N815
     mem_W: PerStage = 0  # noqa: N815
     mem_static: PerStage = 0
+    unshard_ns: int = 0
+    reshard_ns: int = 0
+    reduce_grad_ns: int = 0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        _data_parallel_fields(self)
         set_(self, "forward_ns", _per_stage_values("forward_ns", self.forward_ns, duration=True))
         set_(self, "backward_ns", _per_stage_values("backward_ns", self.backward_ns, duration=True))
         for name in ("backward_input_ns", "backward_weight_ns"):
@@ -382,6 +429,8 @@ class FixedCost:
             return self.optimizer_ns
         if kind.is_comm:
             return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        if kind.is_data_parallel:
+            return _dp_duration(self, job)
         k = self._stage_index(job.stage, num_stages)
         if kind is JobKind.F:
             return _pick(self.forward_ns, k)
@@ -395,6 +444,15 @@ class FixedCost:
 
     def nbytes(self, job: Job, num_stages: int) -> int:
         return self.activation_bytes if job.kind.is_comm else 0
+
+    def data_parallel_ns(self, job: Job, num_stages: int) -> int:
+        """Duration (ns) of an ``UNSHARD``/``RESHARD``/``REDUCE_GRAD`` job: ``unshard_ns``, ``reshard_ns``
+        or ``reduce_grad_ns`` (:data:`DATA_PARALLEL_METHOD`).
+
+        Raises:
+            ConfigError: ``job`` is of another kind.
+        """
+        return _dp_duration(self, job)
 
     def models_memory(self) -> bool:
         """Whether any memory field is set (else the case has no memory model)."""
@@ -430,7 +488,7 @@ class FixedCost:
         if not self.models_memory():
             for key in ("mem_F", "mem_I", "mem_W", "mem_static"):
                 d.pop(key, None)
-        return d
+        return _drop_zero_dp_fields(d)
 
 
 def _answer_problem(value: object, *, positive: bool = False, whole: bool = False, bounded: str = "") -> str | None:
@@ -461,9 +519,12 @@ def _answer_problem(value: object, *, positive: bool = False, whole: bool = Fals
 class CheckedCost:
     """A cost model whose answers are checked where they enter the harness, by the rules
     :class:`FixedCost` applies to its own values: a duration (ns) is a number, at least
-    1 ns for a compute job (``F``, ``B``, ``I``, ``W``), at least 0 for ``OPT`` and
-    send/receive jobs, and below :data:`MAX_DURATION_NS`; FLOPs are a finite number
-    >= 0; bytes a whole number >= 0 and below 2**53.
+    1 ns for a compute job (``F``, ``B``, ``I``, ``W``), at least 0 for ``OPT``,
+    send/receive and data-parallel jobs, and below :data:`MAX_DURATION_NS`; FLOPs are a finite number
+    >= 0; bytes a whole number >= 0 and below 2**53. A data-parallel job (``UNSHARD``,
+    ``RESHARD``, ``REDUCE_GRAD``) takes its duration from the inner model's optional
+    ``data_parallel_ns`` (0 without it, :data:`DATA_PARALLEL_METHOD`) and has no FLOPs or bytes:
+    the inner model is not asked ``duration_ns``, ``flops`` or ``nbytes`` for it.
 
     Every answer is returned as the executor uses it (durations and bytes as ``int``,
     FLOPs as ``float``), so a custom model's ``-5``, ``1e20``, ``NaN`` or ``None``
@@ -492,6 +553,12 @@ class CheckedCost:
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
         """The inner model's duration of ``job`` in ns, checked (see the class)."""
+        if job.kind.is_data_parallel:
+            value: object = data_parallel_ns(self.inner, job, num_stages)
+            problem = _answer_problem(value, bounded="durations")
+            if problem:
+                raise self._fail("data_parallel_ns", job, value, problem, " ns")
+            return int(value)  # type: ignore[call-overload]
         value = self.inner.duration_ns(job, num_stages)
         compute = job.kind in (JobKind.F, JobKind.B, JobKind.I, JobKind.W)
         problem = _answer_problem(value, positive=compute, bounded="durations")
@@ -500,7 +567,9 @@ class CheckedCost:
         return int(value)  # type: ignore[call-overload, no-any-return]
 
     def flops(self, job: Job, num_stages: int) -> float:
-        """The inner model's FLOPs of ``job``, checked (see the class)."""
+        """The inner model's FLOPs of ``job``, checked (see the class); 0 for a data-parallel job."""
+        if job.kind.is_data_parallel:
+            return 0.0
         value = self.inner.flops(job, num_stages)
         problem = _answer_problem(value)  # FLOPs of a big model pass 2**53: finite is enough
         if problem:
@@ -508,7 +577,9 @@ class CheckedCost:
         return float(value)
 
     def nbytes(self, job: Job, num_stages: int) -> int:
-        """The inner model's bytes for ``job``, checked (see the class)."""
+        """The inner model's bytes for ``job``, checked (see the class); 0 for a data-parallel job."""
+        if job.kind.is_data_parallel:
+            return 0
         value = self.inner.nbytes(job, num_stages)
         problem = _answer_problem(value, whole=True, bounded="byte counts")
         if problem:
