@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
+# Optional cost-model methods and the fields that answer them, each in its concept's module.
+from harness.data_parallel import _data_parallel_fields, _dp_duration, _drop_zero_dp_fields, data_parallel_ns
 from harness.errors import ConfigError
+from harness.overlap import _overlap_fields, _overlap_group_ns
 from harness.schedule.model import Job, JobKind
 
 __all__ = ["MAX_DURATION_NS", "CheckedCost", "CostModel", "FixedCost", "TransformerCost"]
@@ -60,46 +63,6 @@ class CostModel(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Parameters for results and reports."""
-
-
-#: Optional method of a cost model: ``data_parallel_ns(job, num_stages) -> int``, the duration (ns)
-#: of an ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD`` job (PyTorch's FSDP/DDP actions,
-#: :data:`~harness.schedule.model.DATA_PARALLEL_KINDS`). A model without it gives them 0 ns and
-#: is never asked ``duration_ns`` for them (models written before these kinds existed keep
-#: working); :class:`CheckedCost` applies the rule.
-DATA_PARALLEL_METHOD = "data_parallel_ns"
-
-
-def data_parallel_ns(cost: object, job: Job, num_stages: int) -> int:
-    """The duration (ns) of data-parallel ``job`` under ``cost``: its optional
-    :data:`DATA_PARALLEL_METHOD`, or 0 when it has none."""
-    method = getattr(cost, DATA_PARALLEL_METHOD, None)
-    return 0 if method is None else method(job, num_stages)  # type: ignore[no-any-return]
-
-
-def _data_parallel_fields(obj: Any) -> None:
-    """Check ``unshard_ns``, ``reshard_ns``, ``reduce_grad_ns`` of a cost model dataclass (durations >= 0)."""
-    for name in _DP_FIELDS.values():
-        _positive(name, getattr(obj, name), allow_zero=True, duration=True)
-
-
-#: A data-parallel kind's duration field on :class:`FixedCost` and :class:`~harness.transformer.TransformerCost`.
-_DP_FIELDS = {JobKind.UNSHARD: "unshard_ns", JobKind.RESHARD: "reshard_ns", JobKind.REDUCE_GRAD: "reduce_grad_ns"}
-
-
-def _dp_duration(obj: Any, job: Job) -> int:
-    field = _DP_FIELDS.get(job.kind)
-    if field is None:
-        raise ConfigError(f"data_parallel_ns({job}): {job.kind.value} is not UNSHARD, RESHARD or REDUCE_GRAD")
-    return int(getattr(obj, field))
-
-
-def _drop_zero_dp_fields(d: dict[str, Any]) -> dict[str, Any]:
-    """``describe()`` without the data-parallel durations left at 0 (results stay as before they existed)."""
-    for name in _DP_FIELDS.values():
-        if d.get(name) == 0:
-            d.pop(name)
-    return d
 
 
 def _shown(value: object) -> str:
@@ -264,6 +227,10 @@ class FixedCost:
         unshard_ns, reshard_ns, reduce_grad_ns: durations of PyTorch's ``UNSHARD``,
             ``RESHARD`` and ``REDUCE_GRAD`` jobs (FSDP parameter all-gather and free,
             data-parallel gradient reduction), one per stage; default 0 (they cost nothing).
+        overlap_ns, overlap_ratio: how long an overlapped F&B group (``OVERLAP_F_B``,
+            DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
+            for jobs of durations ``d`` (0: ``max(F, B)``, 1: ``F + B``); at most one; default
+            ``max(F, B)`` (:mod:`harness.overlap`).
         p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
@@ -304,10 +271,13 @@ class FixedCost:
     unshard_ns: int = 0
     reshard_ns: int = 0
     reduce_grad_ns: int = 0
+    overlap_ns: int | None = None
+    overlap_ratio: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         _data_parallel_fields(self)
+        _overlap_fields(self)
         set_(self, "forward_ns", _per_stage_values("forward_ns", self.forward_ns, duration=True))
         set_(self, "backward_ns", _per_stage_values("backward_ns", self.backward_ns, duration=True))
         for name in ("backward_input_ns", "backward_weight_ns"):
@@ -453,6 +423,11 @@ class FixedCost:
             ConfigError: ``job`` is of another kind.
         """
         return _dp_duration(self, job)
+
+    def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+        """Wall time (ns) of an overlapped group whose jobs last ``durations_ns`` alone: ``overlap_ns``,
+        or ``max + overlap_ratio * (sum - max)``, or ``max`` (:data:`harness.overlap.GROUP_METHOD`)."""
+        return _overlap_group_ns(self, durations_ns)
 
     def models_memory(self) -> bool:
         """Whether any memory field is set (else the case has no memory model)."""

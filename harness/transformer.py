@@ -20,6 +20,8 @@ from harness.cost import (
     _data_parallel_fields,
     _dp_duration,
     _drop_zero_dp_fields,
+    _overlap_fields,
+    _overlap_group_ns,
     _positive,
     _transfer_ns,
 )
@@ -109,6 +111,7 @@ class TransformerCost:
         optimizer_ns: duration of an ``OPT`` job.
         unshard_ns, reshard_ns, reduce_grad_ns: durations (ns) of PyTorch's ``UNSHARD``,
             ``RESHARD`` and ``REDUCE_GRAD`` jobs; default 0 (as :class:`~harness.cost.FixedCost`).
+        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.cost.FixedCost`'s.
         bytes_per_element: activation element size (2 for bf16).
         p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted here as in
             :class:`~harness.cost.FixedCost`: latency in ns, bandwidth in gigabytes (not
@@ -156,10 +159,13 @@ class TransformerCost:
     unshard_ns: int = 0
     reshard_ns: int = 0
     reduce_grad_ns: int = 0
+    overlap_ns: int | None = None
+    overlap_ratio: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         _data_parallel_fields(self)
+        _overlap_fields(self)
         for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"):
             _positive(name, getattr(self, name), whole=True)
             set_(self, name, int(getattr(self, name)))  # numpy.int64 -> int (describe() is JSON)
@@ -340,6 +346,10 @@ class TransformerCost:
             ConfigError: ``job`` is of another kind.
         """
         return _dp_duration(self, job)
+
+    def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+        """Wall time (ns) of an overlapped group, as :meth:`harness.cost.FixedCost.overlapped_group_ns`."""
+        return _overlap_group_ns(self, durations_ns)
 
     def recompute_ns(self, job: Job, num_stages: int) -> int:
         """The part of ``job``'s duration (ns) that recomputes its forward: B, or I when

@@ -205,9 +205,10 @@ def test_runs_on_a_fake_cuda_as_on_sim(monkeypatch: pytest.MonkeyPatch, tmp_path
     ref = run_case(case, backend="sim")
     assert ref.metrics.step_time_median_ns == 720_000
     assert got.metrics.step_time_median_ns == ref.metrics.step_time_median_ns
-    step = got.records.steps[0]
-    assert sorted(j.label for j in got.records.jobs if j.step == step) == sorted(j.label for j in ref.records.jobs if j.step == ref.records.steps[0])
-    assert {j.label: j.duration_ns for j in got.records.jobs if j.step == step and j.kind == "REDUCE_GRAD"} == {"0REDUCE_GRAD": 70_000, "1REDUCE_GRAD": 70_000}
+    step, ref_step = got.records.steps[0], ref.records.steps[0]
+    assert sorted(j.label for j in got.records.jobs if j.step == step) == sorted(j.label for j in ref.records.jobs if j.step == ref_step)
+    reduced = {j.label: j.duration_ns for j in got.records.jobs if j.step == step and j.kind == "REDUCE_GRAD"}
+    assert reduced == {"0REDUCE_GRAD": 70_000, "1REDUCE_GRAD": 70_000}
 
 
 def test_trace_and_page_show_them() -> None:

@@ -107,7 +107,9 @@ _COMM_CODES = (KIND_CODE[JobKind.SEND_F], KIND_CODE[JobKind.RECV_B])  # a contig
 assert [KIND_CODE[k] for k in (JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B)] == list(
     range(_COMM_CODES[0], _COMM_CODES[1] + 1)
 ), "the send/receive kinds must be declared together (code ranges test them)"
-_JOB_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|UNSHARD|RESHARD|REDUCE_GRAD|F|B|I|W)\s*(\d+)?\s*$", re.ASCII)  # 0-9 only, not '０'
+_JOB_RE = re.compile(  # 0-9 only, not '０'
+    r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|UNSHARD|RESHARD|REDUCE_GRAD|F|B|I|W)\s*(\d+)?\s*$", re.ASCII
+)
 
 
 class Job(NamedTuple):

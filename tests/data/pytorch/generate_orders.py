@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import torch
-from torch.distributed.pipelining import schedules as S
+from torch.distributed.pipelining import schedules
 from torch.distributed.pipelining.stage import _PipelineStageBase
 
 OUT = Path(__file__).with_name("orders.json")
@@ -59,13 +59,13 @@ class MockStage(_PipelineStageBase):
         return None
 
 
-SINGLE = {"ScheduleGPipe": S.ScheduleGPipe, "Schedule1F1B": S.Schedule1F1B}
+SINGLE = {"ScheduleGPipe": schedules.ScheduleGPipe, "Schedule1F1B": schedules.Schedule1F1B}
 MULTI = {
-    "ScheduleInterleaved1F1B": S.ScheduleInterleaved1F1B,
-    "ScheduleLoopedBFS": S.ScheduleLoopedBFS,
-    "ScheduleInterleavedZeroBubble": S.ScheduleInterleavedZeroBubble,
-    "ScheduleZBVZeroBubble": S.ScheduleZBVZeroBubble,
-    "ScheduleDualPipeV": S.ScheduleDualPipeV,
+    "ScheduleInterleaved1F1B": schedules.ScheduleInterleaved1F1B,
+    "ScheduleLoopedBFS": schedules.ScheduleLoopedBFS,
+    "ScheduleInterleavedZeroBubble": schedules.ScheduleInterleavedZeroBubble,
+    "ScheduleZBVZeroBubble": schedules.ScheduleZBVZeroBubble,
+    "ScheduleDualPipeV": schedules.ScheduleDualPipeV,
 }
 #: Entries whose lowered form (``pipeline_order_with_comms``) is stored too.
 WITH_COMMS = {("ScheduleInterleavedZeroBubble", 2, 2, 4), ("ScheduleDualPipeV", 2, 2, 4), ("ScheduleInterleaved1F1B", 2, 2, 3)}
