@@ -89,6 +89,22 @@ def test_builder_equals_pytorch_pipeline_order(entry: dict) -> None:
     sched = _build(entry)
     assert [[str(j) for j in row if j is not None] for row in sched.ranks] == rows
     assert sorted(tuple(map(str, g)) for g in groups_of(sched)) == sorted(groups)
+    if entry["class"] == "ScheduleInterleavedZeroBubble" and entry["v"] == 1:  # ZB-H1 is its one-chunk case
+        assert [[str(j) for j in row] for row in build_schedule("ZB-H1", entry["p"], entry["m"]).ranks] == rows
+
+
+def test_zb_h1_builds_the_m_pytorch_refuses_with_the_same_order_as_one_round() -> None:
+    """PyTorch refuses ZB with m = 2p + 1 (not a multiple of its 2 rounds); with one chunk the round size
+    does not change the order, so ZB-H1 builds it (docs/schedules.md) by the same rule: rank s runs
+    min(m, p-1-s) warm-up forwards, then F I pairs with the oldest pending W after each pair from the
+    s-th on, then the rest (by hand for p = 2, m = 5)."""
+    refused = [e for e in REFUSED if e["class"] == "ScheduleInterleavedZeroBubble" and e["v"] == 1]
+    assert {(e["p"], e["m"]) for e in refused} == {(2, 5), (4, 9), (8, 17)}
+    sched = build_schedule("ZB-H1", 2, 5)
+    assert [" ".join(map(str, row)) for row in sched.ranks] == [
+        "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0F3 0I2 0W2 0F4 0I3 0W3 0I4 0W4",
+        "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1F3 1I3 1W2 1F4 1I4 1W3 1W4",
+    ]
 
 
 @pytest.mark.parametrize("entry", REFUSED, ids=_id)
