@@ -224,3 +224,18 @@ def test_trace_and_page_show_them() -> None:
 
 def test_paddle_lists_leave_them_out() -> None:
     assert to_paddle_jobs(loads_csv(ONE_RANK, "one.csv")) == [[("forward", 0), ("forward", 1), ("backward", 0), ("backward", 1)]]
+
+
+@pytest.mark.parametrize("entry", _lowered(), ids=lambda e: e["class"])
+def test_eager_placement_reproduces_pytorchs_lowering_around_them(entry: dict) -> None:
+    """PyTorch's lowered order with its sends and receives taken out, then placed again by ``eager``
+    (PyTorch's ``_add_send_recv``), is PyTorch's lowered order exactly: the data-parallel jobs stay where
+    ``_add_unshard_reshard`` / ``_add_reduce_grad`` put them, and the receives land around them as PyTorch's."""
+    from harness.schedule.passes import strip_communication
+    from harness.schedule.placement import add_send_recv
+
+    text = "\n".join(entry["comms"]) + "\n"
+    lowered = loads_csv(text, entry["class"], entry["m"])
+    compute = strip_communication(lowered)
+    assert not compute.has_comm and sum(j.kind.is_data_parallel for row in compute.ranks for j in row if j is not None) > 0
+    assert dumps_csv(add_send_recv(compute, "eager")) == text
