@@ -22,7 +22,7 @@ from harness.report.html import kind_table, timeline_data
 from harness.report.results import case_to_dict
 from harness.report.trace import case_trace
 from harness.runner import run_case
-from harness.schedule.model import DATA_PARALLEL_KINDS, Job, JobKind
+from harness.schedule.model import DATA_PARALLEL_KINDS, Job, JobKind, Schedule
 from harness.schedule.notation import dumps_csv, loads_csv, to_paddle_jobs
 from harness.transformer import TransformerCost
 
@@ -239,3 +239,32 @@ def test_eager_placement_reproduces_pytorchs_lowering_around_them(entry: dict) -
     compute = strip_communication(lowered)
     assert not compute.has_comm and sum(j.kind.is_data_parallel for row in compute.ranks for j in row if j is not None) > 0
     assert dumps_csv(add_send_recv(compute, "eager")) == text
+
+
+@pytest.mark.parametrize("entry", _lowered(), ids=lambda e: e["class"])
+def test_fast_plan_path_equals_the_reference_path(entry: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_plan``'s numpy path takes data-parallel jobs (no fall-back to the per-job path) and
+    gives the reference path's plan: same jobs, streams and dependencies, and the same timeline."""
+    import harness.plan as plan_module
+    from harness.analytics import simulate
+    from harness.overlap import apply
+
+    s = loads_csv("\n".join(entry["comms"]) + "\n", entry["class"], entry["m"])
+    ref = apply(plan_module._build_plan_checked(s))
+
+    def no_fallback(schedule: object) -> None:
+        raise AssertionError("the fast path fell back")
+
+    monkeypatch.setattr(plan_module, "_build_plan_checked", no_fallback)
+    fast = build_plan(s)
+    assert fast.jobs == ref.jobs and fast.stream_names == ref.stream_names and fast.stream == ref.stream
+    assert fast.deps == ref.deps and fast.start_deps == ref.start_deps
+    a, b = simulate(fast, COST), simulate(ref, COST)
+    assert (a.start, a.end) == (b.start, b.end)
+
+
+def test_fast_plan_path_refuses_out_of_order_through_the_reference_path() -> None:
+    for text in ("0F0,0UNSHARD,0B0\n", "0F0,0RESHARD,0B0\n", "0F0,0REDUCE_GRAD,0B0\n"):
+        s = Schedule.from_text("x", [text.strip().split(",")], 1)
+        with pytest.raises(ScheduleError, match="out of order on their rank"):
+            build_plan(s)
