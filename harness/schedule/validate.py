@@ -17,7 +17,7 @@ marked. Linear in the number of jobs.
 from __future__ import annotations
 
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays
 
 __all__ = ["check_counts", "check_order"]
 
@@ -164,6 +164,11 @@ def _data_parallel_order(schedule: Schedule) -> list[tuple[int, int, str]]:
     """Problems (rank, step, note) of data-parallel jobs out of order: an ``UNSHARD`` after
     a compute job of its stage, a ``RESHARD`` before one, a ``REDUCE_GRAD`` before a ``B``/``W``
     of its stage. Pairs of notes (the job, then the other one), as :func:`check_order`'s."""
+    arrays = _job_arrays(schedule)
+    if arrays is not None:  # the common case, no data-parallel job, found in C
+        codes = [KIND_CODE[k] for k in _DP_RULES]
+        if not bool(((arrays.kind >= min(codes)) & (arrays.kind <= max(codes))).any()):
+            return []
     at: dict[tuple[int, JobKind], tuple[int, int]] = {}
     for rank, step, job in schedule.jobs():
         if job.kind.is_data_parallel:
