@@ -113,7 +113,8 @@ def _bandwidth(value: float | None) -> None:
 #: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
 _MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
 #: The fields :meth:`FixedCost.ms` passes through as they are.
-_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static")
+_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static",
+              "unshard_ns", "reshard_ns", "reduce_grad_ns", "overlap_ns", "overlap_ratio")
 
 
 def _check_ms_keywords(kw: dict[str, Any]) -> None:

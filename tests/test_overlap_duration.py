@@ -63,6 +63,12 @@ def test_dualpipev_p4_m8_ratio_zero_is_the_default_and_one_serializes_each_group
     assert {w.duration_ns for w in works if w.label not in grouped and "F" in w.label} == {10}
 
 
+def test_fixed_cost_ms_passes_the_new_fields_through() -> None:
+    cost = FixedCost.ms(F=1, B=2, overlap_ratio=0.5, reduce_grad_ns=7)
+    assert cost.overlapped_group_ns((Job(0, JobKind.F, 1), Job(0, JobKind.B, 0)), (1_000_000, 2_000_000), 1) == 2_500_000
+    assert cost.duration_ns(Job(0, JobKind.REDUCE_GRAD, None), 1) == 7
+
+
 def test_transformer_cost_takes_the_same_fields() -> None:
     t = TransformerCost(hidden_size=128, seq_len=64, micro_batch_size=1, num_layers=4, tflops=10, overlap_ratio=1.0)
     assert t.overlapped_group_ns((Job(0, JobKind.F, 1), Job(0, JobKind.B, 0)), (7, 11), 1) == 18
