@@ -268,3 +268,12 @@ def test_fast_plan_path_refuses_out_of_order_through_the_reference_path() -> Non
         s = Schedule.from_text("x", [text.strip().split(",")], 1)
         with pytest.raises(ScheduleError, match="out of order on their rank"):
             build_plan(s)
+
+
+def test_paddle_export_leaves_them_out() -> None:
+    from harness.report.paddle import paddle_log_lines
+
+    case = case_to_dict(run_case(PipelineCase(loads_csv(ONE_RANK, "one.csv"), cost=COST), "sim"))
+    lines = paddle_log_lines(case, 0)
+    types = [line.split("type = ")[1].split(",")[0] for line in lines if "type = " in line]
+    assert types == ["forward", "forward", "backward", "backward"]
