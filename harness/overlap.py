@@ -14,14 +14,15 @@ group as one overlapped job group:
   on the rank's compute stream, each further job runs on a sibling stream
   ``rank{r}/overlap`` (``overlap2``, ...) and starts with the first (a start
   dependency), and the rank's next compute job waits for every job of the
-  group. The group therefore lasts ``max(F, B)``, the duration
-  Victarry/PP-Schedule-Visualization gives an overlapped pair by default
-  (``overlapped_op_time = max(...)``); ``sim``, ``cpu`` and ``cuda`` run it the
-  same way (two streams on the rank), and traces show the two slices on sibling
-  tracks, so slices on one track still nest.
+  group. The group therefore lasts ``max(F, B)`` unless the cost model says
+  otherwise (below), the duration Victarry/PP-Schedule-Visualization gives an
+  overlapped pair by default (``overlapped_op_time = max(...)``); ``sim``, ``cpu``
+  and ``cuda`` run it the same way (two streams on the rank), and traces show the
+  two slices on sibling tracks, so slices on one track still nest.
 
-Busy time per rank counts both jobs of a group (the work done), so with overlap
-a rank's busy time may exceed its wall time inside the group.
+Busy time per rank (:mod:`harness.metrics`, :mod:`harness.analytics`) is the time
+the rank is busy, the union of its compute jobs' intervals (:func:`busy_union`):
+a group counts once, for as long as it lasts.
 
 **How long a group lasts.** By default ``max`` of its jobs' durations. A cost model
 may say otherwise (the two compete for the same SMs and memory bandwidth, so the
