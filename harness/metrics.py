@@ -23,9 +23,11 @@ from harness.stats import SampleStats, summarize
 
 __all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "metrics_to_dict", "peak_inflight_of"]
 
-#: Job kinds that do not keep a rank busy: transfers (on their own streams). Every other kind is
-#: busy time: the harness's F, B, I, W and OPT, and an importer's own kinds (Paddle's ``lr``, ...).
-NOT_BUSY = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
+#: Job kinds that do not keep a rank busy: transfers (on their own streams) and PyTorch's
+#: data-parallel actions ``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD`` (communication for FSDP/DDP,
+#: counted as idle like an exposed transfer; docs/schedules.md, "Data-parallel jobs"). Every other
+#: kind is busy time: the harness's F, B, I, W and OPT, and an importer's own kinds (Paddle's ``lr``, ...).
+NOT_BUSY = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ _KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
 _PIPELINE_WORK = frozenset({"F", "B", "I", "W"})
 _LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
-_NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
+_NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"})  # Paddle has no job for them
 
 
 class PaddleLogWarning(UserWarning):
@@ -790,8 +790,8 @@ def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = Non
 
     Kinds map back to types (F ``forward``, B ``backward``, I ``backward_b``,
     W ``backward_w``, OPT ``optimizer``; a chunk suffix ``forward1`` when
-    ``v > 1``); send/receive jobs are left out (Paddle does not time them as
-    jobs). ``Job (N)`` carries the micro-batch id, as Paddle prints it.
+    ``v > 1``); send/receive and data-parallel (``UNSHARD``, ``RESHARD``,
+    ``REDUCE_GRAD``) jobs are left out (Paddle does not time them as jobs). ``Job (N)`` carries the micro-batch id, as Paddle prints it.
 
     Args:
         case: a results-document case.

@@ -40,6 +40,8 @@ KINDS = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT")
 KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
+    # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
+    "UNSHARD": "#d4846a", "RESHARD": "#b5655a", "REDUCE_GRAD": "#7a5230",
 }
 #: Colours for kinds outside :data:`KINDS` (e.g. imported ``lr`` jobs), in order of appearance.
 EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090")
