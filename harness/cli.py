@@ -6,6 +6,7 @@ Commands::
     compare BASE NEW [--fail step_time:5%]...  per-case changes with CIs; exit 1 past a significant threshold, 2 with no common case
     import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
+    import-torch TRACE_DIR [--out DIR]         torch.profiler traces of a pipelining run -> the same reports (default ./reports-torch/)
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the slot x rank grid and the schedule's figures
     --version                                  the installed version
@@ -180,7 +181,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import PaddleLogWarning, import_paddle_logs
+    from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
     from harness.report.render import write_report
     from harness.report.results import results_document
 
@@ -198,6 +199,43 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
     return 0
+
+
+def _cmd_import_torch(args: argparse.Namespace) -> int:
+    from harness.imports.torch import TorchTraceWarning, import_torch_traces
+
+    _check_out(args.out)
+    steps = _int_list(args.steps, "--steps") if args.steps else None
+    offsets = _int_list(args.clock_offsets, "--clock-offsets") if args.clock_offsets else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TorchTraceWarning)
+        files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
+                                          schedule_class=args.schedule, clock_offsets_ns=offsets, hta=not args.no_hta,
+                                          progress=None if args.quiet else _err)
+    for w in caught:
+        if issubclass(w.category, TorchTraceWarning):
+            _err(f"warning: {w.message}")
+    for note in case.get("warnings", []):
+        _err(f"note: {note}")
+    rep = case.get("replay") or {}
+    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {len(case['steps'])} step(s); "
+          f"measured step {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    """``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]``.
+
+    Raises:
+        ConfigError: not whole numbers (names the flag).
+    """
+    try:
+        if ":" in text:
+            a, b = text.split(":", 1)
+            return list(range(int(a), int(b)))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected whole numbers, e.g. 2,3 or 2:4") from None
 
 
 def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
@@ -221,7 +259,7 @@ def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[
 
 
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import write_paddle_logs
+    from harness.imports.paddle import write_paddle_logs
     from harness.report.results import load_results
 
     _check_out(args.out)
@@ -445,6 +483,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_import_paddle)
+
+    p = sub.add_parser("import-torch", help="render torch.profiler traces of a torch.distributed.pipelining run as our reports")
+    p.add_argument("trace_dir", metavar="TRACE_DIR", help="folder of per-rank traces (rank*.json, *.json.gz)")
+    p.add_argument("--out", metavar="DIR", default="reports-torch", help="report folder (default: reports-torch)")
+    p.add_argument("--name", help="case id (default: torch:<folder name>)")
+    p.add_argument("--schedule", metavar="CLASS", help="the PyTorch schedule class that ran (checks the stage placement)")
+    p.add_argument("--steps", metavar="N,M|A:B", help="ProfilerStep numbers to import (default: all every rank recorded)")
+    p.add_argument("--clock-offsets", metavar="NS,NS,...",
+                   help="per rank, ns to add to its times (ranks on several hosts; default: fitted from send/receive pairs)")
+    p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_cmd_import_torch)
 
     p = sub.add_parser("export-paddle", help="write a case's jobs as PaddlePaddle profiler log lines (workerlog.N)")
     p.add_argument("results", metavar="RESULTS_JSON")

@@ -117,7 +117,7 @@ class CaseResult:
 
 def is_builtin_order(schedule: Schedule) -> bool:
     """Whether ``schedule``'s compute jobs are, rank by rank, those of the built-in schedule
-    it is named after (send/receive and ``OPT`` jobs and idle slots aside), with its
+    it is named after (send/receive, ``OPT`` and data-parallel jobs and idle slots aside), with its
     placement: only then do that schedule's closed forms apply. ``False`` for other
     names, for a pass's output (``split_backward`` keeps the name) and for a user's
     schedule that borrows a built-in's name."""
@@ -132,7 +132,7 @@ def is_builtin_order(schedule: Schedule) -> bool:
         return False
 
     def compute(rows: tuple[tuple[Job | None, ...], ...]) -> list[list[Job]]:
-        return [[j for j in row if j is not None and not j.kind.is_comm and j.kind is not JobKind.OPT] for row in rows]
+        return [[j for j in row if j is not None and j.kind.takes_microbatch and not j.kind.is_comm] for row in rows]
 
     return compute(built.ranks) == compute(schedule.ranks)
 
@@ -160,7 +160,7 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
         return {}
     if any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
-    if any(j.kind.is_comm and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+    if any((j.kind.is_comm or j.kind.is_data_parallel) and cost.duration_ns(j, n) > 0 for j in plan.jobs):
         return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
         return {}

@@ -46,6 +46,8 @@ KINDS = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT")
 KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
+    # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
+    "UNSHARD": "#d4846a", "RESHARD": "#b5655a", "REDUCE_GRAD": "#7a5230",
 }
 #: Per-stage colours of the busy bars: none is a job kind's colour.
 STAGE_COLOURS = ("#264653", "#e76f51", "#e9c46a", "#6d597a", "#2a9d8f", "#b56576", "#8d6e63", "#457b9d")
@@ -54,6 +56,12 @@ EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090
 _COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
+
+
+def _replay_block(case: dict[str, Any]) -> str | None:
+    from harness.report.replay_block import replay_block
+
+    return replay_block(case)
 
 def _environment() -> Any:
     import jinja2
@@ -417,6 +425,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "critical": _critical_text(case),
         "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
+        "replay": _replay_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),
         "fidelity": _fidelity(case),
