@@ -85,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "to --profile-target; sim records one step, it is exact)")
     group.addoption("--profile-target", default=None, metavar="PCT",
                     help=f"measure until the relative standard error of the median step time is at most this "
-                         f"(default {100 * DEFAULT_TARGET:g}%)")
+                         f"(default {100 * DEFAULT_TARGET:g}%%)")
     group.addoption("--profile-max-time", default=None, metavar="TIME",
                     help=f"time budget per case for measuring until stable, e.g. 10s, 500ms, 2min (default {DEFAULT_MAX_TIME_NS / 1e9:g}s); "
                          "a case that runs out of it before the target is flagged unstable")

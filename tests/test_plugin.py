@@ -638,3 +638,14 @@ def test_another_tools_report_dir_is_refused_before_any_case_runs(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "theirs is not a pipeline-harness report folder (it holds index.html but no pipeline-harness results.json)" in result.stderr.str()
     assert (pytester.path / "theirs" / "index.html").read_text() == "<html>mine</html>"
+
+
+def test_pytest_help_lists_every_harness_option(pytester):
+    # argparse formats help strings with %: a bare "%" in one of them made `pytest --help` crash.
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    out = result.stdout.str()
+    for option in ("--profile-jobs", "--backend", "--profile-steps", "--profile-target", "--profile-max-time",
+                   "--profile-min-steps", "--report-dir"):
+        assert option in out, option
+    assert "(default 1%)" in out
