@@ -77,6 +77,16 @@ def test_cost_durations_from_a_transformer_model_match_the_run():
     assert all(j["end_ns"][i] - j["start_ns"][i] == table[f"{j['stage'][i]},{j['kind'][i]}"] for i in range(len(j["kind"])))
 
 
+def test_durations_text_folds_equal_transfers_into_one_entry():
+    t = {"0,F": 1_000_000, "0,B": 2_000_000, "0,SEND_F": 177_800, "0,RECV_F": 177_800, "0,SEND_B": 177_800,
+         "0,RECV_B": 177_800}
+    assert durations_text(t) == "F 1 · B 2 · transfer 0.1778 ms"
+    t["0,RECV_B"] = 200_000  # one differs: each kind on its own
+    assert durations_text(t) == "F 1 · B 2 · SEND_F 0.1778 · RECV_F 0.1778 · SEND_B 0.1778 · RECV_B 0.2 ms"
+    free = {"0,F": 1_000_000, **{f"0,{k}": 0 for k in ("SEND_F", "RECV_F", "SEND_B", "RECV_B")}}
+    assert durations_text(free) == "F 1 ms"
+
+
 def test_no_cost_model_no_durations():
     assert cost_durations({"cost": {"model": "paddle"}, "jobs": {}, "schedule": {"p": 1, "v": 1}}) is None
     assert cost_durations({"jobs": {}, "schedule": {"p": 1, "v": 1}}) is None

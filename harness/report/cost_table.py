@@ -69,17 +69,27 @@ def cost_durations(case: dict[str, Any]) -> dict[str, int] | None:
 def durations_text(table: dict[str, int] | None) -> str:
     """The overview's one-line summary of :func:`cost_durations`: ``"F 1 · B 2 ms"`` when every
     stage agrees, else per kind the range over stages (``"F 8–8.8 · B 16–17.6 ms"``); transfers
-    are shown only when they cost time. Empty for ``None``."""
+    are shown only when they cost time, as one ``transfer`` entry when all four send/receive kinds
+    last the same. Empty for ``None``."""
     if not table:
         return ""
     by_kind: dict[str, list[int]] = {}
     for key, ns in table.items():
         by_kind.setdefault(key.split(",", 1)[1], []).append(ns)
     order = ("F", "B", "I", "W", "OPT", "SEND_F", "RECV_F", "SEND_B", "RECV_B")
+    transfers = ("SEND_F", "RECV_F", "SEND_B", "RECV_B")
+    ranges = {kind: (min(v), max(v)) for kind, v in by_kind.items()}
+    # One "transfer" entry when every send and receive lasts the same (the usual p2p model).
+    same = {ranges[k] for k in transfers if k in ranges}
+    if len(same) == 1 and all(k in ranges for k in transfers):
+        lohi = same.pop()
+        for k in transfers:
+            del ranges[k]
+        ranges["transfer"] = lohi
     parts = []
-    for kind in sorted(by_kind, key=lambda k: order.index(k) if k in order else len(order)):
-        lo, hi = min(by_kind[kind]), max(by_kind[kind])
-        if hi == 0 and (kind == "OPT" or kind.startswith(("SEND", "RECV"))):
+    for kind in sorted(ranges, key=lambda k: order.index(k) if k in order else len(order)):
+        lo, hi = ranges[kind]
+        if hi == 0 and (kind in ("OPT", "transfer") or kind.startswith(("SEND", "RECV"))):
             continue
         parts.append(f"{kind} {lo / 1e6:,.4g}" + ("" if lo == hi else f"–{hi / 1e6:,.4g}"))
     return " · ".join(parts) + " ms" if parts else ""
