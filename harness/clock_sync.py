@@ -36,6 +36,7 @@ __all__ = [
     "OffsetEstimate",
     "align",
     "best_exchange",
+    "injected_offset_ns",
     "local_clock",
 ]
 
@@ -44,7 +45,7 @@ __all__ = [
 TEST_OFFSET_ENV = "HARNESS_MPI_TEST_CLOCK_OFFSET"
 
 
-def test_offset_ns(rank: int, environ: dict[str, str] | None = None) -> int:
+def injected_offset_ns(rank: int, environ: dict[str, str] | None = None) -> int:
     """The offset (ns) the :data:`TEST_OFFSET_ENV` hook adds to ``rank``'s clock, 0 when unset.
 
     Raises:
@@ -66,7 +67,7 @@ def local_clock(rank: int) -> Callable[[], int]:
     Processes on one host share it (Linux ``CLOCK_MONOTONIC``), so their true offset is 0 there
     and the hook's offset exactly; across hosts it differs by their boot times, which the
     alignment measures like any other offset."""
-    shift = test_offset_ns(rank)
+    shift = injected_offset_ns(rank)
     perf = time.perf_counter_ns
     return lambda: perf() + shift
 

@@ -30,7 +30,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.clock_sync import align, best_exchange, local_clock, test_offset_ns
+from harness.clock_sync import align, best_exchange, local_clock, injected_offset_ns
 from harness.cost import CostModel
 from harness.device.base import Work, check_stall_timeout
 from harness.device.cpu import CpuDevice, _CpuStream
@@ -232,12 +232,12 @@ def mpi_rank() -> tuple[int, int]:
     Raises:
         BackendUnavailable: mpi4py or MPI is missing.
     """
-    MPI = import_mpi()
-    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    mpi_lib = import_mpi()
+    return mpi_lib.COMM_WORLD.Get_rank(), mpi_lib.COMM_WORLD.Get_size()
 
 
-def _local_rank(MPI: Any) -> int:
-    shared = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+def _local_rank(mpi_lib: Any) -> int:
+    shared = mpi_lib.COMM_WORLD.Split_type(mpi_lib.COMM_TYPE_SHARED)
     try:
         return int(shared.Get_rank())
     finally:
@@ -249,7 +249,7 @@ def _clock_estimates(transport: MpiTransport, clock: Any, exchanges: int) -> dic
     return {q: best_exchange(r) for q, r in rows.items()}
 
 
-def _make_device(workload: str | None, options: dict[str, Any], MPI: Any) -> Any:
+def _make_device(workload: str | None, options: dict[str, Any], mpi_lib: Any) -> Any:
     """The local device of this rank: cpu, or cuda with the GPU of its local rank."""
     from harness.device import backend_workload, resolve_backend
 
@@ -265,7 +265,7 @@ def _make_device(workload: str | None, options: dict[str, Any], MPI: Any) -> Any
             from harness.mpi_cuda import MpiCudaDevice
 
             gpu_options = {k: v for k, v in options.items() if k in ("stall_timeout_s", "transfer_timeout_s", "clock_exchanges")}
-            return MpiCudaDevice(backend_workload("cuda", workload), local_rank=_local_rank(MPI), **gpu_options)
+            return MpiCudaDevice(backend_workload("cuda", workload), local_rank=_local_rank(mpi_lib), **gpu_options)
     return MpiCpuDevice(backend_workload("cpu", workload), **options)
 
 
@@ -293,8 +293,8 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
     """
     from harness.executor import execute
 
-    MPI = import_mpi()
-    world = MPI.COMM_WORLD
+    mpi_lib = import_mpi()
+    world = mpi_lib.COMM_WORLD
     p = plan.schedule.num_ranks
     if world.Get_size() != p:
         raise ConfigError(f"the mpi backend runs one pipeline rank per MPI process: this case has p={p} ranks but "
@@ -307,7 +307,7 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
     transport = MpiTransport(world, float(opts.get("transfer_timeout_s", 60.0)))
     rank = transport.rank
     try:
-        device = _make_device(workload, opts, MPI)
+        device = _make_device(workload, opts, mpi_lib)
     except HarnessError as exc:
         transport.fail(f"{exc}")
         raise
@@ -344,7 +344,7 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
                                  host_anchor_ns=records.device.get("host_anchor_ns"))
             merged.window = inner.outcome()
             merged.device["causality"] = check_causality(merged).to_dict()
-            merged.device["transport"] = {"mpi": MPI.Get_library_version().splitlines()[0].strip(), "processes": p,
+            merged.device["transport"] = {"mpi": mpi_lib.Get_library_version().splitlines()[0].strip(), "processes": p,
                                           "transfers": "MPI Isend/Irecv of host buffers"}
         result: RunRecords = transport.bcast(merged, "the merged records")
     except HarnessError as exc:
@@ -369,5 +369,5 @@ def _anchor(device: Any, records: RunRecords, rank: int) -> int:
     anchor = records.device.get("host_anchor_ns")
     if anchor is None:
         raise ExecutionError(f"mpi: rank {rank}: the local device gave no host anchor; the run cannot be aligned")
-    return int(anchor) - _clock_offset_ns() + test_offset_ns(rank)
+    return int(anchor) - _clock_offset_ns() + injected_offset_ns(rank)
 

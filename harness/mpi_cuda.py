@@ -110,16 +110,16 @@ class MpiCudaDevice(CudaDevice):
         """The clock alignment is measured on: ``time.time_ns`` (the scale of :meth:`host_time_ns`) plus the test hook."""
         import time
 
-        from harness.clock_sync import test_offset_ns
+        from harness.clock_sync import injected_offset_ns
 
-        shift = test_offset_ns(rank)
+        shift = injected_offset_ns(rank)
         return lambda: time.time_ns() + shift
 
     def sync_anchor(self, records: Any, rank: int) -> int:
         """The run's time base 0 on :meth:`sync_clock`'s scale (the executor's ``host_anchor_ns``)."""
-        from harness.clock_sync import test_offset_ns
+        from harness.clock_sync import injected_offset_ns
 
-        return int(records.device["host_anchor_ns"]) + test_offset_ns(rank)
+        return int(records.device["host_anchor_ns"]) + injected_offset_ns(rank)
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()

@@ -66,7 +66,7 @@ class MpiPytestPlugin:
         if tr is not None:
             from _pytest.config import create_terminal_writer
 
-            self._null_file = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
+            self._null_file = open(os.devnull, "w", encoding="utf-8")
             tr._tw = create_terminal_writer(session.config, self._null_file)
 
     @pytest.hookimpl(trylast=True)

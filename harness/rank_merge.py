@@ -119,7 +119,7 @@ def merge_parts(parts: Sequence[RankPart], order: Callable[[JobRecord], Any] | N
     """
     if not parts:
         raise ConfigError("nothing to merge: no rank parts")
-    by_rank = {}
+    by_rank: dict[int, RankPart] = {}
     for part in parts:
         if part.rank in by_rank:
             raise ConfigError(f"rank {part.rank} is given twice ({by_rank[part.rank].host} and {part.host})")

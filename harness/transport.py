@@ -259,7 +259,7 @@ class MpiTransport:
         Raises:
             ExecutionError: another rank failed, or an exchange timed out.
         """
-        MPI = self.MPI
+        int64 = self.MPI.INT64_T
         import numpy as np
 
         out: dict[int, list[tuple[int, int, int]]] = {}
@@ -269,20 +269,20 @@ class MpiTransport:
                 rows = out[q] = []
                 for i in range(exchanges):
                     t0 = clock()
-                    self.comm.Send([cell, MPI.INT64_T], dest=q, tag=_TAG_CLOCK)  # 8 bytes: eager, returns at once
-                    req = self.comm.Irecv([cell, MPI.INT64_T], source=q, tag=_TAG_CLOCK)
+                    self.comm.Send([cell, int64], dest=q, tag=_TAG_CLOCK)  # 8 bytes: eager, returns at once
+                    req = self.comm.Irecv([cell, int64], source=q, tag=_TAG_CLOCK)
                     self._spin(req, f"clock exchange {i + 1} with rank {q}")
                     t1 = clock()
                     rows.append((t0, int(cell[0]), t1))
             return out
         for i in range(exchanges):
-            req = self.comm.Irecv([cell, MPI.INT64_T], source=0, tag=_TAG_CLOCK)
+            req = self.comm.Irecv([cell, int64], source=0, tag=_TAG_CLOCK)
             if i == 0:
                 self._poll(lambda r=req: bool(r.Test()), "the first clock exchange (from rank 0)")  # type: ignore[misc]
             else:
                 self._spin(req, f"clock exchange {i + 1} (from rank 0)")
             cell[0] = clock()
-            self.comm.Send([cell, MPI.INT64_T], dest=0, tag=_TAG_CLOCK)
+            self.comm.Send([cell, int64], dest=0, tag=_TAG_CLOCK)
         return out
 
     def _spin(self, req: Any, what: str) -> None:

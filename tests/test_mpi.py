@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _mpirun(tmp_path: Path, n: int, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[int, list[dict[str, Any]], str, float]:
+def _mpirun(tmp_path: Path, n: int, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 120) -> tuple[int, list[dict[str, Any]], str, float]:
     full_env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
                 **(env or {})}
     cmd = [MPIRUN, "-n", str(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1",
