@@ -30,7 +30,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.clock_sync import align, best_exchange, local_clock, injected_offset_ns
+from harness.clock_sync import align, best_exchange, injected_offset_ns, local_clock
 from harness.cost import CostModel
 from harness.device.base import Work, check_stall_timeout
 from harness.device.cpu import CpuDevice, _CpuStream

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ def test_causality_reports_a_receive_that_ends_before_its_send_against_the_bound
 
 def test_merge_refuses_missing_duplicate_and_unaligned_ranks() -> None:
     parts = _parts(4_000_000)
-    with pytest.raises(ConfigError, match="a 2-rank run needs one part per rank 0..1: rank\\(s\\) \\[0\\] missing"):
+    with pytest.raises(ConfigError, match=re.escape("a 2-rank run needs one part per rank 0..1: rank(s) [0] missing")):
         merge_parts(parts[:1])
     with pytest.raises(ConfigError, match="rank 1 is given twice"):
         merge_parts([parts[0], parts[0], parts[1]])
@@ -117,10 +118,10 @@ def test_part_files_written_by_separate_processes_merge_the_same(tmp_path: Path)
     doc = json.loads(paths[0].read_text())
     doc["clock"] = None
     paths[0].write_text(json.dumps(doc))
-    with pytest.raises(ConfigError, match="rank1.json: rank 1 has no clock alignment to rank 0; a merge without a known bound is refused"):
+    with pytest.raises(ConfigError, match=re.escape("rank1.json: rank 1 has no clock alignment to rank 0; a merge without a known bound is refused")):
         read_part(paths[0])
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(InputFormatError, match="bad.json: not a rank part file"):
+    with pytest.raises(InputFormatError, match=re.escape("bad.json: not a rank part file")):
         read_part(tmp_path / "bad.json")
 
 
