@@ -131,3 +131,19 @@ def test_executor_refuses_a_subset_of_ranks_without_a_transport() -> None:
     device = create_device("sim")
     with pytest.raises(ConfigError, match="running a subset of ranks needs a device with a cross-process transport \\(the mpi backend"):
         execute(plan, device, case.cost, range(0, 1), ranks=[0])
+
+
+def test_hockney_fit_and_the_fixed_cost_that_takes_it() -> None:
+    from harness.p2p import P2PSample, fit_hockney, with_measured_transfers
+
+    samples = [P2PSample(1024, 1000 + 1024 / 2, 10), P2PSample(4096, 1000 + 4096 / 2, 10), P2PSample(16384, 1000 + 16384 / 2, 10)]
+    latency, bandwidth = fit_hockney(samples)
+    assert latency == pytest.approx(1000.0) and bandwidth == pytest.approx(2.0)
+    cost = with_measured_transfers(FixedCost(forward_ns=10, backward_ns=20, activation_bytes=4096), samples)
+    assert (cost.p2p_latency_ns, cost.p2p_gbytes_per_s) == (1000, pytest.approx(2.0))
+    with pytest.raises(ConfigError, match="activation_bytes is 0"):
+        with_measured_transfers(FixedCost(forward_ns=10, backward_ns=20), samples)
+    with pytest.raises(ConfigError, match="at least two message sizes"):
+        fit_hockney(samples[:1])
+    with pytest.raises(ConfigError, match="do not grow with the message size"):
+        fit_hockney([P2PSample(1024, 5000, 1), P2PSample(4096, 4000, 1)])
