@@ -181,3 +181,14 @@ def test_pytest_under_mpirun_only_rank0_reports(tmp_path: Path) -> None:
     trace = json.loads(next((tmp_path / "rep" / "traces").glob("*.json")).read_text())
     names = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"]
     assert names[1:] == case["rank_labels"]
+
+
+def test_the_run_command_under_mpirun_writes_one_report(tmp_path: Path) -> None:
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", sys.executable, "-m", "harness",
+           "run", "1F1B", "-p", "2", "-m", "4", "--backend", "mpi", "--steps", "1:3", "--out", str(tmp_path / "rep")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("1F1B p=2 m=4 on mpi: median step") == 1  # rank 0 only
+    (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
+    assert case["backend"] == "mpi" and case["steps"] == [1, 2]
