@@ -42,7 +42,7 @@ from harness.schedule.model import JobKind
 from harness.transport import MpiTransport, import_mpi, transfer_tag
 from harness.window import FixedWindow, ProfilingWindow, WindowOutcome
 
-__all__ = ["DROP_SEND_ENV", "MpiCpuDevice", "SyncedWindow", "Transfer", "mpi_rank", "run_plan", "transfers_of"]
+__all__ = ["DROP_SEND_ENV", "MpiCpuDevice", "SyncedWindow", "Transfer", "clock_note", "mpi_rank", "run_plan", "transfers_of"]
 
 #: Test hook: ``RANK:LABEL`` makes MPI rank ``RANK`` skip the send of job ``LABEL`` (e.g. ``0:0SEND_F1``), so
 #: its receive never completes and the run must end at the transfer timeout. Also ``RANK:raise`` makes that
@@ -343,7 +343,9 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
             merged = merge_parts(parts, order=lambda jr: order_of.get((jr.rank, jr.stage, JobKind(jr.kind), jr.microbatch), 0),
                                  host_anchor_ns=records.device.get("host_anchor_ns"))
             merged.window = inner.outcome()
-            merged.device["causality"] = check_causality(merged).to_dict()
+            causality = check_causality(merged)
+            merged.device["causality"] = causality.to_dict()
+            merged.device["notes"] = [clock_note(parts)] + ([causality.describe()] if causality.violations else [])  # type: ignore[list-item]
             merged.device["transport"] = {"mpi": mpi_lib.Get_library_version().splitlines()[0].strip(), "processes": p,
                                           "transfers": "MPI Isend/Irecv of host buffers"}
         result: RunRecords = transport.bcast(merged, "the merged records")
@@ -358,6 +360,17 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
     finally:
         transport.close()
     return result
+
+
+def clock_note(parts: list[RankPart]) -> str:
+    """One line for the summary and the report: per rank its host, clock offset to rank 0, drift and bound."""
+    def us(ns: float) -> str:
+        return f"{ns / 1e3:,.1f} µs"
+
+    rows = [f"rank {p.rank} ({p.host}) {us(p.clock.start.offset_ns)} ± {us(p.clock.bound_ns)}, drift {p.clock.drift * 1e6:+.2f} ppm"
+            for p in parts if p.clock is not None]
+    return (f"mpi: {len(parts)} processes; records aligned onto rank 0's clock (Cristian's method): "
+            + ("; ".join(rows) if rows else "one process, nothing to align"))
 
 
 def _anchor(device: Any, records: RunRecords, rank: int) -> int:

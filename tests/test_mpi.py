@@ -111,6 +111,10 @@ def test_injected_clock_offset_is_recovered_within_the_bound(tmp_path: Path) -> 
         assert abs(estimate["offset_ns"] - 250_000_000) <= estimate["bound_ns"], clock
     assert clock["bound_ns"] < 5_000_000  # a real bound, not a guess that covers anything
     assert docs[0]["device"]["causality"]["violations"] == []  # the records were shifted back onto rank 0's clock
+    (note,) = [w for w in docs[0]["warnings"] if w.startswith("mpi: ")]
+    host = docs[0]["device"]["ranks"][1]["host"]
+    assert note == (f"mpi: 2 processes; records aligned onto rank 0's clock (Cristian's method): rank 1 ({host}) "
+                    f"{clock['offset_ns'] / 1e3:,.1f} µs ± {clock['bound_ns'] / 1e3:,.1f} µs, drift {clock['drift_ppm']:+.2f} ppm"), note
 
 
 def test_a_raising_rank_fails_every_rank_with_its_error(tmp_path: Path) -> None:
