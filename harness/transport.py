@@ -104,10 +104,10 @@ class MpiTransport:
         """
         if self.aborted is None:
             with self._lock:
-                if self.aborted is None and self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=_TAG_ERROR):
-                    status = self.MPI.Status()
-                    msg = self.comm.recv(source=self.MPI.ANY_SOURCE, tag=_TAG_ERROR, status=status)
-                    self.aborted = (status.Get_source(), str(msg))
+                status = self.MPI.Status()
+                message = self.comm.improbe(source=self.MPI.ANY_SOURCE, tag=_TAG_ERROR, status=status) if self.aborted is None else None
+                if message is not None:
+                    self.aborted = (status.Get_source(), str(message.recv()))
         if self.aborted is not None:
             rank, msg = self.aborted
             raise ExecutionError(f"mpi: rank {rank} failed: {msg}")
@@ -217,6 +217,20 @@ class MpiTransport:
             raise ExecutionError(f"mpi: rank {self.rank}: job {label} received {got} bytes from rank {source}, expected {nbytes}")
 
     # -- control messages -----------------------------------------------------------------------
+    def _recv_obj(self, source: int, tag: int, what: str) -> Any:
+        """Receive one pickled object of any size: poll a matched probe (``MPI_Improbe``), then receive the
+        matched message (a pickled ``irecv`` has a fixed-size buffer, which a large message overruns)."""
+        box: list[Any] = []
+
+        def test() -> bool:
+            message = self.comm.improbe(source=source, tag=tag)
+            if message is not None:
+                box.append(message)
+            return message is not None
+
+        self._poll(test, what)
+        return box[0].recv()
+
     def bcast(self, obj: Any, what: str) -> Any:
         """Rank 0's ``obj`` on every rank (pickled point-to-point messages, polled).
 
@@ -228,7 +242,7 @@ class MpiTransport:
             for q, req in enumerate(reqs, start=1):
                 self._wait_request(req, f"{what} (to rank {q})")
             return obj
-        return self._wait_request(self.comm.irecv(source=0, tag=_TAG_BCAST), f"{what} (from rank 0)")
+        return self._recv_obj(0, _TAG_BCAST, f"{what} (from rank 0)")
 
     def gather(self, obj: Any, what: str) -> list[Any] | None:
         """Every rank's ``obj`` on rank 0, in rank order (``None`` on the others).
@@ -241,7 +255,7 @@ class MpiTransport:
             return None
         out = [obj]
         for q in range(1, self.size):
-            out.append(self._wait_request(self.comm.irecv(source=q, tag=_TAG_GATHER), f"{what} (from rank {q})"))
+            out.append(self._recv_obj(q, _TAG_GATHER, f"{what} (from rank {q})"))
         return out
 
     # -- clock ping-pong ------------------------------------------------------------------------

@@ -54,7 +54,8 @@ def _by_label(doc: dict[str, Any], step: int) -> dict[str, list[Any]]:
 
 
 def test_1f1b_p4_m8_over_four_processes(tmp_path: Path) -> None:
-    rc, docs, log, _ = _mpirun(tmp_path, 4, "1F1B", "4", "8", "2", "4", "transfer_timeout_s=30", "steps=1:5")
+    # jobs of 5 and 10 ms: the thread wake-ups of 4 oversubscribed processes stay a few % of the step
+    rc, docs, log, _ = _mpirun(tmp_path, 4, "1F1B", "4", "8", "5", "10", "transfer_timeout_s=30", "steps=1:5")
     assert rc == 0, log
     assert [d["outcome"] for d in docs] == ["ok"] * 4, log
     # every process returns the same merged records
@@ -76,7 +77,7 @@ def test_1f1b_p4_m8_over_four_processes(tmp_path: Path) -> None:
                 assert jobs[f"{k}F{mb}"][2] >= jobs[f"{k - 1}F{mb}"][3] - 2 * bound
                 assert jobs[f"{k - 1}B{mb}"][2] >= jobs[f"{k}B{mb}"][3] - 2 * bound
     # job order per rank and stream equals the single-process run's
-    case = PipelineCase(schedule="1F1B", stages=4, microbatches=8, cost=FixedCost.ms(F=2, B=4), comm=True)
+    case = PipelineCase(schedule="1F1B", stages=4, microbatches=8, cost=FixedCost.ms(F=5, B=10), comm=True)
     single = run_case(case, backend="sim", steps=parse_steps("1:2"))
     for step in doc["steps"]:
         merged: dict[tuple[int, str], list[tuple[int, str]]] = {}
@@ -97,7 +98,7 @@ def test_1f1b_p4_m8_over_four_processes(tmp_path: Path) -> None:
                 stage, mb = int(label.split("RECV_")[0]), int(label.split("RECV_")[1][1:])
                 send = jobs[f"{stage - 1 if kind == 'F' else stage + 1}SEND_{kind}{mb}"]
                 lat.append(b - max(a, send[2]))
-    measured = FixedCost.ms(F=2, B=4)
+    measured = FixedCost.ms(F=5, B=10)
     measured = FixedCost(forward_ns=measured.forward_ns, backward_ns=measured.backward_ns, p2p_latency_ns=int(statistics.median(lat)))
     sim = run_case(PipelineCase(schedule="1F1B", stages=4, microbatches=8, cost=measured, comm=True), backend="sim")
     assert abs(doc["step_time_median_ns"] / sim.metrics.step_time_median_ns - 1) < 0.10, (doc["step_time_median_ns"], sim.metrics.step_time_median_ns)
@@ -150,6 +151,15 @@ def test_a_lost_rank_ends_the_run_within_the_timeout(tmp_path: Path) -> None:
     assert elapsed < 10 + 30  # the timeout, plus start-up on a shared machine
     # Open MPI ends the job when a process dies, and says which; rank 0, if it got there first, names its stalled transfer
     assert "signal 9" in log or (docs and "did not complete within 10 s" in docs[0]["outcome"]), log
+
+
+def test_large_merged_records_reach_every_rank(tmp_path: Path) -> None:
+    # 39 recorded steps x 64 jobs: the pickled records are far above a fixed receive buffer (the bug this guards against
+    # overran one and corrupted the heap)
+    rc, docs, log, _ = _mpirun(tmp_path, 2, "1F1B", "2", "8", "0.2", "0.4", "steps=1:40")
+    assert rc == 0, log
+    assert [len(d["jobs"]) for d in docs] == [39 * 64, 39 * 64]
+    assert docs[0]["jobs"] == docs[1]["jobs"]
 
 
 def test_wrong_process_count_is_refused_on_every_rank(tmp_path: Path) -> None:
