@@ -71,22 +71,24 @@ class MpiPytestPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Reorder ``items`` to rank 0's order (a blocking broadcast: every process collects).
+        """Reorder ``items`` to rank 0's order (a blocking all-gather: every process collects).
 
         Raises:
-            pytest.UsageError: this process collected other tests than rank 0 (names some of them).
+            pytest.UsageError: on every process, when one collected other tests than rank 0 (names it and some of them).
         """
-        order = _world().bcast([item.nodeid for item in items], root=0)
+        orders = _world().allgather([item.nodeid for item in items])  # every process learns every other's tests
+        order = orders[0]
+        for rank, other in enumerate(orders):
+            if set(other) != set(order):  # raised on every process alike, so none waits for the others
+                extra = sorted(set(other) - set(order))[:3]
+                missing = sorted(set(order) - set(other))[:3]
+                raise pytest.UsageError(
+                    f"--backend=mpi: MPI rank {rank} collected other tests than rank 0 (only there: {extra}; only on rank 0: "
+                    f"{missing}); every process must collect the same tests: run them from the same folder with the same arguments"
+                )
         if self.rank == 0:
             return
         mine = {item.nodeid: item for item in items}
-        if set(mine) != set(order):
-            extra = sorted(set(mine) - set(order))[:3]
-            missing = sorted(set(order) - set(mine))[:3]
-            raise pytest.UsageError(
-                f"--backend=mpi: MPI rank {self.rank} collected other tests than rank 0 (only here: {extra}; only on rank 0: "
-                f"{missing}); every process must collect the same tests: run them from the same folder with the same arguments"
-            )
         items[:] = [mine[nodeid] for nodeid in order]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

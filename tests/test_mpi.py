@@ -206,3 +206,16 @@ def test_the_run_command_under_mpirun_writes_one_report(tmp_path: Path) -> None:
     assert proc.stdout.count("1F1B p=2 m=4 on mpi: median step") == 1  # rank 0 only
     (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
     assert case["backend"] == "mpi" and case["steps"] == [1, 2]
+
+
+def test_processes_that_collect_different_tests_all_stop_with_the_difference(tmp_path: Path) -> None:
+    (tmp_path / "test_case_mpi.py").write_text(CASE_FILE + "\n\ndef test_plain():\n    pass\n")
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    pytest_args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_case_mpi.py", "--backend=mpi"]
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1",
+           "-n", "1", *pytest_args, ":", "-n", "1", *pytest_args, "-k", "plain"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)  # type: ignore[arg-type]
+    assert proc.returncode != 0
+    message = ("--backend=mpi: MPI rank 1 collected other tests than rank 0 (only there: []; only on rank 0: "
+               "['test_case_mpi.py::test_two_ranks']); every process must collect the same tests")
+    assert (proc.stdout + proc.stderr).count(message) == 2, proc.stdout + proc.stderr  # said by both processes
