@@ -91,6 +91,7 @@ class OffsetEstimate:
     samples: int
 
     def to_dict(self) -> dict[str, int]:
+        """The fields as results.json keeps them (all ns but ``samples``)."""
         return {"offset_ns": self.offset_ns, "bound_ns": self.bound_ns, "at_ns": self.at_ns, "rtt_ns": self.rtt_ns,
                 "samples": self.samples}
 

@@ -179,6 +179,7 @@ class MpiCpuDevice(CpuDevice):
         self.transport.wait_sends(self.pending_sends)
 
     def stream(self, name: str) -> _CpuStream:
+        """A ``cpu`` stream whose send/receive jobs are MPI transfers (:data:`transfers`, by job text)."""
         s = _MpiCpuStream(self, name)
         self._streams.append(s)
         return s
@@ -198,9 +199,15 @@ class SyncedWindow:
 
     @property
     def warmup_steps(self) -> int:
+        """The inner window's warm-up steps (the same on every rank)."""
         return self.inner.warmup_steps
 
     def steps(self) -> Iterator[int]:
+        """Rank 0: its window's steps, each sent to the others first; elsewhere: the steps rank 0 sends.
+
+        Raises:
+            ExecutionError: another rank failed, or rank 0's next step did not arrive within the timeout.
+        """
         t = self.transport
         if t.rank == 0:
             for step in self.inner.steps():
@@ -218,6 +225,7 @@ class SyncedWindow:
         return self.inner.is_recorded(step)
 
     def observe(self, step: int, step_time_ns: int) -> None:
+        """Send this rank's step time (ns) to rank 0, which observes the longest."""
         times = self.transport.gather(step_time_ns, f"the step time of step {step}")
         if times is not None:
             self.inner.observe(step, max(times))

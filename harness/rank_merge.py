@@ -72,6 +72,7 @@ class CausalityReport:
     bound_ns: int
 
     def to_dict(self) -> dict[str, Any]:
+        """As results.json keeps it (``device.causality``)."""
         return {"pairs": self.pairs, "violations": self.violations, "bound_ns": self.bound_ns}
 
     def describe(self) -> str | None:

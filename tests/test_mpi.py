@@ -219,3 +219,45 @@ def test_processes_that_collect_different_tests_all_stop_with_the_difference(tmp
     message = ("--backend=mpi: MPI rank 1 collected other tests than rank 0 (only there: []; only on rank 0: "
                "['test_case_mpi.py::test_two_ranks']); every process must collect the same tests")
     assert (proc.stdout + proc.stderr).count(message) == 2, proc.stdout + proc.stderr  # said by both processes
+
+
+SLOW_CASE_FILE = '''
+from pathlib import Path
+
+from harness import FixedCost, PipelineCase
+
+
+def test_slow(pipeline):
+    Path("started").write_text("yes")
+    pipeline(PipelineCase(schedule="1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=20, B=40)))
+'''
+
+
+def test_ctrl_c_on_mpirun_leaves_the_previous_report_intact(tmp_path: Path) -> None:
+    import signal
+
+    (tmp_path / "test_case_mpi.py").write_text(CASE_FILE)
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    base = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", sys.executable, "-m", "pytest",
+            "-p", "no:cacheprovider", "--backend=mpi", "--profile-jobs", f"--report-dir={tmp_path / 'rep'}"]
+    first = subprocess.run([*base, "--profile-steps=1:3", "test_case_mpi.py"], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)  # type: ignore[arg-type]
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir() if p.is_file()}
+    (tmp_path / "test_slow_mpi.py").write_text(SLOW_CASE_FILE)
+    proc = subprocess.Popen([*base, "--profile-steps=1:500", "test_slow_mpi.py"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, cwd=tmp_path)  # type: ignore[arg-type]
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "started").exists(), "the slow case never started"
+        time.sleep(1.0)  # inside the case's steps
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0, out
+    after = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir() if p.is_file()}
+    assert after == before  # results.json and index.html as the first run left them
