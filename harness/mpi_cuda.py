@@ -54,7 +54,9 @@ class MpiCudaDevice(CudaDevice):
         ok, why = cuda.probe()
         if not ok:
             raise BackendUnavailable(f"the mpi backend's cuda local device cannot run here: {why}. {cuda.INSTALL_HINT}")
-        count = cuda.device_count() if hasattr(cuda, "device_count") else 1
+        import pycuda.driver as drv  # type: ignore[import-not-found]  # initialised by probe()
+
+        count = drv.Device.count()  # this process's GPU: its local rank's, round-robin (as nccl-tests picks)
         super().__init__(workload, devices=[local_rank % max(1, count)], stall_timeout_s=stall_timeout_s)
         self.transfer_timeout_s = float(transfer_timeout_s)
         self.clock_exchanges = clock_exchanges

@@ -57,7 +57,7 @@ def import_mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError as exc:  # mpi4py absent, or built against an MPI that is gone
-        raise BackendUnavailable(f"the mpi backend cannot run here: {exc}. {MPI_INSTALL_HINT}") from None
+        raise BackendUnavailable(f"the mpi backend cannot run here: {exc}; {MPI_INSTALL_HINT}") from None
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise BackendUnavailable(f"the mpi backend needs MPI_THREAD_MULTIPLE (transfers run on stream threads); "
                                  f"{MPI.Get_library_version().splitlines()[0]} gives level {MPI.Query_thread()}")

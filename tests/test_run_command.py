@@ -21,3 +21,12 @@ def test_run_writes_the_report_of_one_case(tmp_path: Path, capsys: pytest.Captur
 def test_run_names_a_bad_backend(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "tpu"]) == 2
     assert "unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi" in capsys.readouterr().err
+
+
+def test_backend_mpi_without_mpi4py_stops_with_what_to_install(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("import sys\nsys.modules['mpi4py'] = None  # as if mpi4py were not installed\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("--backend=mpi", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("the mpi backend cannot run here: import of mpi4py halted; None in sys.modules; install Open MPI (Debian: apt-get install "
+            "openmpi-bin libopenmpi-dev) and mpi4py (pip install -e '.[mpi]'), then launch under mpirun") in result.stderr.str()
