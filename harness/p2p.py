@@ -46,23 +46,29 @@ class P2PSample:
 
 
 def fit_hockney(samples: Sequence[P2PSample]) -> tuple[float, float]:
-    """Least-squares ``one_way_ns = latency_ns + nbytes / gbytes_per_s`` over ``samples``.
+    """Least-squares ``one_way_ns = latency_ns + nbytes / gbytes_per_s`` over ``samples``, weighted by
+    ``1 / one_way_ns**2`` (relative errors: sizes from 1 KiB to 64 MiB span four orders of magnitude).
 
     Returns:
         ``(latency_ns, gbytes_per_s)``; the latency is at least 0.
 
     Raises:
-        ConfigError: fewer than two distinct sizes, or a fit whose slope is not positive (times
-            that do not grow with the size: no bandwidth can be read from them).
+        ConfigError: fewer than two distinct sizes, a time that is not positive, or a fit whose slope
+            is not positive (times that do not grow with the size: no bandwidth can be read from them).
     """
     xs = [float(s.nbytes) for s in samples]
     ys = [float(s.one_way_ns) for s in samples]
     if len(set(xs)) < 2:
         raise ConfigError("fitting latency and bandwidth needs samples of at least two message sizes")
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    if any(y <= 0 for y in ys):
+        raise ConfigError("fitting latency and bandwidth needs positive one-way times")
+    # weights 1/y^2: the fit minimizes relative errors, so the microsecond sizes weigh as much as the
+    # millisecond ones (an unweighted fit is all 64 MiB and reads no latency)
+    ws = [1.0 / (y * y) for y in ys]
+    sw = sum(ws)
+    mx, my = sum(w * x for w, x in zip(ws, xs)) / sw, sum(w * y for w, y in zip(ws, ys)) / sw
+    sxx = sum(w * (x - mx) ** 2 for w, x in zip(ws, xs))
+    slope = sum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys)) / sxx
     if slope <= 0:
         raise ConfigError(f"measured transfer times do not grow with the message size (slope {slope:g} ns/byte): no bandwidth to fit")
     return max(0.0, my - slope * mx), 1.0 / slope
