@@ -9,12 +9,13 @@ Commands::
     import-torch TRACE_DIR [--out DIR]         torch.profiler traces of a pipelining run -> the same reports (default ./reports-torch/)
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the slot x rank grid and the schedule's figures
+    run SCHEDULE -p 4 -m 8 --backend mpi       run one schedule and write its report (under mpirun for mpi; harness.run_command)
     --version                                  the installed version
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
-line on stderr, no traceback), 130 interrupted. This module is the only one
-of the harness that prints.
+line on stderr, no traceback), 130 interrupted. This module (with the ``run``
+subcommand's, :mod:`harness.run_command`) is the only one of the harness that prints.
 """
 
 from __future__ import annotations
@@ -525,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"draw every step of the grid (by default a grid of more than {_GRID_MAX_STEPS} steps shows its first and "
                         f"last {_GRID_EDGE})")
     p.set_defaults(func=_cmd_show)
+
+    from harness.run_command import add_parser as add_run_parser  # the run subcommand lives in its own module
+
+    add_run_parser(sub)
     return parser
 
 

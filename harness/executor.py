@@ -120,8 +120,9 @@ def execute(
     local = set(range(p)) if ranks is None else set(ranks)
     if not local <= set(range(p)):
         raise ConfigError(f"ranks {sorted(local - set(range(p)))} are not in a {p}-rank pipeline")
-    if ranks is not None and local != set(range(p)):
-        raise ConfigError("running a subset of ranks needs a cross-process transport, which is not available yet")
+    if ranks is not None and local != set(range(p)) and getattr(device, "transport", None) is None:
+        raise ConfigError("running a subset of ranks needs a device with a cross-process transport (the mpi backend, "
+                          "harness.mpi), whose transfers carry the other ranks' dependencies")
     delayed = delays is not None and any(delays)
     if delayed and not hasattr(device, "wait_delayed"):
         raise ConfigError(f"the {device.name} backend cannot delay a dependency (comm_model 'edge'); use comm_model 'stream'")

@@ -132,7 +132,12 @@ def pytest_configure(config: pytest.Config) -> None:
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() == "cuda":
             _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
-        if hc.profile:
+        mpi = backend.strip().lower() == "mpi"
+        if mpi:  # one pipeline rank per MPI process: rank 0's test order; only rank 0 reports
+            from harness.mpi_plugin import register, writes_reports
+
+            register(config)
+        if hc.profile and (not mpi or writes_reports()):
             hc.session = ProfileSession(hc.report_dir, hc.choice, steps)
             hc.session.prepare()
     except HarnessError as exc:

@@ -422,7 +422,9 @@ def run_case(
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
     source = case.compute_schedule()
     try:
-        schedule = comm.lower(source, case.cost, model, case.comm, case.comm_placement)
+        # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
+        wanted = True if choice.name == "mpi" and model == "stream" and case.comm is None else case.comm
+        schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
     notes = comm.comm_notes(source, case.cost, model, case.comm)
@@ -445,12 +447,18 @@ def run_case(
         raise case.with_site(exc) from None
     delays = comm.edge_delays(plan, case.cost) if model == "edge" else None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
-    device = create_device(choice.name, case.workload, **options)
     probe = UsageProbe()
-    try:
-        records = execute(plan, device, case.cost, window, delays=delays)
-    finally:
-        device.close()
+    if choice.name == "mpi":  # one pipeline rank per MPI process; every process gets the merged records
+        from harness.mpi import run_plan
+
+        records = run_plan(plan, case.cost, window, case.workload, options)
+        notes += records.device.get("notes", [])
+    else:
+        device = create_device(choice.name, case.workload, **options)
+        try:
+            records = execute(plan, device, case.cost, window, delays=delays)
+        finally:
+            device.close()
     usage = probe.finish()
     metrics = compute_metrics(records)
     predicted = _predicted_step_ns(plan, case, records, delays)
