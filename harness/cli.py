@@ -40,6 +40,7 @@ from harness.compare import (
 )
 from harness.cost import MAX_DURATION_NS, CostModel
 from harness.errors import ConfigError, HarnessError
+from harness.overlap import groups_of
 
 __all__ = [
     "Threshold",
@@ -355,6 +356,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
+    if groups_of(schedule):
+        busiest = max(a.busy_ns)
+        print(f"overlapped F&B pairs ({len(groups_of(schedule))} per step) run at the same time, so a rank is busy for less: "
+              f"at most {busiest / 1e6:g} ms per step (the bubble below is of that busy time)")
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
     print(f"step time {makespan / 1e6:.3f} ms (analytic timeline, comm model {comm_model})")
     bubble_th = th.get("bubble_ratio")

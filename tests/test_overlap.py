@@ -128,3 +128,24 @@ def test_malformed_groups_are_refused() -> None:
 
 def test_busy_union() -> None:
     assert busy_union([0, 0, 0, 1], [0, 5, 6, 0], [10, 8, 12, 3], 2) == [12, 3]
+
+
+def test_decomposition_and_critical_path_count_an_overlapped_pair_once() -> None:
+    # A fresh user's find: DualPipeV p=4, m=8, F=1, B=2 ms read "step 44.000 ms = ideal 48.000 + ... + schedule
+    # bubble -4.000 ms" and "critical path 44.000 ms (48.000 ms of it running)": the pairs counted twice.
+    from harness.critical_path import critical_path
+
+    r = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=FixedCost.ms(F=1, B=2)), backend="sim")
+    d = r.decomposition
+    step = r.metrics.step_time_median_ns
+    assert step == 44_000_000
+    # work per rank = busy time (the pairs once): rank 3 does 16 (F + B) = 48 ms of jobs, 7 min(F, B) less overlapped
+    assert d.work_ns == list(r.metrics.steps[0].busy_ns)
+    assert d.work_ns[3] == 48_000_000 - 7_000_000
+    assert d.ideal_ns <= step and d.schedule_ns >= 0
+    assert d.ideal_ns + d.imbalance_ns + d.recompute_ns + d.comm_ns + d.schedule_ns == step
+    busiest = max(range(4), key=lambda q: r.metrics.steps[0].busy_ns[q])
+    assert d.busiest_rank == busiest
+    cp = critical_path(r.records, r.plan)
+    assert cp.length_ns == step
+    assert cp.busy_ns <= cp.length_ns and cp.busy_ns + sum(cp.gaps_ns) == cp.length_ns
