@@ -649,3 +649,11 @@ def test_pytest_help_lists_every_harness_option(pytester):
                    "--profile-min-steps", "--report-dir"):
         assert option in out, option
     assert "(default 1%)" in out
+
+
+def test_report_dir_without_profile_jobs_says_no_report_is_written(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--report-dir", "out", "-p", "no:randomly")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --report-dir does nothing without --profile-jobs (no report is written)"])
+    assert not (pytester.path / "out").exists()
