@@ -372,6 +372,25 @@ def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: A
     return decompose(step.step_time_ns, plan, cost, busy_ns=list(step.busy_ns))
 
 
+
+def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
+    """Notes for cost-model fields that ``schedule`` gives nothing to act on: ``overlap_ns`` /
+    ``overlap_ratio`` without overlapped F&B groups (:mod:`harness.overlap`), and ``unshard_ns``,
+    ``reshard_ns``, ``reduce_grad_ns`` without jobs of that kind (:mod:`harness.data_parallel`).
+    Empty when every set field is used (or the model has none of them)."""
+    from harness.overlap import groups_of
+
+    inner = getattr(cost, "inner", cost)  # CheckedCost wraps the user's model
+    notes = []
+    for name in ("overlap_ns", "overlap_ratio"):
+        if getattr(inner, name, None) is not None and not groups_of(schedule):
+            notes.append(f"{name} is set, but {schedule.name} has no overlapped F&B groups (OVERLAP_F_B): it changes nothing")
+    kinds = {job.kind.value for _, _, job in schedule.jobs() if job.kind.is_data_parallel}
+    for name, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"), ("reduce_grad_ns", "REDUCE_GRAD")):
+        if getattr(inner, name, 0) and kind not in kinds:
+            notes.append(f"{name} is set, but {schedule.name} has no {kind} job: it changes nothing")
+    return notes
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -427,7 +446,7 @@ def run_case(
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
-    notes = comm.comm_notes(source, case.cost, model, case.comm)
+    notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line

@@ -116,3 +116,16 @@ def test_a_custom_model_answers_through_checked_cost() -> None:
     cost = CheckedCost(Slow(forward_ns=10, backward_ns=20))
     assert group_ns(cost, (Job(0, JobKind.F, 1), Job(0, JobKind.B, 0)), (10, 20), 1) == 32
     assert timeline(run_sim(loads_csv(ONE_RANK, "one.csv"), cost))["0B0"] == (10, 42)  # type: ignore[arg-type]
+
+
+def test_fields_the_schedule_does_not_use_get_a_note() -> None:
+    from harness.case import PipelineCase
+    from harness.runner import run_case
+
+    r = run_case(PipelineCase("1F1B", stages=2, microbatches=4,
+                              cost=FixedCost.ms(F=1, B=2, overlap_ns=5, reduce_grad_ns=7)), backend="sim")
+    assert "overlap_ns is set, but 1F1B has no overlapped F&B groups (OVERLAP_F_B): it changes nothing" in r.warnings
+    assert "reduce_grad_ns is set, but 1F1B has no REDUCE_GRAD job: it changes nothing" in r.warnings
+    used = run_case(PipelineCase("DualPipeV", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2, overlap_ratio=0.5)),
+                    backend="sim")
+    assert not [w for w in used.warnings if "changes nothing" in w]
