@@ -71,3 +71,34 @@ def test_load_and_first_draw_100k_jobs_in_chromium(benchmark, page_100k):
     benchmark.extra_info["html_bytes"] = page_100k.stat().st_size
     benchmark.extra_info["first_draw_ms_since_navigation_median"] = sorted(in_page)[len(in_page) // 2]
     benchmark.extra_info["first_draw_ms_since_navigation_max"] = max(in_page)
+
+
+def test_open_grid_view_100k_jobs_in_chromium(benchmark, page_100k):
+    """Opening the grid view of one step of the 100,032-job case (33,344 jobs; cells are built for
+    the slots in view and 400 either side) and its first layout, measured in the page
+    (``performance.now``), reported, not asserted."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright)")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    in_page: list[float] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_100k.as_uri())
+        page.wait_for_function("window.__harness && window.__harness.firstDrawMs !== null", timeout=60_000)
+
+        def open_grid() -> None:
+            in_page.append(page.evaluate("""() => { const tl = window.__harness.caseTimeline(0), t = performance.now();
+                tl.setView(true); document.querySelector('#case-0 .grid').getBoundingClientRect();
+                const ms = performance.now() - t; tl.setView(false); return ms; }"""))
+
+        benchmark.pedantic(open_grid, rounds=3, iterations=1)
+        cells, note = page.evaluate("(() => { window.__harness.caseTimeline(0).setView(true); "
+                                    "return [document.querySelectorAll('#case-0 .cell').length, "
+                                    "document.querySelector('#case-0 .grid-head .hint').textContent]; })()")
+        browser.close()
+    assert errors == [] and "33344 jobs" in note
+    benchmark.extra_info["grid_cells_built"] = cells
+    benchmark.extra_info["grid_ms_in_page_median"] = sorted(in_page)[len(in_page) // 2]

@@ -91,7 +91,9 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
                     "costs may differ by stage and job kind, not by micro-batch (the timeline and the executor ask once per "
                     "stage and kind): give every micro-batch of a stage the same cost"
                 )
-    return table[key].tolist()  # type: ignore[no-any-return]
+    from harness.overlap import stretched
+
+    return stretched(plan, cost, table[key].tolist())  # overlapped groups: their jobs stretched to the group's time
 
 
 _KINDS = tuple(JobKind)

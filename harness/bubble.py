@@ -12,7 +12,9 @@ rank ``r`` without recomputation and ``recompute_r`` its recomputation time:
 * ``recompute``: ``recompute_h``;
 * ``comm``: the analytic step with the case's transfers minus the same
   schedule's step with free transfers (what transfers add to the critical
-  path, after what the schedule hides);
+  path, after what the schedule hides); PyTorch's data-parallel jobs
+  (``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD``: collectives, not compute) count
+  here with the transfers, and never in ``work_r``;
 * ``schedule``: the rest, ``step - ideal - imbalance - recompute - comm``:
   the schedule's own bubble (warm-up and cool-down), plus, on a timed backend,
   whatever the run added over the cost model.
@@ -102,13 +104,13 @@ class BubbleDecomposition:
 
 
 class _FreeTransfers:
-    """``cost`` with every send and receive lasting 0 ns (for the step with free transfers)."""
+    """``cost`` with every send, receive and data-parallel job lasting 0 ns (for the step with free transfers)."""
 
     def __init__(self, cost: Any) -> None:
         self._cost = cost
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
-        return 0 if job.kind.is_comm else int(self._cost.duration_ns(job, num_stages))
+        return 0 if job.kind.is_comm or job.kind.is_data_parallel else int(self._cost.duration_ns(job, num_stages))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cost, name)
@@ -136,7 +138,7 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
     work, rec = [0] * p, [0] * p
     cache: dict[tuple[int, JobKind], int] = {}
     for j, job in enumerate(plan.jobs):
-        if job.kind.is_comm:
+        if job.kind.is_comm or job.kind.is_data_parallel:
             continue
         r = plan.rank[j]
         extra = 0
@@ -147,6 +149,18 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
             extra = cache[key]
         work[r] += dur[j] - extra
         rec[r] += extra
+    from harness.overlap import groups_of
+
+    if busy_ns is None and groups_of(plan.schedule):
+        # Overlapped groups keep a rank busy for the union of their jobs' intervals, not their sum: the
+        # work is the analytic timeline's busy time (harness.overlap.busy_union), recomputation as modelled.
+        from harness.overlap import busy_union
+
+        tl = simulate(plan, cost)
+        at = [j for j, job in enumerate(plan.jobs) if not (job.kind.is_comm or job.kind.is_data_parallel)]
+        model_busy = busy_union([plan.rank[j] for j in at], [tl.start[j] for j in at], [tl.end[j] for j in at], p)
+        for r in range(p):
+            work[r] = int(model_busy[r]) - rec[r]
     if busy_ns is not None:
         if len(busy_ns) != p:
             raise ValueError(f"busy_ns has {len(busy_ns)} ranks, the plan {p}")
@@ -156,7 +170,7 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
             work[r] = int(busy_ns[r]) - rec[r]
     ideal = sum(work) / p
     h = max(range(p), key=lambda r: work[r] + rec[r])
-    has_comm = any(job.kind.is_comm for job in plan.jobs)
+    has_comm = any(job.kind.is_comm or job.kind.is_data_parallel for job in plan.jobs)
     comm = 0
     if has_comm:
         comm = simulate(plan, cost).makespan_ns - simulate(plan, _FreeTransfers(cost)).makespan_ns

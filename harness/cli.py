@@ -6,14 +6,16 @@ Commands::
     compare BASE NEW [--fail step_time:5%]...  per-case changes with CIs; exit 1 past a significant threshold, 2 with no common case
     import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
+    import-torch TRACE_DIR [--out DIR]         torch.profiler traces of a pipelining run -> the same reports (default ./reports-torch/)
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the slot x rank grid and the schedule's figures
+    run SCHEDULE -p 4 -m 8 --backend mpi       run one schedule and write its report (under mpirun for mpi; harness.run_command)
     --version                                  the installed version
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
-line on stderr, no traceback), 130 interrupted. This module is the only one
-of the harness that prints.
+line on stderr, no traceback), 130 interrupted. This module (with the ``run``
+subcommand's, :mod:`harness.run_command`) is the only one of the harness that prints.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from harness.compare import (
 )
 from harness.cost import MAX_DURATION_NS, CostModel
 from harness.errors import ConfigError, HarnessError
+from harness.overlap import groups_of
 
 __all__ = [
     "Threshold",
@@ -197,7 +200,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import PaddleLogWarning, import_paddle_logs
+    from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
     from harness.report.render import write_report
     from harness.report.results import results_document
 
@@ -216,6 +219,43 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
     return 0
+
+
+def _cmd_import_torch(args: argparse.Namespace) -> int:
+    from harness.imports.torch import TorchTraceWarning, import_torch_traces
+
+    _check_out(args.out)
+    steps = _int_list(args.steps, "--steps") if args.steps else None
+    offsets = _int_list(args.clock_offsets, "--clock-offsets") if args.clock_offsets else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TorchTraceWarning)
+        files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
+                                          schedule_class=args.schedule, clock_offsets_ns=offsets, hta=not args.no_hta,
+                                          progress=None if args.quiet else _err)
+    for w in caught:
+        if issubclass(w.category, TorchTraceWarning):
+            _err(f"warning: {w.message}")
+    for note in case.get("warnings", []):
+        _err(f"note: {note}")
+    rep = case.get("replay") or {}
+    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {len(case['steps'])} step(s); "
+          f"measured step {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    """``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]``.
+
+    Raises:
+        ConfigError: not whole numbers (names the flag).
+    """
+    try:
+        if ":" in text:
+            a, b = text.split(":", 1)
+            return list(range(int(a), int(b)))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected whole numbers, e.g. 2,3 or 2:4") from None
 
 
 def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
@@ -239,7 +279,7 @@ def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[
 
 
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
-    from harness.report.paddle import write_paddle_logs
+    from harness.imports.paddle import write_paddle_logs
     from harness.report.results import load_results
 
     _check_out(args.out)
@@ -334,6 +374,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
+    if groups_of(schedule):
+        busiest = max(a.busy_ns)
+        print(f"overlapped F&B pairs ({len(groups_of(schedule))} per step) run at the same time, so a rank is busy for less: "
+              f"at most {busiest / 1e6:g} ms per step (the bubble below is of that busy time)")
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
     print(f"step time {makespan / 1e6:.3f} ms (analytic timeline, comm model {comm_model})")
     bubble_th = th.get("bubble_ratio")
@@ -466,6 +510,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_options(p)
     p.set_defaults(func=_cmd_import_paddle)
 
+    p = sub.add_parser("import-torch", help="render torch.profiler traces of a torch.distributed.pipelining run as our reports")
+    p.add_argument("trace_dir", metavar="TRACE_DIR", help="folder of per-rank traces (rank*.json, *.json.gz)")
+    p.add_argument("--out", metavar="DIR", default="reports-torch", help="report folder (default: reports-torch)")
+    p.add_argument("--name", help="case id (default: torch:<folder name>)")
+    p.add_argument("--schedule", metavar="CLASS", help="the PyTorch schedule class that ran (checks the stage placement)")
+    p.add_argument("--steps", metavar="N,M|A:B", help="ProfilerStep numbers to import (default: all every rank recorded)")
+    p.add_argument("--clock-offsets", metavar="NS,NS,...",
+                   help="per rank, ns to add to its times (ranks on several hosts; default: fitted from send/receive pairs)")
+    p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_cmd_import_torch)
+
     p = sub.add_parser("export-paddle", help="write a case's jobs as PaddlePaddle profiler log lines (workerlog.N)")
     p.add_argument("results", metavar="RESULTS_JSON")
     p.add_argument("--out", metavar="DIR", required=True)
@@ -495,6 +551,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"draw every step of the grid (by default a grid of more than {_GRID_MAX_STEPS} steps shows its first and "
                         f"last {_GRID_EDGE})")
     p.set_defaults(func=_cmd_show)
+
+    from harness.run_command import add_parser as add_run_parser  # the run subcommand lives in its own module
+
+    add_run_parser(sub)
     return parser
 
 

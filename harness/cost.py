@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
+# Optional cost-model methods and the fields that answer them, each in its concept's module.
+from harness.data_parallel import _data_parallel_fields, _dp_duration, _drop_zero_dp_fields, data_parallel_ns
 from harness.errors import ConfigError
+from harness.overlap import _overlap_fields, _overlap_group_ns
 from harness.schedule.model import Job, JobKind
 
 __all__ = ["MAX_DURATION_NS", "CheckedCost", "CostModel", "FixedCost", "TransformerCost"]
@@ -110,7 +113,8 @@ def _bandwidth(value: float | None) -> None:
 #: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
 _MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
 #: The fields :meth:`FixedCost.ms` passes through as they are.
-_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static")
+_MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static",
+              "unshard_ns", "reshard_ns", "reduce_grad_ns", "overlap_ns", "overlap_ratio")
 
 
 def _check_ms_keywords(kw: dict[str, Any]) -> None:
@@ -221,6 +225,13 @@ class FixedCost:
         backward_input_ns: ``T_B`` of the ZB paper (an ``I`` job); default half of ``B``.
         backward_weight_ns: ``T_W`` (a ``W`` job); default ``B - I``.
         optimizer_ns: duration of an ``OPT`` job.
+        unshard_ns, reshard_ns, reduce_grad_ns: durations of PyTorch's ``UNSHARD``,
+            ``RESHARD`` and ``REDUCE_GRAD`` jobs (FSDP parameter all-gather and free,
+            data-parallel gradient reduction), one per stage; default 0 (they cost nothing).
+        overlap_ns, overlap_ratio: how long an overlapped F&B group (``OVERLAP_F_B``,
+            DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
+            for jobs of durations ``d`` (0: ``max(F, B)``, 1: ``F + B``); at most one; default
+            ``max(F, B)`` (:mod:`harness.overlap`).
         p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
@@ -258,9 +269,16 @@ class FixedCost:
     mem_I: PerStage | None = None  # noqa: N815
     mem_W: PerStage = 0  # noqa: N815
     mem_static: PerStage = 0
+    unshard_ns: int = 0
+    reshard_ns: int = 0
+    reduce_grad_ns: int = 0
+    overlap_ns: int | None = None
+    overlap_ratio: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        _data_parallel_fields(self)
+        _overlap_fields(self)
         set_(self, "forward_ns", _per_stage_values("forward_ns", self.forward_ns, duration=True))
         set_(self, "backward_ns", _per_stage_values("backward_ns", self.backward_ns, duration=True))
         for name in ("backward_input_ns", "backward_weight_ns"):
@@ -382,6 +400,8 @@ class FixedCost:
             return self.optimizer_ns
         if kind.is_comm:
             return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        if kind.is_data_parallel:
+            return _dp_duration(self, job)
         k = self._stage_index(job.stage, num_stages)
         if kind is JobKind.F:
             return _pick(self.forward_ns, k)
@@ -395,6 +415,20 @@ class FixedCost:
 
     def nbytes(self, job: Job, num_stages: int) -> int:
         return self.activation_bytes if job.kind.is_comm else 0
+
+    def data_parallel_ns(self, job: Job, num_stages: int) -> int:
+        """Duration (ns) of an ``UNSHARD``/``RESHARD``/``REDUCE_GRAD`` job: ``unshard_ns``, ``reshard_ns``
+        or ``reduce_grad_ns`` (:data:`DATA_PARALLEL_METHOD`).
+
+        Raises:
+            ConfigError: ``job`` is of another kind.
+        """
+        return _dp_duration(self, job)
+
+    def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+        """Wall time (ns) of an overlapped group whose jobs last ``durations_ns`` alone: ``overlap_ns``,
+        or ``max + overlap_ratio * (sum - max)``, or ``max`` (:data:`harness.overlap.GROUP_METHOD`)."""
+        return _overlap_group_ns(self, durations_ns)
 
     def models_memory(self) -> bool:
         """Whether any memory field is set (else the case has no memory model)."""
@@ -430,7 +464,7 @@ class FixedCost:
         if not self.models_memory():
             for key in ("mem_F", "mem_I", "mem_W", "mem_static"):
                 d.pop(key, None)
-        return d
+        return _drop_zero_dp_fields(d)
 
 
 def _answer_problem(value: object, *, positive: bool = False, whole: bool = False, bounded: str = "") -> str | None:
@@ -461,9 +495,12 @@ def _answer_problem(value: object, *, positive: bool = False, whole: bool = Fals
 class CheckedCost:
     """A cost model whose answers are checked where they enter the harness, by the rules
     :class:`FixedCost` applies to its own values: a duration (ns) is a number, at least
-    1 ns for a compute job (``F``, ``B``, ``I``, ``W``), at least 0 for ``OPT`` and
-    send/receive jobs, and below :data:`MAX_DURATION_NS`; FLOPs are a finite number
-    >= 0; bytes a whole number >= 0 and below 2**53.
+    1 ns for a compute job (``F``, ``B``, ``I``, ``W``), at least 0 for ``OPT``,
+    send/receive and data-parallel jobs, and below :data:`MAX_DURATION_NS`; FLOPs are a finite number
+    >= 0; bytes a whole number >= 0 and below 2**53. A data-parallel job (``UNSHARD``,
+    ``RESHARD``, ``REDUCE_GRAD``) takes its duration from the inner model's optional
+    ``data_parallel_ns`` (0 without it, :data:`DATA_PARALLEL_METHOD`) and has no FLOPs or bytes:
+    the inner model is not asked ``duration_ns``, ``flops`` or ``nbytes`` for it.
 
     Every answer is returned as the executor uses it (durations and bytes as ``int``,
     FLOPs as ``float``), so a custom model's ``-5``, ``1e20``, ``NaN`` or ``None``
@@ -492,6 +529,12 @@ class CheckedCost:
 
     def duration_ns(self, job: Job, num_stages: int) -> int:
         """The inner model's duration of ``job`` in ns, checked (see the class)."""
+        if job.kind.is_data_parallel:
+            value: object = data_parallel_ns(self.inner, job, num_stages)
+            problem = _answer_problem(value, bounded="durations")
+            if problem:
+                raise self._fail("data_parallel_ns", job, value, problem, " ns")
+            return int(value)  # type: ignore[call-overload]
         value = self.inner.duration_ns(job, num_stages)
         compute = job.kind in (JobKind.F, JobKind.B, JobKind.I, JobKind.W)
         problem = _answer_problem(value, positive=compute, bounded="durations")
@@ -500,7 +543,9 @@ class CheckedCost:
         return int(value)  # type: ignore[call-overload, no-any-return]
 
     def flops(self, job: Job, num_stages: int) -> float:
-        """The inner model's FLOPs of ``job``, checked (see the class)."""
+        """The inner model's FLOPs of ``job``, checked (see the class); 0 for a data-parallel job."""
+        if job.kind.is_data_parallel:
+            return 0.0
         value = self.inner.flops(job, num_stages)
         problem = _answer_problem(value)  # FLOPs of a big model pass 2**53: finite is enough
         if problem:
@@ -508,7 +553,9 @@ class CheckedCost:
         return float(value)
 
     def nbytes(self, job: Job, num_stages: int) -> int:
-        """The inner model's bytes for ``job``, checked (see the class)."""
+        """The inner model's bytes for ``job``, checked (see the class); 0 for a data-parallel job."""
+        if job.kind.is_data_parallel:
+            return 0
         value = self.inner.nbytes(job, num_stages)
         problem = _answer_problem(value, whole=True, bounded="byte counts")
         if problem:

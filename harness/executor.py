@@ -11,6 +11,7 @@ step's reference event. The executor only talks to the device interface.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Collection
 from typing import Any
@@ -52,6 +53,12 @@ def _works(plan: Plan, cost: CostModel) -> list[Work]:
             )
         duration, flops, nbytes, is_copy, peer = fields
         out.append(Work(duration, flops, nbytes, is_copy, str(job), peer))
+    from harness.overlap import stretched
+
+    base = [w.duration_ns for w in out]
+    dur = stretched(plan, cost, base)  # an overlapped group lasts what the cost model says (harness.overlap)
+    if dur is not base:
+        out = [w if d == w.duration_ns else dataclasses.replace(w, duration_ns=d) for w, d in zip(out, dur)]
     return out
 
 
@@ -117,12 +124,13 @@ def execute(
     local = set(range(p)) if ranks is None else set(ranks)
     if not local <= set(range(p)):
         raise ConfigError(f"ranks {sorted(local - set(range(p)))} are not in a {p}-rank pipeline")
-    if ranks is not None and local != set(range(p)):
-        raise ConfigError("running a subset of ranks needs a cross-process transport, which is not available yet")
+    if ranks is not None and local != set(range(p)) and getattr(device, "transport", None) is None:
+        raise ConfigError("running a subset of ranks needs a device with a cross-process transport (the mpi backend, "
+                          "harness.mpi), whose transfers carry the other ranks' dependencies")
     delayed = delays is not None and any(delays)
     if delayed and not hasattr(device, "wait_delayed"):
         raise ConfigError(f"the {device.name} backend cannot delay a dependency (comm_model 'edge'); use comm_model 'stream'")
-    if replay and getattr(device, "replays_plans", False):
+    if replay and getattr(device, "replays_plans", False) and local == set(range(p)):  # every rank in this process
         from harness.replay import replay as replay_plan
 
         return replay_plan(plan, device, cost, window, delays)

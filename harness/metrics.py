@@ -21,9 +21,13 @@ from dataclasses import dataclass, field
 from harness.records import JobRecord, RunRecords
 from harness.stats import SampleStats, summarize
 
-__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "peak_inflight_of"]
+__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "metrics_to_dict", "peak_inflight_of"]
 
-_COMPUTE = ("F", "B", "I", "W", "OPT")
+#: Job kinds that do not keep a rank busy: transfers (on their own streams) and PyTorch's
+#: data-parallel actions ``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD`` (communication for FSDP/DDP,
+#: counted as idle like an exposed transfer; docs/schedules.md, "Data-parallel jobs"). Every other
+#: kind is busy time: the harness's F, B, I, W and OPT, and an importer's own kinds (Paddle's ``lr``, ...).
+NOT_BUSY = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,13 @@ def _iqr(values: list[int]) -> float:
 
 
 def compute_metrics(records: RunRecords) -> RunMetrics:
-    """Compute per-step and summary figures from ``records``.
+    """Compute per-step and summary figures from ``records`` (a run's or an import's).
+
+    Busy time is that of every job but transfers (:data:`NOT_BUSY`). Where jobs of one
+    rank overlap (overlapped groups, or an import's overlapping jobs, both placed on
+    ``rank{r}/overlap`` streams), a rank's busy time is the union of its jobs'
+    intervals, never their summed durations. Records without enqueue times (imports)
+    give ``enqueue_ns_per_job`` 0.
 
     Raises:
         ValueError: the records hold no recorded step.
@@ -148,7 +158,7 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         first: list[int | None] = [None] * p
         last = [0] * p
         for j in jobs:
-            if j.kind in _COMPUTE:
+            if j.kind not in NOT_BUSY:
                 r = j.rank
                 busy[r] += j.end_ns - j.start_ns
                 f = first[r]
@@ -156,10 +166,10 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
                     first[r] = j.start_ns
                 if j.end_ns > last[r]:
                     last[r] = j.end_ns
-        if any("/overlap" in s for s in records.streams):  # overlapped groups: time busy, not work summed
+        if any("/overlap" in s for s in records.streams):  # overlapping jobs (groups, imports): time busy, not work summed
             from harness.overlap import busy_union
 
-            compute = [j for j in jobs if j.kind in _COMPUTE]
+            compute = [j for j in jobs if j.kind not in NOT_BUSY]
             busy = busy_union([j.rank for j in compute], [j.start_ns for j in compute], [j.end_ns for j in compute], p)
         spans = [last[r] - f if (f := first[r]) is not None else 0 for r in range(p)]
         idle = [max(0, step_time - b) for b in busy]
@@ -189,9 +199,37 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         peak_inflight=[max(s.peak_inflight[r] for s in out) for r in range(p)],
         span_bubble_ratio=float(statistics.median(s.span_bubble_ratio for s in out)),
         peak_inflight_per_stage=peak_inflight_of(records.jobs, p, per="stage"),
-        enqueue_ns_per_job=float(statistics.median(records.enqueue_ns)) / n_jobs_per_step if n_jobs_per_step else 0.0,
+        enqueue_ns_per_job=(float(statistics.median(records.enqueue_ns)) / n_jobs_per_step
+                            if n_jobs_per_step and records.enqueue_ns else 0.0),
         step_time_stats=summarize(times),
         bubble_stats=summarize([s.bubble_ratio for s in out]),
         busy_stats=[summarize([s.busy_ns[r] for s in out]) for r in range(p)],
         idle_stats=[summarize([s.idle_ns[r] for s in out]) for r in range(p)],
     )
+
+
+def metrics_to_dict(m: RunMetrics) -> dict[str, object]:
+    """``m`` in the results document's ``metrics`` layout (:mod:`harness.report.results`), for
+    sources of records that build their case themselves (the Paddle importer)."""
+    from dataclasses import asdict
+
+    return {
+        "normalization": m.normalization,
+        "step_time_median_ns": m.step_time_median_ns,
+        "step_time_min_ns": m.step_time_min_ns,
+        "step_time_max_ns": m.step_time_max_ns,
+        "step_time_iqr_ns": m.step_time_iqr_ns,
+        "bubble_ratio": m.bubble_ratio,
+        "bubble_over_ideal": m.bubble_over_ideal,
+        "span_bubble_ratio": m.span_bubble_ratio,
+        "peak_inflight": m.peak_inflight,
+        "peak_inflight_per_stage": m.peak_inflight_per_stage,
+        "enqueue_ns_per_job": m.enqueue_ns_per_job,
+        "per_step": [asdict(s) for s in m.steps],
+        **({"stats": {
+            "step_time_ns": m.step_time_stats.to_dict(),
+            "bubble_ratio": m.bubble_stats.to_dict() if m.bubble_stats else None,
+            "busy_ns": [x.to_dict() for x in m.busy_stats],
+            "idle_ns": [x.to_dict() for x in m.idle_stats],
+        }} if m.step_time_stats is not None else {}),
+    }

@@ -14,35 +14,127 @@ group as one overlapped job group:
   on the rank's compute stream, each further job runs on a sibling stream
   ``rank{r}/overlap`` (``overlap2``, ...) and starts with the first (a start
   dependency), and the rank's next compute job waits for every job of the
-  group. The group therefore lasts ``max(F, B)``, the duration
-  Victarry/PP-Schedule-Visualization gives an overlapped pair by default
-  (``overlapped_op_time = max(...)``); ``sim``, ``cpu`` and ``cuda`` run it the
-  same way (two streams on the rank), and traces show the two slices on sibling
-  tracks, so slices on one track still nest.
+  group. The group therefore lasts ``max(F, B)`` unless the cost model says
+  otherwise (below), the duration Victarry/PP-Schedule-Visualization gives an
+  overlapped pair by default (``overlapped_op_time = max(...)``); ``sim``, ``cpu``
+  and ``cuda`` run it the same way (two streams on the rank), and traces show the
+  two slices on sibling tracks, so slices on one track still nest.
 
-Busy time per rank counts both jobs of a group (the work done), so with overlap
-a rank's busy time may exceed its wall time inside the group.
+Busy time per rank (:mod:`harness.metrics`, :mod:`harness.analytics`) is the time
+the rank is busy, the union of its compute jobs' intervals (:func:`busy_union`):
+a group counts once, for as long as it lasts.
 
-Not modelled: a group lasting something other than ``max`` of its jobs (a
-cost-model ``overlap_ns`` or ratio), e.g. when the two compete for the same SMs.
+**How long a group lasts.** By default ``max`` of its jobs' durations. A cost model
+may say otherwise (the two compete for the same SMs and memory bandwidth, so the
+overlap is rarely perfect) with the optional method
+``overlapped_group_ns(jobs, durations_ns, num_stages) -> int`` (:data:`GROUP_METHOD`);
+:class:`~harness.cost.FixedCost` and :class:`~harness.transformer.TransformerCost`
+answer from two fields, at most one of them set:
+
+* ``overlap_ns``: every group lasts this many ns;
+* ``overlap_ratio`` ``r`` in ``[0, 1]``: the share of the shorter jobs' time that is not
+  hidden, so a group lasts ``max(d) + r (sum(d) - max(d))``: ``r = 0`` is ``max(F, B)``
+  (perfect overlap, the default), ``r = 1`` is ``F + B`` (none). This parametrization
+  is the harness's own (DualPipe's README writes the pair's time as one measured
+  figure, "F&B").
+
+A group of ``G`` ns is run by stretching its jobs by the same factor ``G / max(d)``
+(:func:`stretched`; the longest lasts exactly ``G``, the others
+``round(d G / max(d))``): both slow down as they share the device, both slices show in
+the trace, and the rank's next compute job waits for the group's end. The same
+durations go to ``sim``, the analytic timeline, ``cpu`` and ``cuda``.
+
+So ``r`` says how long the *group* lasts, not that ``r = 1`` is the same as running its
+jobs one after the other: the stretched forward hands its output on at ``F G / max(d)``
+after the group starts, later than the ``F`` of back-to-back execution, and a backward
+that waits for its input starts later than the forward and still lasts its stretched
+time. DualPipeV at p=4, m=8, F=1, B=2 ms takes 54 ms at ``r = 1`` against 51 ms with
+``overlap=False``; to model no overlap, use the schedule's ``overlap=False``. The step
+falls monotonically as ``r`` falls to 0 (44 ms there).
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from harness.errors import ScheduleError
+from harness.errors import ConfigError, ScheduleError
 from harness.schedule.model import Job, JobKind, Schedule
 
 if TYPE_CHECKING:
     from harness.plan import Plan
 
-__all__ = ["OVERLAP_PARAM", "apply", "busy_union", "groups_of", "with_groups"]
+__all__ = ["GROUP_METHOD", "OVERLAP_PARAM", "apply", "busy_union", "group_ns", "groups_of", "stretched", "with_groups"]
 
 #: The key of a schedule's ``params`` that holds its overlapped groups.
 OVERLAP_PARAM = "overlap"
+#: Optional cost-model method: ``overlapped_group_ns(jobs, durations_ns, num_stages) -> int``,
+#: the wall time (ns) of an overlapped group whose jobs last ``durations_ns`` on their own
+#: (module doc); without it a group lasts ``max(durations_ns)``.
+GROUP_METHOD = "overlapped_group_ns"
+
+
+def group_ns(cost: object, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+    """The wall time (ns) of an overlapped group under ``cost``: its :data:`GROUP_METHOD`, or
+    ``max(durations_ns)`` without one.
+
+    Raises:
+        ConfigError: the answer is not a whole number of ns, is below the longest job
+            (a group cannot end before its longest job would alone), or is not below
+            :data:`~harness.cost.MAX_DURATION_NS`; names the group and the cost model.
+    """
+    longest = max(durations_ns, default=0)
+    method = getattr(cost, GROUP_METHOD, None)
+    if method is None:
+        return longest
+    value = method(jobs, durations_ns, num_stages)
+    from harness.cost import MAX_DURATION_NS
+
+    shown = "(" + ";".join(map(str, jobs)) + ")OVERLAP_F_B"
+    model = type(getattr(cost, "inner", cost)).__name__
+    if isinstance(value, bool) or (not isinstance(value, int) and not (isinstance(value, float) and value.is_integer())):
+        raise ConfigError(f"cost model {model}: {GROUP_METHOD}({shown}) gave {value!r}, not a whole number of ns")
+    if not longest <= value < MAX_DURATION_NS:
+        raise ConfigError(
+            f"cost model {model}: {GROUP_METHOD}({shown}) gave {int(value):,} ns, but the group's jobs last "
+            f"{', '.join(f'{d:,}' for d in durations_ns)} ns: an overlapped group lasts at least its longest job"
+            + ("" if value < MAX_DURATION_NS else " (and below 2**53 ns)")
+        )
+    return int(value)
+
+
+def stretched(plan: Plan, cost: object, dur: list[int]) -> list[int]:
+    """``dur`` (per job of ``plan``, ns) with each overlapped group's jobs stretched so the group
+    lasts :func:`group_ns`: every job of a group by the factor ``G / max(d)``, the longest to
+    exactly ``G`` (module doc). ``dur`` itself when the plan has no groups or no group changes.
+
+    Raises:
+        ConfigError: see :func:`group_ns`.
+    """
+    groups = groups_of(plan.schedule)
+    if not groups or getattr(cost, GROUP_METHOD, None) is None:
+        return dur
+    index = {job: j for j, job in enumerate(plan.jobs)}
+    n_stages = plan.schedule.num_stages
+    out = dur
+    for group in groups:
+        at = [index[job] for job in group]
+        ds = tuple(dur[j] for j in at)
+        longest = max(ds)
+        g = group_ns(cost, tuple(group), ds, n_stages)
+        if g == longest:
+            continue
+        if out is dur:
+            out = list(dur)
+        first_longest = ds.index(longest)
+        for k, j in enumerate(at):
+            if k == first_longest:
+                out[j] = g
+            elif longest:
+                out[j] = (ds[k] * g + longest // 2) // longest
+    return out
 
 
 def groups_of(schedule: Schedule) -> tuple[tuple[Job, ...], ...]:
@@ -197,3 +289,27 @@ def busy_union(rank: list[int], start: list[int], end: list[int], p: int) -> lis
                 reach = b
         out[r] = total
     return out
+
+
+# --- the cost-model fields overlap_ns / overlap_ratio (FixedCost, TransformerCost) ---
+def _overlap_fields(obj: Any) -> None:
+    """Check ``overlap_ns`` (a duration >= 0) and ``overlap_ratio`` (in [0, 1]), at most one given."""
+    if obj.overlap_ns is not None and obj.overlap_ratio is not None:
+        raise ConfigError(f"cost model: give overlap_ns or overlap_ratio, not both (got {obj.overlap_ns!r} and {obj.overlap_ratio!r})")
+    from harness.cost import _positive
+
+    if obj.overlap_ns is not None:
+        _positive("overlap_ns", obj.overlap_ns, allow_zero=True, duration=True)
+    r = obj.overlap_ratio
+    if r is not None and (isinstance(r, bool) or not isinstance(r, numbers.Real) or not 0 <= float(r) <= 1):
+        raise ConfigError(f"cost model: overlap_ratio must be a number in [0, 1] (0: max(F, B), 1: F + B), got {r!r}")
+
+
+def _overlap_group_ns(obj: Any, durations_ns: tuple[int, ...]) -> int:
+    """An overlapped group's time from ``overlap_ns`` / ``overlap_ratio`` (:mod:`harness.overlap`)."""
+    longest = max(durations_ns, default=0)
+    if obj.overlap_ns is not None:
+        return int(obj.overlap_ns)
+    if obj.overlap_ratio is not None:
+        return longest + round(obj.overlap_ratio * (sum(durations_ns) - longest))
+    return longest

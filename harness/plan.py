@@ -533,6 +533,28 @@ _KINDS = tuple(JobKind)
 _CODE = {id(k): code for k, code in KIND_CODE.items()}  # by id: hashing an Enum member is a Python-level call
 _CF, _CB, _CI, _CW = _CODE[id(_F)], _CODE[id(_B)], _CODE[id(_I)], _CODE[id(_W)]
 _CSF, _CRF, _CSB, _CRB, _COPT = _CODE[id(_SF)], _CODE[id(_RF)], _CODE[id(_SB)], _CODE[id(_RB)], _CODE[id(_OPT)]
+_CUN, _CRS, _CRG = KIND_CODE[JobKind.UNSHARD], KIND_CODE[JobKind.RESHARD], KIND_CODE[JobKind.REDUCE_GRAD]
+assert (_CUN, _CRS, _CRG) == (_CUN, _CUN + 1, _CUN + 2), "the data-parallel kinds must be declared together (code ranges test them)"
+
+
+def _data_parallel_in_order(np: Any, kc: Any, stage: Any, jidx: Any, n_stages: int) -> bool:
+    """Whether every ``UNSHARD`` comes before its stage's compute jobs, every ``RESHARD`` after
+    them and every ``REDUCE_GRAD`` after its stage's ``B``/``W`` (the rule of
+    :func:`~harness.schedule.validate.check_order`). Jobs are rank by rank in listed order and a
+    stage's jobs share a rank, so list order is index order. No data-parallel job: ``True``."""
+    dp = (kc >= _CUN) & (kc <= _CRG)
+    if not dp.any():
+        return True
+    compute = (kc == _CF) | (kc == _CB) | (kc == _CI) | (kc == _CW)
+    bw = (kc == _CB) | (kc == _CW)
+    lo = np.full(n_stages, len(kc), np.int64)
+    np.minimum.at(lo, stage[compute], jidx[compute])
+    hi = np.full(n_stages, -1, np.int64)
+    np.maximum.at(hi, stage[compute], jidx[compute])
+    hi_bw = np.full(n_stages, -1, np.int64)
+    np.maximum.at(hi_bw, stage[bw], jidx[bw])
+    un, rs, rg = (jidx[kc == c] for c in (_CUN, _CRS, _CRG))
+    return not (bool((un > lo[stage[un]]).any()) or bool((rs < hi[stage[rs]]).any()) or bool((rg < hi_bw[stage[rg]]).any()))
 
 
 @gc_paused
@@ -612,12 +634,15 @@ def _build_plan(schedule: Schedule) -> Plan:
         step = np.fromiter(
             chain.from_iterable((s for s, job in enumerate(row) if job is not None) for row in schedule.ranks), np.int64, n
         )
-    no_mb = mb < 0  # None (OPT): key slot m
+    no_mb = mb < 0  # None (OPT, UNSHARD, RESHARD, REDUCE_GRAD): key slot m
     if no_mb.any():
         given = mb[~no_mb]
-        if (len(given) and int(given.max()) >= m) or bool((no_mb & (kc != _COPT)).any()):  # only OPT has no micro-batch
+        per_stage = (kc == _COPT) | ((kc >= _CUN) & (kc <= _CRG))
+        if (len(given) and int(given.max()) >= m) or bool((no_mb & ~per_stage).any()):  # only these have no micro-batch
             return _build_plan_checked(schedule)
         mb = np.where(no_mb, m, mb)
+        if not _data_parallel_in_order(np, kc, stage, jidx, n_stages):
+            return _build_plan_checked(schedule)
     elif int(mb.max()) >= m:
         return _build_plan_checked(schedule)
     keys = kc * width + stage * m1 + mb

@@ -86,7 +86,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "to --profile-target; sim records one step, it is exact)")
     group.addoption("--profile-target", default=None, metavar="PCT",
                     help=f"measure until the relative standard error of the median step time is at most this "
-                         f"(default {100 * DEFAULT_TARGET:g}%)")
+                         f"(default {100 * DEFAULT_TARGET:g}%%)")
     group.addoption("--profile-max-time", default=None, metavar="TIME",
                     help=f"time budget per case for measuring until stable, e.g. 10s, 500ms, 2min (default {DEFAULT_MAX_TIME_NS / 1e9:g}s); "
                          "a case that runs out of it before the target is flagged unstable")
@@ -138,7 +138,12 @@ def pytest_configure(config: pytest.Config) -> None:
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() == "cuda":
             _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
-        if hc.profile:
+        mpi = backend.strip().lower() == "mpi"
+        if mpi:  # one pipeline rank per MPI process: rank 0's test order; only rank 0 reports
+            from harness.mpi_plugin import register, writes_reports
+
+            register(config)
+        if hc.profile and (not mpi or writes_reports()):
             hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=parse_trace_options(
                 config.getoption("--trace-gzip"), config.getoption("--trace-steps"), config.getoption("--trace-no-flows"),
                 config.getoption("--size-warn-mb")))
@@ -227,6 +232,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         else:
             line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
                      f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {_shown(hc.report_dir)}/")
+    elif config.getoption("--report-dir") is not None:
+        line += "; note: --report-dir does nothing without --profile-jobs (no report is written)"
     return line
 
 

@@ -117,7 +117,7 @@ class CaseResult:
 
 def is_builtin_order(schedule: Schedule) -> bool:
     """Whether ``schedule``'s compute jobs are, rank by rank, those of the built-in schedule
-    it is named after (send/receive and ``OPT`` jobs and idle slots aside), with its
+    it is named after (send/receive, ``OPT`` and data-parallel jobs and idle slots aside), with its
     placement: only then do that schedule's closed forms apply. ``False`` for other
     names, for a pass's output (``split_backward`` keeps the name) and for a user's
     schedule that borrows a built-in's name."""
@@ -132,7 +132,7 @@ def is_builtin_order(schedule: Schedule) -> bool:
         return False
 
     def compute(rows: tuple[tuple[Job | None, ...], ...]) -> list[list[Job]]:
-        return [[j for j in row if j is not None and not j.kind.is_comm and j.kind is not JobKind.OPT] for row in rows]
+        return [[j for j in row if j is not None and j.kind.takes_microbatch and not j.kind.is_comm] for row in rows]
 
     return compute(built.ranks) == compute(schedule.ranks)
 
@@ -160,7 +160,7 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
         return {}
     if any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
-    if any(j.kind.is_comm and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+    if any((j.kind.is_comm or j.kind.is_data_parallel) and cost.duration_ns(j, n) > 0 for j in plan.jobs):
         return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
         return {}
@@ -372,6 +372,44 @@ def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: A
     return decompose(step.step_time_ns, plan, cost, busy_ns=list(step.busy_ns))
 
 
+
+def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
+    """Notes for cost-model fields that ``schedule`` gives nothing to act on: ``overlap_ns`` /
+    ``overlap_ratio`` without overlapped F&B groups (:mod:`harness.overlap`), and ``unshard_ns``,
+    ``reshard_ns``, ``reduce_grad_ns`` without jobs of that kind (:mod:`harness.data_parallel`).
+    Empty when every set field is used (or the model has none of them)."""
+    from harness.overlap import groups_of
+
+    inner = getattr(cost, "inner", cost)  # CheckedCost wraps the user's model
+    notes = []
+    for name in ("overlap_ns", "overlap_ratio"):
+        if getattr(inner, name, None) is not None and not groups_of(schedule):
+            notes.append(f"{name} is set, but {schedule.name} has no overlapped F&B groups (OVERLAP_F_B): it changes nothing")
+    kinds = {job.kind.value for _, _, job in schedule.jobs() if job.kind.is_data_parallel}
+    for name, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"), ("reduce_grad_ns", "REDUCE_GRAD")):
+        if getattr(inner, name, 0) and kind not in kinds:
+            notes.append(f"{name} is set, but {schedule.name} has no {kind} job: it changes nothing")
+    return notes
+
+
+def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> None:
+    """Raise :class:`ConfigError` (naming the case and the first difference) unless every recorded
+    step of ``records`` holds exactly the jobs of ``plan`` (rank and label), as a run would."""
+    want = sorted((plan.rank[j], str(job)) for j, job in enumerate(plan.jobs))
+    if records.num_ranks != plan.schedule.num_ranks:
+        raise ConfigError(f"case {case.label()!r}: the records have {records.num_ranks} rank(s), the schedule "
+                          f"{plan.schedule.num_ranks}")
+    for step in records.steps:
+        got = sorted((j.rank, j.label) for j in records.jobs_of_step(step))
+        if got != want:
+            extra = sorted(set(got) - set(want))[:3]
+            missing = sorted(set(want) - set(got))[:3]
+            raise ConfigError(
+                f"case {case.label()!r}: step {step} of the records is not this schedule's "
+                f"({len(got)} jobs against {len(want)}; not in the schedule: "
+                f"{', '.join(f'rank {r} {lab}' for r, lab in extra) or 'none'}; missing: "
+                f"{', '.join(f'rank {r} {lab}' for r, lab in missing) or 'none'}): give the schedule, p, m and v the run used")
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -379,6 +417,7 @@ def run_case(
     case_id: str | None = None,
     device_options: dict[str, Any] | None = None,
     comm_model: str | None = None,
+    records: RunRecords | None = None,
 ) -> CaseResult:
     """Build, validate and run ``case`` on ``backend``; return records and metrics.
 
@@ -396,6 +435,9 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
         comm_model: the communication model for a case that names none
             (:mod:`harness.comm`; default ``"stream"``).
+        records: records recorded elsewhere, to analyse against the case's plan instead of
+            running it (per-rank part files merged by :func:`harness.rank_merge.merge_part_files`;
+            ``backend`` then names where they ran). Their jobs must be the plan's, step by step.
 
     Raises:
         ConfigError: bad case values or backend name, ``comm_model="edge"`` on
@@ -422,10 +464,13 @@ def run_case(
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
     source = case.compute_schedule()
     try:
-        schedule = comm.lower(source, case.cost, model, case.comm, case.comm_placement)
+        # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
+        mpi_records = choice.name == "mpi" or (records is not None and records.backend == "mpi")
+        wanted = True if mpi_records and model == "stream" and case.comm is None else case.comm
+        schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
-    notes = comm.comm_notes(source, case.cost, model, case.comm)
+    notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
@@ -445,12 +490,21 @@ def run_case(
         raise case.with_site(exc) from None
     delays = comm.edge_delays(plan, case.cost) if model == "edge" else None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
-    device = create_device(choice.name, case.workload, **options)
     probe = UsageProbe()
-    try:
-        records = execute(plan, device, case.cost, window, delays=delays)
-    finally:
-        device.close()
+    if records is not None:  # recorded elsewhere: check they are this plan's jobs, then analyse them
+        _check_records_match(records, plan, case)
+        notes += records.device.get("notes", [])
+    elif choice.name == "mpi":  # one pipeline rank per MPI process; every process gets the merged records
+        from harness.mpi import run_plan
+
+        records = run_plan(plan, case.cost, window, case.workload, options)
+        notes += records.device.get("notes", [])
+    else:
+        device = create_device(choice.name, case.workload, **options)
+        try:
+            records = execute(plan, device, case.cost, window, delays=delays)
+        finally:
+            device.close()
     usage = probe.finish()
     metrics = compute_metrics(records)
     predicted = _predicted_step_ns(plan, case, records, delays)

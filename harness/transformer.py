@@ -12,7 +12,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.cost import _MAX_DURATION_TEXT, MAX_DURATION_NS, _bandwidth, _check_transfer, _positive, _transfer_ns
+from harness.cost import (
+    _MAX_DURATION_TEXT,
+    MAX_DURATION_NS,
+    _bandwidth,
+    _check_transfer,
+    _data_parallel_fields,
+    _dp_duration,
+    _drop_zero_dp_fields,
+    _overlap_fields,
+    _overlap_group_ns,
+    _positive,
+    _transfer_ns,
+)
 from harness.errors import ConfigError
 from harness.layout import StageLayout, parse_layout
 from harness.schedule.model import Job, JobKind
@@ -97,6 +109,9 @@ class TransformerCost:
             ``seq_len``; no weights, so all in ``F`` and ``I``); ``False`` (default)
             counts only the weight GEMMs, the published formulas' ``I = W`` setting.
         optimizer_ns: duration of an ``OPT`` job.
+        unshard_ns, reshard_ns, reduce_grad_ns: durations (ns) of PyTorch's ``UNSHARD``,
+            ``RESHARD`` and ``REDUCE_GRAD`` jobs; default 0 (as :class:`~harness.cost.FixedCost`).
+        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.cost.FixedCost`'s.
         bytes_per_element: activation element size (2 for bf16).
         p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted here as in
             :class:`~harness.cost.FixedCost`: latency in ns, bandwidth in gigabytes (not
@@ -141,9 +156,16 @@ class TransformerCost:
     ffn_hidden_size: int | None = None
     bytes_per_param: float = 18.0
     recompute: str = "none"
+    unshard_ns: int = 0
+    reshard_ns: int = 0
+    reduce_grad_ns: int = 0
+    overlap_ns: int | None = None
+    overlap_ratio: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        _data_parallel_fields(self)
+        _overlap_fields(self)
         for name in ("hidden_size", "seq_len", "micro_batch_size", "num_layers", "bytes_per_element"):
             _positive(name, getattr(self, name), whole=True)
             set_(self, name, int(getattr(self, name)))  # numpy.int64 -> int (describe() is JSON)
@@ -281,7 +303,7 @@ class TransformerCost:
         (Qi et al., arXiv:2401.10241, Table 1). Recomputation adds
         :meth:`recompute_flops` to B, or to I when split."""
         kind = job.kind
-        if kind.is_comm or kind is JobKind.OPT:
+        if kind.is_comm or kind is JobKind.OPT or kind.is_data_parallel:
             return 0.0
         weights, attention, head = self._parts(job.stage, num_stages)
         if kind is JobKind.F:
@@ -312,7 +334,22 @@ class TransformerCost:
             return self.optimizer_ns
         if job.kind.is_comm:
             return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        if job.kind.is_data_parallel:
+            return _dp_duration(self, job)
         return max(1, self._ns(self.flops(job, num_stages), job))
+
+    def data_parallel_ns(self, job: Job, num_stages: int) -> int:
+        """Duration (ns) of an ``UNSHARD``/``RESHARD``/``REDUCE_GRAD`` job: ``unshard_ns``, ``reshard_ns``
+        or ``reduce_grad_ns`` (:data:`harness.cost.DATA_PARALLEL_METHOD`).
+
+        Raises:
+            ConfigError: ``job`` is of another kind.
+        """
+        return _dp_duration(self, job)
+
+    def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+        """Wall time (ns) of an overlapped group, as :meth:`harness.cost.FixedCost.overlapped_group_ns`."""
+        return _overlap_group_ns(self, durations_ns)
 
     def recompute_ns(self, job: Job, num_stages: int) -> int:
         """The part of ``job``'s duration (ns) that recomputes its forward: B, or I when
@@ -371,4 +408,4 @@ class TransformerCost:
         d["ffn_hidden_size"] = self.ffn_hidden_size or 4 * self.hidden_size
         if d["layers_per_stage"] is not None:
             d["layers_per_stage"] = list(d["layers_per_stage"])
-        return d
+        return _drop_zero_dp_fields(d)

@@ -87,9 +87,10 @@ def test_order_error_in_a_file_says_which_b_was_read_as_i(tmp_path) -> None:
     assert "0B0 is listed before its 0F0" in str(plain.value) and "read as I" not in str(plain.value)
 
 
-def test_fsdp_actions_are_idle() -> None:
+def test_fsdp_actions_are_kept_as_jobs() -> None:
     s = loads_csv("0UNSHARD,0F0,0B0,0RESHARD,0REDUCE_GRAD\n")
-    assert s.ranks[0] == (None, Job(0, JobKind.F, 0), Job(0, JobKind.B, 0), None, None)
+    assert s.ranks[0] == (Job(0, JobKind.UNSHARD, None), Job(0, JobKind.F, 0), Job(0, JobKind.B, 0),
+                          Job(0, JobKind.RESHARD, None), Job(0, JobKind.REDUCE_GRAD, None))
 
 
 def test_placement_inferred_v_shape() -> None:

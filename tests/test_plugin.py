@@ -91,7 +91,7 @@ def test_auto_backend_says_why_in_the_header(pytester):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda*"),
+        (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi*"),
         (["--profile-steps=3"], "*profile steps must look like START:END*"),
         (["--profile-steps=4:2"], "*need 0 <= START < END*"),
         (["--profile-steps=1:100000000000"], "*profile steps '1:100000000000': at most 10000 steps per run (END <= 10000)*"),
@@ -638,3 +638,22 @@ def test_another_tools_report_dir_is_refused_before_any_case_runs(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "theirs is not a pipeline-harness report folder (it holds index.html but no pipeline-harness results.json)" in result.stderr.str()
     assert (pytester.path / "theirs" / "index.html").read_text() == "<html>mine</html>"
+
+
+def test_pytest_help_lists_every_harness_option(pytester):
+    # argparse formats help strings with %: a bare "%" in one of them made `pytest --help` crash.
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    out = result.stdout.str()
+    for option in ("--profile-jobs", "--backend", "--profile-steps", "--profile-target", "--profile-max-time",
+                   "--profile-min-steps", "--report-dir"):
+        assert option in out, option
+    assert "(default 1%)" in out
+
+
+def test_report_dir_without_profile_jobs_says_no_report_is_written(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--report-dir", "out", "-p", "no:randomly")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --report-dir does nothing without --profile-jobs (no report is written)"])
+    assert not (pytester.path / "out").exists()

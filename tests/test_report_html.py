@@ -140,8 +140,8 @@ def test_spread_says_min_max_below_five_steps_and_iqr_from_five():
     few = _case("1F1B", cost=FixedCost.ms(F=1, B=2))  # 2 recorded steps
     many = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(0, 5), case_id="five"))
     html = render_index(results_document([few, many]))
-    assert _cells(html, 0)[7] == "33.000–33.000 min–max, n=2 steps"
-    assert _cells(html, 1)[7] == "IQR 0.000 n=5 steps"
+    assert _cells(html, 0)[8] == "33.000–33.000 min–max, n=2 steps"
+    assert _cells(html, 1)[8] == "IQR 0.000 n=5 steps"
 
 
 def test_failed_case_is_marked_in_the_overview_and_its_section():
@@ -172,8 +172,8 @@ def test_span_bubble_is_shown_beside_the_bubble_where_present():
     old["metrics"].pop("span_bubble_ratio", None)
     html = render_index(results_document([zb, old]))
     header = re.findall(r"<th[^>]*>(.*?)</th>", html.split("</thead>")[0])
-    assert header[8:12] == ["bubble", "theory", "Δ", "span bubble"]
-    assert _cells(html, 0)[11] == "6.2%" and _cells(html, 1)[11] == "—"
+    assert header[9:13] == ["bubble", "theory", "Δ", "span bubble"]
+    assert _cells(html, 0)[12] == "6.2%" and _cells(html, 1)[12] == "—"
     assert "Span bubble: per rank, idle time between that rank's first job start and last job end" in html
     assert "span bubble 6.2%" in html.split('id="case-0"')[1]
 

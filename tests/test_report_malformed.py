@@ -81,7 +81,8 @@ def _set(path, value):
      "case id 'c/FThenB' appears more than once (cases #0 and #1); reports and compare match cases by id, so each id must be unique"),
     (_set(("cases", 0, "id"), 5), "case 5 (#0): id is 5 (int), expected a string"),
     (_set(("cases", 0, "jobs", "kind", 3), "Q"),
-     "case 'c/FThenB' (#0): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, SEND_B, SEND_F, W"),
+     "case 'c/FThenB' (#0): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, REDUCE_GRAD, "
+     "RESHARD, SEND_B, SEND_F, UNSHARD, W"),
     (_set(("cases", 0, "jobs", "stage", 0), 2), "case 'c/FThenB' (#0): jobs.stage[0] is 2, expected 0 to 1"),
     (_set(("cases", 0, "jobs", "chunk", 0), 1), "case 'c/FThenB' (#0): jobs.chunk[0] is 1, expected 0"),
     (_set(("cases", 0, "jobs", "microbatch", 0), -1), "case 'c/FThenB' (#0): jobs.microbatch[0] is -1, expected 0 or more (or null)"),

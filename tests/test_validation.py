@@ -131,7 +131,9 @@ def test_only_opt_jobs_go_without_a_micro_batch_on_both_plan_paths() -> None:
     for path in (build_plan, _build_plan_checked):
         with pytest.raises(ScheduleError) as info:
             path(s)
-        assert str(info.value).splitlines()[-1] == ">> rank 0, step 0: 0F names no micro-batch; only OPT jobs go without one"
+        assert str(info.value).splitlines()[-1] == (
+            ">> rank 0, step 0: 0F names no micro-batch; "
+            "only OPT, UNSHARD, RESHARD and REDUCE_GRAD jobs go without one")
 
 
 @pytest.mark.parametrize(("entry", "message"), [

@@ -30,7 +30,7 @@ __all__ = [
     "resolve_backend",
 ]
 
-BACKENDS = ("auto", "sim", "cpu", "cuda")
+BACKENDS = ("auto", "sim", "cpu", "cuda", "mpi")
 DEFAULT_WORKLOAD = {"sim": "virtual", "cpu": "sleep", "cuda": "spin"}
 #: Portable workload names: ``timed`` runs each job for its cost-model duration
 #: (cpu: sleep, cuda: spin); ``compute`` does real matrix products sized from
@@ -54,6 +54,7 @@ _DEVICE_CLASSES = {
     "sim": ("harness.device.sim", "SimDevice"),
     "cpu": ("harness.device.cpu", "CpuDevice"),
     "cuda": ("harness.device.cuda", "CudaDevice"),
+    "mpi": ("harness.mpi", "MpiCpuDevice"),  # one pipeline rank per MPI process (harness.mpi)
 }
 
 
@@ -122,7 +123,10 @@ def backend_workload(backend: str, workload: str | None) -> str:
     """The backend's own name for ``workload`` (``None``: its default).
 
     ``sim`` has one workload, ``virtual``: jobs take their cost-model duration.
+    ``mpi`` runs each rank on a local ``cpu`` (or ``cuda``) device: its names are ``cpu``'s here.
     """
+    if backend == "mpi":
+        backend = "cpu"
     if backend == "sim" or workload is None:
         return DEFAULT_WORKLOAD.get(backend, "virtual")
     key = workload.strip().lower()
@@ -151,6 +155,11 @@ def resolve_backend(requested: str) -> BackendChoice:
         raise ConfigError(f"unknown backend {requested!r}; valid backends: {', '.join(BACKENDS)}")
     if name in ("sim", "cpu"):
         return BackendChoice(requested, name, "requested")
+    if name == "mpi":
+        from harness.mpi import mpi_rank
+
+        rank, size = mpi_rank()  # raises BackendUnavailable without mpi4py
+        return BackendChoice(requested, "mpi", f"requested: MPI rank {rank} of {size} process(es), one pipeline rank each")
     from harness.device import cuda
 
     ok, why = cuda.probe()

@@ -3,17 +3,20 @@
 Inline CSS and JavaScript, no network (a Content-Security-Policy meta tag
 forbids every load), works from ``file://``. What it shows:
 
-* an overview table, one row per case (schedule, p, m, v, backend, step time
-  median and spread - min–max, or the IQR from 5 steps on, with n - bubble
-  measured against theory, span bubble where present, peak in-flight; a
-  failed or errored case marked), sortable by clicking a header, narrow
-  enough for a 1400 px window;
-* charts of step time and bubble against m, one line per schedule (inline SVG,
-  plain-number axis labels);
+* an overview table, one row per case (schedule, p, m, v, backend, the cost
+  model and its per-job durations, step time median and spread - min–max, or
+  the IQR from 5 steps on, with n - bubble measured against theory with the Δ
+  rule stated, span bubble where present, peak in-flight with its unit; a
+  failed or errored case marked), sortable by clicking a header;
+* charts of step time and bubble against every swept dimension (m, v, p,
+  schedule; :mod:`harness.report.charts`);
 * per case, a canvas timeline (one lane per stream, colour per kind, step
-  boundaries, dependency arrows that can be toggled, zoom and pan with mouse
-  and keyboard, a tooltip per job) and per-rank busy/idle bars split by stage;
-* two cases side by side on one time scale.
+  boundaries, zoom and pan with mouse and keyboard, a tooltip per job with the
+  cost model's duration and its wait; comm lanes hidden or shown, ranks
+  collapsed, search, the critical path, arrows for the focused job or every
+  one in view) and a schedule grid (rank × slot, :mod:`harness.report.grid`),
+  per-rank busy/idle bars split by stage;
+* two cases compared on one time scale, with their numbers and the Δ of each.
 
 Safety: autoescape is on for every user string, and the data the scripts read
 is embedded through jinja2's ``tojson`` filter, which escapes ``<``, ``>``,
@@ -32,21 +35,33 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_text
+from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
+from harness.report.cost_table import cost_durations, durations_text
+from harness.report.grid import GridCycleError, place_slots
 from harness.report.layout import rank_labels, stream_slots
 
-__all__ = ["KINDS", "KIND_COLOURS", "render_index", "timeline_data", "write_index"]
+__all__ = ["KINDS", "KIND_COLOURS", "chart_data", "render_index", "tick_label", "time_axis", "timeline_data", "value_label", "write_index"]
 
 KINDS = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT")
 KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
+    # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
+    "UNSHARD": "#d4846a", "RESHARD": "#b5655a", "REDUCE_GRAD": "#7a5230",
 }
+#: Per-stage colours of the busy bars: none is a job kind's colour.
+STAGE_COLOURS = ("#264653", "#e76f51", "#e9c46a", "#6d597a", "#2a9d8f", "#b56576", "#8d6e63", "#457b9d")
 #: Colours for kinds outside :data:`KINDS` (e.g. imported ``lr`` jobs), in order of appearance.
 EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090")
-SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
+
+
+def _replay_block(case: dict[str, Any]) -> str | None:
+    from harness.report.replay_block import replay_block
+
+    return replay_block(case)
 
 def _environment() -> Any:
     import jinja2
@@ -94,6 +109,12 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
     of ``tick`` ns, relative to the first recorded step's start. ``mb`` is -1
     for none. ``deps`` holds triples ``[src, dst, from_start]`` of sorted job
     indices per recorded step; ``ov`` pairs of overlapping jobs (imported logs).
+    For the grid view and the controls: ``slot`` each job's grid slot
+    (:func:`harness.report.grid.place_slots`, as :func:`~harness.report.grid.grid_slots`;
+    ``None`` with ``gridError`` saying why),
+    ``lrank``/``lcomm`` each lane's rank and whether it carries transfers only,
+    ``cp`` the critical path's job indices (its step), ``cost`` the cost model's
+    duration per ``"stage,kind"`` in ns (:func:`harness.report.cost_table.cost_durations`).
 
     Args:
         case: a results-document case.
@@ -135,6 +156,25 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
                 deps.extend((a, b, 1 if edge == "start" else 0))
     slots = stream_slots(case)
     names = rank_labels(case)
+    comm_lane = [1] * len(lanes)
+    for i in range(n):
+        if jobs["kind"][i] not in _COMM:
+            comm_lane[jobs["stream"][i]] = 0
+    # The grid on the sorted order: a lane's jobs of one step are consecutive, deps already indices.
+    streams: list[list[int]] = []
+    for k, i in enumerate(order):
+        if k and jobs["stream"][i] == jobs["stream"][order[k - 1]] and jobs["step"][i] == jobs["step"][order[k - 1]]:
+            streams[-1].append(k)
+        else:
+            streams.append([k])
+    try:
+        slot: list[int] | None = place_slots([jobs["kind"][i] in _COMM for i in order], streams, deps)
+        grid_error = None
+    except GridCycleError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
+        i = order[e.job]
+        slot, grid_error = None, (f"the recorded stream order and the dependencies form a cycle through {jobs['stage'][i]}"
+                                  f"{jobs['kind'][i]}{'' if jobs['microbatch'][i] is None else jobs['microbatch'][i]} of step {jobs['step'][i]}")
+    cp: dict[str, Any] = case["critical_path"] if isinstance(case.get("critical_path"), dict) else {}
     return {
         "id": case["id"],
         "label": case.get("label", case["id"]),
@@ -152,6 +192,12 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         "deps": deps,
         "ov": [pos[x] for pair in case.get("overlaps", []) for x in pair],
         "mem": _memory_lanes(case, base),
+        "lrank": [s.rank for s in slots],
+        "lcomm": [1 if (comm_lane[k] and nl[k]) or s.name.startswith("comm") else 0 for k, s in enumerate(slots)],
+        "slot": slot,
+        "gridError": grid_error,
+        "cp": [label_of[(cp["step"], str(j))] for j in cp.get("jobs") or [] if (cp.get("step"), str(j)) in label_of],
+        "cost": cost_durations(case),
     }
 
 
@@ -210,6 +256,10 @@ def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: The overview marks a bubble red when the shown Δ (rounded to 0.1 pp) exceeds theory by more
+#: than this many percentage points; nothing is coloured green.
+BUBBLE_DELTA_PP = 0.5
+
 #: pytest outcomes that mark a case as not passing, with their badge text.
 _BAD_OUTCOMES = {"failed": "FAILED", "error": "ERROR"}
 
@@ -263,6 +313,20 @@ def _critical_text(case: dict[str, Any]) -> str | None:
         shown = [*shown[:20], f"… {len(shown) - 40} more …", *shown[-20:]]
     return (f"step {cp.get('step')}: {len(jobs)} jobs, {float(cp.get('length_ns', 0)) / 1e6:,.3f} ms "
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
+
+
+def _cost_jobs(case: dict[str, Any]) -> str:
+    """The overview's per-job durations of the cost model, where they add to its label: a
+    transformer's computed durations, or a fixed model's per-stage ranges and split backward."""
+    text = durations_text(cost_durations(case))
+    fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
+    return text if not fixed or "–" in text or " I " in f" {text}" else ""
+
+
+def _cp_ms(case: dict[str, Any]) -> float | None:
+    """The critical path's length in ms (the compare view's overlay), ``None`` without one."""
+    cp = case.get("critical_path")
+    return float(cp["length_ns"]) / 1e6 if isinstance(cp, dict) and isinstance(cp.get("length_ns"), (int, float)) else None
 
 
 def _decomposition_text(case: dict[str, Any]) -> str | None:
@@ -343,6 +407,10 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bubble": m["bubble_ratio"],
         "bubble_theory": bubble_theory,
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
+        "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
+        "cost": cost_label(case.get("cost")),
+        "cost_jobs": _cost_jobs(case),
+        "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
         "span_bubble": m.get("span_bubble_ratio"),
         "peak": peak,
         "peak_theory": peak_theory,
@@ -357,6 +425,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "critical": _critical_text(case),
         "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
+        "replay": _replay_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),
         "fidelity": _fidelity(case),
@@ -364,128 +433,6 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "trace": trace_href,
         "hta": hta_href,
         "bars": _stage_bars(case),
-    }
-
-
-def _nice(hi: float) -> tuple[float, list[float]]:
-    """A rounded axis top and 4-5 ticks for values in [0, hi]."""
-    if hi <= 0:
-        return 1.0, [0.0, 0.5, 1.0]
-    step = 10 ** math.floor(math.log10(hi / 4))
-    for f in (1, 2, 2.5, 5, 10):
-        if hi / (f * step) <= 5:
-            step *= f
-            break
-    top = step * math.ceil(hi / step)
-    return top, [step * k for k in range(round(top / step) + 1)]
-
-
-def _decimals(step: float) -> int:
-    """Decimals needed to tell ticks ``step`` apart (0 for steps of 1 or more)."""
-    if step <= 0:
-        return 0
-    for d in range(7):
-        if abs(round(step * 10**d) - step * 10**d) < 1e-6 * max(1.0, step * 10**d):
-            return d
-    return 6
-
-
-def time_axis(top_ms: float) -> tuple[float, str]:
-    """``(divisor, unit)`` for a time axis whose top is ``top_ms``: ms up to
-    10,000 ms, seconds above."""
-    return (1000.0, "s") if top_ms >= 10_000 else (1.0, "ms")
-
-
-def tick_label(value: float, step: float, unit: str) -> str:
-    """A plain-number axis label: ``"1,000 ms"``, ``"2.5 s"``, ``"12.5%"`` - never
-    scientific notation; as many decimals as the tick step needs."""
-    d = _decimals(step)
-    text = "0" if value == 0 else f"{value:,.{d}f}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}"
-
-
-def value_label(value: float, unit: str) -> str:
-    """A data point's label: 3 decimals below 10, plain thousands separators above."""
-    d = 3 if abs(value) < 10 else 2 if abs(value) < 1000 else 1 if abs(value) < 10_000 else 0
-    text = f"{value:,.{d}f}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}"
-
-
-def _cost_label(cost: Any) -> str:
-    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
-    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``)."""
-    if not isinstance(cost, dict):
-        return ""
-    if cost.get("model") == "transformer":
-        label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
-    elif cost.get("model") == "fixed":
-        def ms(ns: Any) -> str:
-            return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"
-        label = f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
-    else:
-        label = str(cost.get("model", ""))
-    latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
-    if latency or bandwidth:
-        label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
-    return label
-
-
-def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """SVG geometry for the step-time and bubble against m charts, one series per
-    (schedule, p, v, backend, workload, cost model) with at least two values of m;
-    ``None`` when none has. Cases that differ in anything but m never share a line."""
-    groups: dict[tuple[str, int, int, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for c in cases:
-        s = c["schedule"]
-        workload = str((c.get("device") or {}).get("workload") or "")
-        groups[(s["name"], s["p"], s["v"], c["backend"] + (f", {workload}" if workload else ""), _cost_label(c.get("cost")))].append(c)
-    series: list[dict[str, Any]] = []
-    for (name, p, v, backend, cost), items in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        by_m: dict[int, dict[str, Any]] = {}
-        for c in items:
-            by_m.setdefault(int(c["schedule"]["m"]), c)
-        if len(by_m) < 2:
-            continue
-        pts = [{"m": m, "step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
-                "theory": (c.get("theory") or {}).get("bubble_ratio")} for m, c in sorted(by_m.items())]
-        label = f"{name} p={p}" + (f" v={v}" if v != 1 else "") + (f", {cost}" if cost else "") + f" ({backend})"
-        series.append({"label": label, "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
-    if not series:
-        return None
-    ms = sorted({pt["m"] for s in series for pt in s["points"]})
-    width, height, left, right, top_pad, bottom_pad = 440, 230, 72, 12, 14, 34
-    lo, hi = math.log2(ms[0]), math.log2(ms[-1])
-
-    def x(m: int) -> float:
-        return left + (width - left - right) * ((math.log2(m) - lo) / (hi - lo) if hi > lo else 0.5)
-
-    def panel(key: str, top: float, ticks: list[float], scale: float, unit: str) -> dict[str, Any]:
-        # ``scale`` turns a stored value into the axis unit (ms -> s, share -> %).
-        def y(val: float) -> float:
-            return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
-
-        step = ticks[1] - ticks[0] if len(ticks) > 1 else top
-        lines = []
-        for s in series:
-            pts = [(x(pt["m"]), y(pt[key])) for pt in s["points"]]
-            theory = [(x(pt["m"]), y(pt["theory"])) for pt in s["points"] if key == "bubble" and pt["theory"] is not None]
-            lines.append({"colour": s["colour"], "label": s["label"],
-                          "path": " ".join(f"{a:.1f},{b:.1f}" for a, b in pts),
-                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: m={pt['m']}, " + value_label(pt[key] * scale, unit)}
-                                   for (a, b), pt in zip(pts, s["points"])],
-                          "theory": " ".join(f"{a:.1f},{b:.1f}" for a, b in theory)})
-        return {"lines": lines, "unit": unit,
-                "yticks": [{"y": y(t), "label": tick_label(t * scale, step * scale, unit)} for t in ticks]}
-
-    top_ms, ticks_ms = _nice(max(pt["step_ms"] for s in series for pt in s["points"]))
-    top_b, ticks_b = _nice(max(max(pt["bubble"], pt["theory"] or 0) for s in series for pt in s["points"]))
-    div, unit = time_axis(top_ms)
-    return {
-        "w": width, "h": height, "left": left, "right": width - right, "top": top_pad, "bottom": height - bottom_pad,
-        "xticks": [{"x": x(m), "label": str(m)} for m in ms],
-        "step": panel("step_ms", top_ms, ticks_ms, 1 / div, unit),
-        "bubble": panel("bubble", top_b, ticks_b, 100.0, "%"),
-        "series": [{"label": s["label"], "colour": s["colour"]} for s in series],
     }
 
 
@@ -538,6 +485,16 @@ def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def default_pair(rows: list[dict[str, Any]]) -> tuple[tuple[int, int], str]:
+    """The comparison view's first pair: the first two cases that share their model (cost model,
+    workload, backend) and p, else the first two; with the sentence that says why."""
+    for a in range(len(rows)):
+        for b in range(a + 1, len(rows)):
+            if all(rows[a][k] == rows[b][k] for k in ("cost", "workload", "backend", "p")):
+                return (a, b), f"Shown first: the first two cases with the same model and p (p={rows[a]['p']}); pick any two above."
+    return (0, min(1, len(rows) - 1)), "No two cases share their model and p: shown first are the first two; pick any two above."
+
+
 def render_index(
     doc: dict[str, Any],
     trace_hrefs: dict[str, str] | None = None,
@@ -564,16 +521,22 @@ def render_index(
     rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"])) for c in cases]
     timelines = [timeline_data(c, kinds) for c in cases]
     pairs = pair_changes(cases)
+    pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(
         title=title,
         doc=doc,
         session=doc.get("session") or {},
         rows=rows,
-        chart=chart_data(cases),
+        charts=sweep_charts(cases),
+        delta_pp=BUBBLE_DELTA_PP,
         payload={"kinds": kinds, "cases": timelines, "pairs": pairs,
                  "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
-                              "flagged": bool(r["flags"])} for c, r in zip(cases, rows)]},
+                              "flagged": bool(r["flags"]), "spread": r["spread"]["detail"], "p": r["p"], "label": r["label"],
+                              "model": f"{r['cost']}|{r['workload']}|{r['backend']}", "cpMs": _cp_ms(c),
+                              "mem": max(c["memory"]["peak_bytes"]) if r["memory"] else None} for c, r in zip(cases, rows)]},
         flagged=sum(1 for r in rows if r["flags"]),
+        cmp_pair=pair[0], cmp_pair_note=pair[1],
+        stage_colours=STAGE_COLOURS,
         has_memory=any(r["memory"] for r in rows),
         kinds=kinds,
         normalization=cases[0]["metrics"].get("normalization", "") if cases else "",

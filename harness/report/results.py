@@ -168,6 +168,8 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         **({"critical_path": result.critical_path.to_dict()} if result.critical_path is not None else {}),
         **({"waiting": [w.to_dict() for w in result.waiting]} if result.waiting else {}),
         **({"outcome": result.outcome} if result.outcome else {}),
+        # mpi runs name each rank with its host (harness.rank_merge), for the trace's process names
+        **({"rank_labels": [str(x) for x in rec.device["rank_labels"]]} if isinstance(rec.device.get("rank_labels"), list) else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
     }
 

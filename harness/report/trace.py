@@ -73,6 +73,9 @@ KIND_CNAME = {
     "SEND_B": "olive",
     "RECV_B": "olive",
     "OPT": "yellow",
+    "UNSHARD": "startup",
+    "RESHARD": "light_memory_dump",
+    "REDUCE_GRAD": "detailed_memory_dump",
 }
 STEP_CNAME = "generic_work"
 #: tid offset of the extra thread that takes overlapping jobs of a stream.

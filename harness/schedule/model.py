@@ -35,6 +35,7 @@ from harness.errors import ScheduleError
 __all__ = [
     "COMM_KINDS",
     "COMPUTE_KINDS",
+    "DATA_PARALLEL_KINDS",
     "KIND_CODE",
     "Job",
     "JobKind",
@@ -62,6 +63,12 @@ class JobKind(str, enum.Enum):
     RECV_B = "RECV_B"
     OPT = "OPT"
     """Optimizer step of one stage (no micro-batch)."""
+    UNSHARD = "UNSHARD"
+    """PyTorch's ``UNSHARD``: gather a stage's sharded parameters (FSDP all-gather) before its compute (no micro-batch)."""
+    RESHARD = "RESHARD"
+    """PyTorch's ``RESHARD``: free a stage's gathered parameters after its compute (no micro-batch)."""
+    REDUCE_GRAD = "REDUCE_GRAD"
+    """PyTorch's ``REDUCE_GRAD``: reduce a stage's gradients across data-parallel ranks after its last backward (no micro-batch)."""
 
     @property
     def is_comm(self) -> bool:
@@ -71,9 +78,26 @@ class JobKind(str, enum.Enum):
     def is_backward(self) -> bool:
         return self in (JobKind.B, JobKind.I, JobKind.W)
 
+    @property
+    def is_data_parallel(self) -> bool:
+        """An ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD`` (:data:`DATA_PARALLEL_KINDS`)."""
+        return self in DATA_PARALLEL_KINDS
+
+    @property
+    def takes_microbatch(self) -> bool:
+        """Whether a job of this kind names a micro-batch (all but ``OPT`` and the data-parallel kinds)."""
+        return self not in _PER_STAGE
+
 
 COMPUTE_KINDS = frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT})
 COMM_KINDS = frozenset({JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B})
+DATA_PARALLEL_KINDS = frozenset({JobKind.UNSHARD, JobKind.RESHARD, JobKind.REDUCE_GRAD})
+"""PyTorch's FSDP/DDP actions (``torch.distributed.pipelining.schedules``: ``_add_unshard_reshard``,
+``_add_reduce_grad``): one per stage, no micro-batch, no pipeline data. They run on the rank's
+compute stream in list order; their duration is the cost model's (0 unless it gives one,
+:meth:`harness.cost.FixedCost.duration_ns`), and they are not compute: a rank's busy time and
+the bubble leave them out."""
+_PER_STAGE = frozenset({JobKind.OPT}) | DATA_PARALLEL_KINDS
 
 _KIND_BY_TOKEN = {k.value: k for k in JobKind}
 KIND_CODE: dict[JobKind, int] = {k: i for i, k in enumerate(JobKind)}
@@ -83,13 +107,16 @@ _COMM_CODES = (KIND_CODE[JobKind.SEND_F], KIND_CODE[JobKind.RECV_B])  # a contig
 assert [KIND_CODE[k] for k in (JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B)] == list(
     range(_COMM_CODES[0], _COMM_CODES[1] + 1)
 ), "the send/receive kinds must be declared together (code ranges test them)"
-_JOB_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|F|B|I|W)\s*(\d+)?\s*$", re.ASCII)  # 0-9 only, not '０'
+_JOB_RE = re.compile(  # 0-9 only, not '０'
+    r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B|OPT|UNSHARD|RESHARD|REDUCE_GRAD|F|B|I|W)\s*(\d+)?\s*$", re.ASCII
+)
 
 
 class Job(NamedTuple):
     """One job: ``stage`` (global stage index), ``kind``, ``microbatch``.
 
-    ``microbatch`` is ``None`` only for :attr:`JobKind.OPT`. ``str(job)`` is
+    ``microbatch`` is ``None`` only for :attr:`JobKind.OPT` and the
+    :data:`DATA_PARALLEL_KINDS` (``"0UNSHARD"``). ``str(job)`` is
     the compact text form (``"2F0"``); :func:`parse_job` reads it back.
     """
 
@@ -208,7 +235,7 @@ _JOBS_CHECKED: ContextVar[bool] = ContextVar("_JOBS_CHECKED", default=False)
 
 
 def parse_job(text: str) -> Job:
-    """Parse the compact text form of a job (``"2F0"``, ``"0SEND_B3"``, ``"1OPT"``).
+    """Parse the compact text form of a job (``"2F0"``, ``"0SEND_B3"``, ``"1OPT"``, ``"1UNSHARD"``).
 
     Raises:
         ScheduleError: the text is not a job; the message shows the expected form.
@@ -217,14 +244,14 @@ def parse_job(text: str) -> Job:
     if match is None:
         raise ScheduleError(
             f"cannot read job {text!r}: expected <stage><kind><micro-batch> such as '2F0', "
-            f"with kind one of {', '.join(k.value for k in JobKind)} ('OPT' takes no micro-batch)",
+            f"with kind one of {', '.join(k.value for k in JobKind)} (OPT, UNSHARD, RESHARD and REDUCE_GRAD take no micro-batch)",
             (text,),
         )
     stage, token, mb = match.groups()
     kind = _KIND_BY_TOKEN[token]
-    if kind is JobKind.OPT:
+    if not kind.takes_microbatch:
         if mb is not None:
-            raise ScheduleError(f"cannot read job {text!r}: OPT takes no micro-batch (write '{stage}OPT')", (text,))
+            raise ScheduleError(f"cannot read job {text!r}: {token} takes no micro-batch (write '{stage}{token}')", (text,))
         return Job(int(stage), kind, None)
     if mb is None:
         raise ScheduleError(f"cannot read job {text!r}: a {token} job needs a micro-batch, e.g. '{stage}{token}0'", (text,))
@@ -310,7 +337,7 @@ class Schedule:
                     and set(map(type, map(_STAGE_FIELD, present))) <= _INT_TYPE
                     and set(map(type, map(_KIND_FIELD, present))) <= _KIND_TYPE
                     and set(map(type, map(_MB_FIELD, present))) <= _INT_OR_NONE
-                    and all(j[2] is None for j in present if j[1] is JobKind.OPT)
+                    and all(j[2] is None for j in present if j[1] in _PER_STAGE)
                 ):
                     continue
             for step, job in enumerate(jobs):
@@ -342,7 +369,7 @@ class Schedule:
 
     def _check_job_fields(self, rank: int, step: int, job: object) -> None:
         """A row entry is a :class:`Job` of an int stage, a :class:`JobKind` and an int micro-batch
-        ``>= 0`` (``None`` for ``OPT`` only), else a :class:`ScheduleError` naming rank and step."""
+        ``>= 0`` (``None`` for ``OPT`` and the data-parallel kinds only), else a :class:`ScheduleError` naming rank and step."""
         where = f"schedule {self.name!r}: rank {rank}, step {step}:"
         if not isinstance(job, Job):
             raise ScheduleError(f"{where} {job!r} is not a Job; write Job(stage, JobKind.F, microbatch), or None for an idle slot")
@@ -352,9 +379,10 @@ class Schedule:
             raise ScheduleError(f"{where} {shown} has kind {kind!r}, not a JobKind (e.g. JobKind.F)")
         if type(stage) is not int:
             raise ScheduleError(f"{where} {shown} has stage {stage!r}, not an integer")
-        if kind is JobKind.OPT:
+        if not kind.takes_microbatch:
             if mb is not None:
-                raise ScheduleError(f"{where} {shown}: an OPT job takes no micro-batch (write Job({stage}, JobKind.OPT, None))", (str(job),))
+                raise ScheduleError(
+                    f"{where} {shown}: an {kind.value} job takes no micro-batch (write Job({stage}, JobKind.{kind.name}, None))", (str(job),))
         elif type(mb) is not int or mb < 0:
             raise ScheduleError(f"{where} {shown} has micro-batch {mb!r}, not an integer >= 0", (f"{stage}{kind.value}",))
 

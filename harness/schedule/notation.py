@@ -15,8 +15,9 @@ How cells are read:
   together with ``W`` for the split form (``B`` meaning backward-for-inputs, as
   in the zero-bubble paper). Rule: when the file holds a ``W`` for the same stage
   and micro-batch, that ``B`` is read as ``I``; otherwise it stays a full ``B``.
-* ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` (FSDP and gradient-reduction
-  actions, no pipeline data) are read as idle slots.
+* ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` (PyTorch's FSDP and gradient-reduction
+  actions, no pipeline data, no micro-batch: ``0UNSHARD``) are kept as jobs of their
+  stage (:data:`~harness.schedule.model.DATA_PARALLEL_KINDS`) and written back as read.
 * A composite cell ``(0F3;5B1)OVERLAP_F_B`` (PyTorch's DualPipeV writes them) is
   read as its sub-actions in the written order, kept as one overlapped job
   group (:mod:`harness.overlap`: they run at the same time). Its jobs take
@@ -59,7 +60,6 @@ __all__ = [
     "to_paddle_jobs",
 ]
 
-_IGNORED = re.compile(r"^\s*\d*\s*(UNSHARD|RESHARD|REDUCE_GRAD)\s*\d*\s*$", re.ASCII)
 #: PyTorch's composite action, ``(0F3;5B1)OVERLAP_F_B`` (``_Action.sub_actions``): its sub-actions, in order.
 _OVERLAP = re.compile(r"^\s*\((.*)\)\s*OVERLAP_F_B\s*$")
 
@@ -314,9 +314,6 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
                 jobs.append(None)
                 continue
             blank[r] = False
-            if ("SHARD" in cell or "REDUCE" in cell) and _IGNORED.match(cell):
-                jobs.append(None)
-                continue
             overlap = _OVERLAP.match(cell) if "(" in cell else None
             if overlap:
                 overlapped.append((r, len(jobs), overlap.group(1).count(";") + 1))
@@ -471,7 +468,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
         raise InputFormatError(f"{p}: unknown schedule file type {p.suffix!r}; expected a PyTorch pipeline .csv")
     sched = load_csv(p, num_microbatches)
     name = safe_text(p.name, f"schedule file name (of {p.parent})")  # a name that is not UTF-8 decodes to surrogates
-    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
+    # Keep what the reader found (OVERLAP_F_B groups, ...): dropping it made a dumped DualPipeV read back slower.
+    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {**sched.params, "source": str(p)})
 
 
 # --- PaddlePaddle job names -------------------------------------------------------
@@ -520,7 +518,8 @@ def to_paddle_jobs(schedule: Schedule, chunk_suffix: bool | None = None) -> list
     """Per rank, the compute jobs as PaddlePaddle ``(type, micro_batch_id)`` pairs.
 
     Args:
-        schedule: the schedule; idle slots and send/receive jobs are left out.
+        schedule: the schedule; idle slots, send/receive and data-parallel
+            (``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD``) jobs are left out.
         chunk_suffix: append the chunk index (``forward0``); default when ranks
             hold more than one chunk.
     """
@@ -529,7 +528,7 @@ def to_paddle_jobs(schedule: Schedule, chunk_suffix: bool | None = None) -> list
     for jobs in schedule.ranks:
         row = []
         for job in jobs:
-            if job is None or job.kind.is_comm:
+            if job is None or job.kind.is_comm or job.kind.is_data_parallel:  # PaddlePaddle lists neither
                 continue
             row.append((paddle_type(job.kind, schedule.chunk_of(job.stage) if suffix else None), job.microbatch))
         out.append(row)

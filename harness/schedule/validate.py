@@ -17,7 +17,7 @@ marked. Linear in the number of jobs.
 from __future__ import annotations
 
 from harness.errors import ScheduleError
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays
 
 __all__ = ["check_counts", "check_order"]
 
@@ -46,7 +46,9 @@ def check_counts(schedule: Schedule) -> None:
 
     A backward is complete as a full ``B``, or as an ``I`` followed (anywhere)
     by a ``W``; mixing ``B`` with ``I``/``W`` for one micro-batch is an error.
-    At most one ``OPT`` per stage. Send/receive jobs are checked by the plan.
+    At most one ``OPT``, ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` per stage
+    (a file that gathers a stage's parameters twice is refused as a job listed twice).
+    Send/receive jobs are checked by the plan.
 
     Raises:
         ScheduleError: names the duplicate, out-of-range and missing jobs and
@@ -61,8 +63,8 @@ def check_counts(schedule: Schedule) -> None:
         if job.microbatch is not None and not 0 <= job.microbatch < m:
             problems.append((rank, step, f"{job} names micro-batch {job.microbatch}, valid are 0..{m - 1}"))
             continue
-        if job.microbatch is None and job.kind is not JobKind.OPT:
-            problems.append((rank, step, f"{job} names no micro-batch; only OPT jobs go without one"))
+        if job.microbatch is None and job.kind.takes_microbatch:
+            problems.append((rank, step, f"{job} names no micro-batch; only OPT, UNSHARD, RESHARD and REDUCE_GRAD jobs go without one"))
             continue
         if job in seen:
             r0, s0 = seen[job]
@@ -142,6 +144,54 @@ def check_order(schedule: Schedule) -> None:
             if before is not None and before[0] == rank and before[1] > step:
                 problems.append((rank, step, f"{stage}{kind.value}{mb} is listed before its {stage}{earlier.value}{mb} (step {before[1]})"))
                 problems.append((rank, before[1], f"{stage}{earlier.value}{mb} must come before {stage}{kind.value}{mb}"))
+    problems += _data_parallel_order(schedule)
     if problems:
         first = problems[0][2]
         _fail(schedule, problems, f"{len(problems) // 2} job(s) out of order on their rank: {first}", [])
+
+
+#: Which compute kinds a data-parallel job of a stage must precede (``True``) or follow (``False``):
+#: PyTorch's runtime waits for ``UNSHARD`` before a stage's compute, ``RESHARD`` frees the
+#: parameters after it, and ``REDUCE_GRAD`` follows the last ``B``/``W`` (``_add_reduce_grad``).
+_DP_RULES: dict[JobKind, tuple[bool, frozenset[JobKind]]] = {
+    JobKind.UNSHARD: (True, frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W})),
+    JobKind.RESHARD: (False, frozenset({JobKind.F, JobKind.B, JobKind.I, JobKind.W})),
+    JobKind.REDUCE_GRAD: (False, frozenset({JobKind.B, JobKind.W})),
+}
+
+
+def _data_parallel_order(schedule: Schedule) -> list[tuple[int, int, str]]:
+    """Problems (rank, step, note) of data-parallel jobs out of order: an ``UNSHARD`` after
+    a compute job of its stage, a ``RESHARD`` before one, a ``REDUCE_GRAD`` before a ``B``/``W``
+    of its stage. Pairs of notes (the job, then the other one), as :func:`check_order`'s."""
+    arrays = _job_arrays(schedule)
+    if arrays is not None:  # the common case, no data-parallel job, found in C
+        codes = [KIND_CODE[k] for k in _DP_RULES]
+        if not bool(((arrays.kind >= min(codes)) & (arrays.kind <= max(codes))).any()):
+            return []
+    at: dict[tuple[int, JobKind], tuple[int, int]] = {}
+    for rank, step, job in schedule.jobs():
+        if job.kind.is_data_parallel:
+            at[(job.stage, job.kind)] = (rank, step)
+    if not at:
+        return []
+    conflicts: dict[tuple[int, JobKind], list[tuple[int, int, Job]]] = {}
+    for rank, step, job in schedule.jobs():
+        for kind, (before, kinds) in _DP_RULES.items():
+            where = at.get((job.stage, kind))
+            if where is None or job.kind not in kinds or where[0] != rank:
+                continue
+            if (where[1] > step) if before else (where[1] < step):
+                conflicts.setdefault((job.stage, kind), []).append((rank, step, job))
+    problems: list[tuple[int, int, str]] = []
+    for (stage, kind), jobs in conflicts.items():
+        before = _DP_RULES[kind][0]
+        where = at[(stage, kind)]
+        dp = f"{stage}{kind.value}"
+        listed = ", ".join(f"{job} (step {step})" for _, step, job in jobs[:4]) + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else "")
+        # One note for the data-parallel job, naming every job it is out of order with (its cell shows one note).
+        note = f"{dp} is listed {'after' if before else 'before'} {listed}, which it must {'precede' if before else 'follow'}"
+        for rank, step, job in jobs:  # pairs, as check_order counts them: the job, then the other one
+            problems.append((where[0], where[1], note))
+            problems.append((rank, step, f"{job} must come {'after' if before else 'before'} {dp}"))
+    return problems

@@ -1,0 +1,210 @@
+"""Charts of the review page: step time and bubble against each swept dimension (inline SVG geometry).
+
+Plain-number axis labels (never scientific notation), theory dashed, measured
+with error bars (the min–max of the recorded steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["SERIES_COLOURS", "chart_data", "cost_label", "sweep_chart", "sweep_charts", "tick_label", "time_axis", "value_label"]
+
+SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+def _nice(hi: float) -> tuple[float, list[float]]:
+    """A rounded axis top and 4-5 ticks for values in [0, hi]."""
+    if hi <= 0:
+        return 1.0, [0.0, 0.5, 1.0]
+    step = 10 ** math.floor(math.log10(hi / 4))
+    for f in (1, 2, 2.5, 5, 10):
+        if hi / (f * step) <= 5:
+            step *= f
+            break
+    top = step * math.ceil(hi / step)
+    return top, [step * k for k in range(round(top / step) + 1)]
+
+
+def _decimals(step: float) -> int:
+    """Decimals needed to tell ticks ``step`` apart (0 for steps of 1 or more)."""
+    if step <= 0:
+        return 0
+    for d in range(7):
+        if abs(round(step * 10**d) - step * 10**d) < 1e-6 * max(1.0, step * 10**d):
+            return d
+    return 6
+
+
+def time_axis(top_ms: float) -> tuple[float, str]:
+    """``(divisor, unit)`` for a time axis whose top is ``top_ms``: ms up to
+    10,000 ms, seconds above."""
+    return (1000.0, "s") if top_ms >= 10_000 else (1.0, "ms")
+
+
+def tick_label(value: float, step: float, unit: str) -> str:
+    """A plain-number axis label: ``"1,000 ms"``, ``"2.5 s"``, ``"12.5%"`` - never
+    scientific notation; as many decimals as the tick step needs."""
+    d = _decimals(step)
+    text = "0" if value == 0 else f"{value:,.{d}f}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def value_label(value: float, unit: str) -> str:
+    """A data point's label: 3 decimals below 10, plain thousands separators above."""
+    d = 3 if abs(value) < 10 else 2 if abs(value) < 1000 else 1 if abs(value) < 10_000 else 0
+    text = f"{value:,.{d}f}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def cost_label(cost: Any) -> str:
+    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
+    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``)."""
+    if not isinstance(cost, dict):
+        return ""
+    if cost.get("model") == "transformer":
+        label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+    elif cost.get("model") == "fixed":
+        def ms(ns: Any) -> str:
+            return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"
+        label = f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
+    else:
+        label = str(cost.get("model", ""))
+    latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
+    if latency or bandwidth:
+        label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
+    return label
+
+
+#: The dimensions a sweep can vary, with their axis titles.
+DIMENSIONS = {"m": "m (micro-batches)", "v": "v (chunks per rank)", "p": "p (ranks)", "schedule": "schedule"}
+
+
+def _key(case: dict[str, Any], dim: str) -> tuple[str, ...]:
+    """What a series holds fixed: everything but ``dim`` (and, across schedules, v)."""
+    s = case["schedule"]
+    workload = str((case.get("device") or {}).get("workload") or "")
+    backend = case["backend"] + (f", {workload}" if workload else "")
+    fixed = {"schedule": str(s["name"]), "p": str(s["p"]), "m": str(s["m"]), "v": str(s["v"])}
+    fixed.pop(dim)
+    if dim == "schedule":
+        fixed.pop("v")
+    return (*fixed.values(), backend, cost_label(case.get("cost")))
+
+
+def _series_label(case: dict[str, Any], dim: str) -> str:
+    s = case["schedule"]
+    workload = str((case.get("device") or {}).get("workload") or "")
+    backend = case["backend"] + (f", {workload}" if workload else "")
+    cost = cost_label(case.get("cost"))
+    parts = [] if dim == "schedule" else [str(s["name"])]
+    parts += [f"{k}={s[k]}" for k in ("p", "m", "v") if k != dim and not (k == "v" and (dim == "schedule" or s["v"] == 1))]
+    return " ".join(parts) + (f", {cost}" if cost else "") + f" ({backend})"
+
+
+def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] | None:
+    """SVG geometry of the step-time and bubble charts against one swept dimension.
+
+    One series per group of cases equal in everything but ``dim`` (schedule, p, m, v,
+    backend and workload, cost model; across schedules v may differ too) that has at least
+    two values of ``dim``. Values sit evenly spaced, sorted (m, p and v are usually powers
+    of 2: a log scale). Measured: a line with error bars from the fastest to the slowest
+    recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the
+    closed-form bubble, and for step time the cost model's exact step (``fidelity``) where
+    the case has one. Series are shifted apart by a few pixels so equal values stay visible.
+
+    Args:
+        cases: results-document cases.
+        dim: ``"m"``, ``"v"``, ``"p"`` or ``"schedule"``.
+
+    Returns:
+        ``None`` when no series has two values of ``dim``; else ``{"dim", "title", "w", "h",
+        "left", "right", "top", "bottom", "xticks", "step", "bubble", "series"}`` (pixels).
+
+    Raises:
+        ValueError: an unknown ``dim``.
+    """
+    if dim not in DIMENSIONS:
+        raise ValueError(f"sweep chart: unknown dimension {dim!r}; choose one of {', '.join(DIMENSIONS)}")
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for c in cases:
+        groups[_key(c, dim)].append(c)
+
+    def value(c: dict[str, Any]) -> Any:
+        return str(c["schedule"]["name"]) if dim == "schedule" else int(c["schedule"][dim])
+
+    series: list[dict[str, Any]] = []
+    for _, items in sorted(groups.items()):
+        by_x: dict[Any, dict[str, Any]] = {}
+        for c in items:
+            by_x.setdefault(value(c), c)
+        if len(by_x) < 2:
+            continue
+        pts = []
+        for xv, c in sorted(by_x.items()):
+            m = c["metrics"]
+            fid: dict[str, Any] = c["fidelity"] if isinstance(c.get("fidelity"), dict) else {}
+            pts.append({"x": xv, "step_ms": m["step_time_median_ns"] / 1e6,
+                        "lo_ms": (m.get("step_time_min_ns") or m["step_time_median_ns"]) / 1e6,
+                        "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
+                        "bubble": m["bubble_ratio"], "bubble_th": (c.get("theory") or {}).get("bubble_ratio"),
+                        "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None})
+        series.append({"label": _series_label(items[0], dim), "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
+    if not series:
+        return None
+    xs = sorted({pt["x"] for s in series for pt in s["points"]}, key=lambda v: (isinstance(v, str), v))
+    width, height, left, right, top_pad, bottom_pad = 600, 300, 76, 16, 14, 40
+    slot = (width - left - right) / max(1, len(xs))
+    categorical = dim == "schedule"  # schedules have no order: dots and theory ticks, no lines between them
+
+    def x(v: Any, k: int) -> float:
+        dodge = (k - (len(series) - 1) / 2) * min(5.0, slot / (2 * len(series)))
+        return left + slot * (xs.index(v) + 0.5) + dodge
+
+    def panel(key: str, lo_key: str | None, hi_key: str | None, th_key: str, top: float, ticks: list[float],
+              scale: float, unit: str) -> dict[str, Any]:
+        def y(val: float) -> float:
+            return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
+
+        step = ticks[1] - ticks[0] if len(ticks) > 1 else top
+        lines = []
+        for k, s in enumerate(series):
+            pts = [(x(pt["x"], k), y(pt[key])) for pt in s["points"]]
+            theory = [(x(pt["x"], k), y(pt[th_key])) for pt in s["points"] if pt[th_key] is not None]
+            bars = [{"x": x(pt["x"], k), "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
+                    if lo_key and hi_key and pt[hi_key] > pt[lo_key]]
+            lines.append({"colour": s["colour"], "label": s["label"],
+                          "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), "bars": bars,
+                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
+                                    + (f" (steps {value_label(pt[lo_key] * scale, unit)} to {value_label(pt[hi_key] * scale, unit)})"
+                                       if lo_key and hi_key and pt[hi_key] > pt[lo_key] else "")
+                                    + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")}
+                                   for (a, b), pt in zip(pts, s["points"])],
+                          "theory": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in theory),
+                          "theory_ticks": [{"x": a, "y": b} for a, b in theory] if categorical else []})
+        return {"lines": lines, "unit": unit,
+                "yticks": [{"y": y(t), "label": tick_label(t * scale, step * scale, unit)} for t in ticks]}
+
+    top_ms, ticks_ms = _nice(max(max(pt["hi_ms"], pt["step_th"] or 0) for s in series for pt in s["points"]))
+    top_b, ticks_b = _nice(max(max(pt["bubble"], pt["bubble_th"] or 0) for s in series for pt in s["points"]))
+    div, unit = time_axis(top_ms)
+    return {
+        "dim": dim, "title": DIMENSIONS[dim],
+        "w": width, "h": height, "left": left, "right": width - right, "top": top_pad, "bottom": height - bottom_pad,
+        "xticks": [{"x": left + slot * (i + 0.5), "label": str(v)} for i, v in enumerate(xs)],
+        "step": panel("step_ms", "lo_ms", "hi_ms", "step_th", top_ms, ticks_ms, 1 / div, unit),
+        "bubble": panel("bubble", None, None, "bubble_th", top_b, ticks_b, 100.0, "%"),
+        "series": [{"label": s["label"], "colour": s["colour"]} for s in series],
+    }
+
+
+def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The charts against m (:func:`sweep_chart` with ``dim="m"``)."""
+    return sweep_chart(cases, "m")
+
+
+def sweep_charts(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One :func:`sweep_chart` per dimension the cases sweep (m, v, p, schedule), in that order."""
+    return [c for c in (sweep_chart(cases, d) for d in DIMENSIONS) if c is not None]

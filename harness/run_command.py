@@ -1,0 +1,131 @@
+"""``python -m harness run``: run one schedule on a backend and write its report, without pytest;
+``python -m harness merge-ranks``: the report of per-rank part files written by separate processes.
+
+    python -m harness run 1F1B -p 4 -m 8 --forward-ms 2 --backward-ms 4 --backend cpu --out reports-run
+    mpirun -n 4 python -m harness run 1F1B -p 4 -m 8 --backend mpi --out reports-mpi
+    python -m harness merge-ranks rank0.json rank1.json rank2.json rank3.json 1F1B -p 4 -m 8 --out merged
+
+Under ``mpirun`` with ``--backend mpi`` every process runs its pipeline rank (:mod:`harness.mpi`);
+only MPI rank 0 prints the summary line and writes the report. The report is published as the
+pytest plugin's is (staged, then moved into place), so a failed or interrupted run leaves the
+previous one intact.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "merge_ranks", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``run`` subcommand to the command line's subparsers ``sub``."""
+    p = sub.add_parser("run", help="run one schedule on a backend (sim, cpu, cuda, or mpi under mpirun) and write its report")
+    p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name (python -m harness schedules lists them)")
+    p.add_argument("-p", type=int, required=True, help="pipeline ranks (under --backend mpi: the number of MPI processes)")
+    p.add_argument("-m", type=int, required=True, help="micro-batches per step")
+    p.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules)")
+    p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
+    p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
+    p.add_argument("--activation-bytes", type=int, default=4096, help="bytes each send moves (default 4096)")
+    p.add_argument("--backend", default="auto", help="auto, sim, cpu, cuda or mpi (default auto)")
+    p.add_argument("--steps", default="1:6", metavar="START:END", help="recorded steps; earlier ones are warm-up (default 1:6)")
+    p.add_argument("--transfer-timeout-s", type=float, default=None, help="mpi: longest wait for one transfer (s, default 60)")
+    p.add_argument("--out", default="reports-run", metavar="DIR", help="report folder (default reports-run)")
+    p.set_defaults(func=run)
+
+    q = sub.add_parser("merge-ranks", help="merge per-rank part files (harness.rank_merge.write_part) of one run onto rank 0's "
+                                           "clock and write its report")
+    q.add_argument("parts", metavar="PART", nargs="+", help="one part file per rank (any order)")
+    q.add_argument("schedule", metavar="SCHEDULE", help="the schedule the run used (a name, or a PyTorch pipeline .csv)")
+    q.add_argument("-p", type=int, required=True, help="pipeline ranks of the run")
+    q.add_argument("-m", type=int, required=True, help="micro-batches per step of the run")
+    q.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules)")
+    q.add_argument("--forward-ms", type=float, default=1.0, help="the run's forward time per stage (ms, default 1): the theory's")
+    q.add_argument("--backward-ms", type=float, default=2.0, help="the run's backward time per stage (ms, default 2)")
+    q.add_argument("--out", default="reports-merged", metavar="DIR", help="report folder (default reports-merged)")
+    q.set_defaults(func=merge_ranks)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the case the arguments describe; write the report on rank 0 (every process elsewhere).
+
+    Returns:
+        0 when the case ran.
+
+    Raises:
+        HarnessError: bad arguments, an unusable backend, or a failed run (names the rank under mpi).
+    """
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.device import resolve_backend
+    from harness.runner import run_case
+    from harness.session import ProfileSession
+    from harness.window import parse_steps
+
+    choice = resolve_backend(args.backend)
+    steps = parse_steps(args.steps)
+    fields: dict[str, Any] = {"schedule": args.schedule, "stages": args.p, "microbatches": args.m, "workload": "timed",
+                              "cost": FixedCost.ms(F=args.forward_ms, B=args.backward_ms, activation_bytes=args.activation_bytes)}
+    if args.v is not None:
+        fields["chunks"] = args.v
+    case = PipelineCase(**fields)
+    options = {} if args.transfer_timeout_s is None else {"transfer_timeout_s": args.transfer_timeout_s}
+    writes = True
+    if choice.name == "mpi":
+        from harness.mpi_plugin import writes_reports
+
+        writes = writes_reports()
+    session = ProfileSession(Path(args.out), choice, steps) if writes else None
+    if session is not None:
+        session.prepare()
+    result = run_case(case, backend=choice, steps=steps, device_options=options)
+    if session is not None:
+        session.add(result)
+        files = session.write()
+        m = result.metrics
+        print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms, "
+              f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
+    return 0
+
+
+def merge_ranks(args: argparse.Namespace) -> int:
+    """Merge the part files ``args.parts`` (:func:`harness.rank_merge.merge_part_files`: onto rank 0's
+    clock, causality checked) and write their report as a run of the schedule the arguments name.
+
+    Returns:
+        0 when the report was written.
+
+    Raises:
+        InputFormatError: a part file that cannot be read, or two of one rank.
+        ConfigError: a rank without clock alignment, a rank missing, or records that are not the
+            named schedule's jobs (names the step and the first differences).
+    """
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.device import BackendChoice
+    from harness.rank_merge import merge_part_files
+    from harness.runner import run_case
+    from harness.session import ProfileSession
+
+    records = merge_part_files([Path(p) for p in args.parts])
+    fields: dict[str, Any] = {"schedule": Path(args.schedule) if args.schedule.lower().endswith(".csv") else args.schedule,
+                              "stages": args.p, "microbatches": args.m, "workload": "timed",
+                              "cost": FixedCost.ms(F=args.forward_ms, B=args.backward_ms)}
+    if args.v is not None:
+        fields["chunks"] = args.v
+    case = PipelineCase(**fields)
+    choice = BackendChoice(records.backend, records.backend, f"merged from {len(args.parts)} part file(s)")
+    session = ProfileSession(Path(args.out), choice, range(records.warmup_steps, records.warmup_steps + len(records.steps)))
+    session.prepare()
+    result = run_case(case, backend=choice, records=records)
+    session.add(result)
+    files = session.write()
+    causality = records.device.get("causality") or {}
+    m = result.metrics
+    print(f"{result.label}: {len(args.parts)} rank(s) merged onto rank 0's clock, {causality.get('pairs', 0)} send/receive "
+          f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
+          f"report: {files.index}")
+    return 0
