@@ -39,16 +39,17 @@ From an import (:class:`harness.imports.torch.TorchImport`):
      actions, whose waits and host time cannot be told apart (both land in the next part);
    * ``transfer_wait_ns``: the rest, ``measured - T_h``: waiting on transfers
      beyond the fitted transfer time (and anything else the replay does not model);
-   * ``unexplained_ns``: what the three parts above cannot hold. No part is ever
-     negative: a part that comes out below 0 is shown as 0, and its (negative)
-     value goes here, so that the four still add up to ``measured - simulated``.
+   * ``unexplained_ns``: what the parts above cannot hold. Host overhead and
+     waiting are never negative: one that comes out below 0 is shown as 0, and its
+     (negative) value goes here, so that the four still add up to ``measured -
+     simulated``. Jitter alone is signed, and is explained when negative: the
+     step's jobs ran shorter than their medians (a fast step).
      The known cause is clock offsets that break causality (``--clock-offsets``
      that put a receive before its send): the fitted transfer time of one
      direction then holds the skew (``receive done - send started`` grows by it)
      while the other direction's is clamped at 0, so the replay waits on
      transfers longer than the measured run could have, and ``measured - T_h``
-     goes negative. A jitter below 0 (the step's durations shorter than the
-     medians on the critical path) lands here too.
+     goes negative.
 
 **One reference step**: the measured figures shown (step time, bubble, the split)
 are those of one real step, the lower median of the imported steps by measured
@@ -209,7 +210,7 @@ class StepReplay:
         step: the step.
         measured_ns: the measured step (first job start to last job end, all ranks).
         jitter_ns, host_overhead_ns, transfer_wait_ns: the split of ``measured - simulated``
-            (module doc), each ``>= 0``.
+            (module doc); the last two ``>= 0``, jitter signed.
         unexplained_ns: the remainder those cannot hold (``<= 0``; module doc); the four add up
             to ``measured - simulated`` exactly.
         bubble: the step's measured idle share of total.
@@ -225,9 +226,11 @@ class StepReplay:
 
 
 def _split(step: int, measured: int, parts: tuple[int, int, int], bubble: float) -> StepReplay:
-    """A :class:`StepReplay` with every part clamped at 0, the negative remainder in ``unexplained_ns``."""
-    kept = [max(0, x) for x in parts]
-    return StepReplay(step, measured, kept[0], kept[1], kept[2], sum(parts) - sum(kept), bubble)
+    """A :class:`StepReplay`: the waiting and host parts clamped at 0, the negative remainder in
+    ``unexplained_ns``; jitter keeps its sign (module doc)."""
+    jitter, host, wait = parts
+    host_kept, wait_kept = max(0, host), max(0, wait)
+    return StepReplay(step, measured, jitter, host_kept, wait_kept, (host - host_kept) + (wait - wait_kept), bubble)
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,8 @@ class Replay:
         measured_bubble: the reference step's measured idle share of total.
         difference_ns: the reference step's measured step less the simulated one.
         jitter_ns, host_overhead_ns, transfer_wait_ns, unexplained_ns: the reference step's split
-            of the difference (they add up to it; the first three ``>= 0``, the last ``<= 0``).
+            of the difference (they add up to it; host overhead and waiting ``>= 0``, unexplained
+            ``<= 0``, jitter signed).
         steps: per step.
         cost: the fitted cost model's description.
         comm_model: ``stream`` (send/receive jobs: transfers on their own streams) or ``edge``
