@@ -206,8 +206,10 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     from harness.imports.torch import TorchTraceWarning, import_torch_traces
 
     _check_out(args.out)
-    steps = _steps_list(args.steps) if args.steps else None
-    offsets = _offsets_list(args.clock_offsets) if args.clock_offsets else None
+    from harness.imports.torch_args import clock_offsets_list, steps_list
+
+    steps = steps_list(args.steps) if args.steps else None
+    offsets = clock_offsets_list(args.clock_offsets) if args.clock_offsets else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TorchTraceWarning)
         files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
@@ -224,70 +226,6 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {n_steps} step(s); "
           f"measured {ref}: {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
     return 0
-
-
-#: Options whose value may start with ``-`` (negative numbers in a list, e.g. ``--clock-offsets -5,5``).
-_NEGATIVE_VALUE_OPTIONS = ("--clock-offsets",)
-
-
-def _join_negative_values(argv: list[str]) -> list[str]:
-    """``["--clock-offsets", "-5,5"]`` -> ``["--clock-offsets=-5,5"]``: argparse takes a value that
-    starts with ``-`` (and is not one plain negative number) for an option, and would refuse it."""
-    out: list[str] = []
-    k = 0
-    while k < len(argv):
-        a = argv[k]
-        if a in _NEGATIVE_VALUE_OPTIONS and k + 1 < len(argv) and re.fullmatch(r"-\d[\d,\s-]*", argv[k + 1]):
-            out.append(f"{a}={argv[k + 1]}")
-            k += 2
-            continue
-        out.append(a)
-        k += 1
-    return out
-
-
-def _steps_list(text: str) -> list[int]:
-    """``--steps``: ``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]`` (``A:B``: A up to B, B left out).
-
-    Raises:
-        ConfigError: not whole numbers, or an empty or reversed range.
-    """
-    steps = _int_list(text, "--steps")
-    if ":" in text and not steps:
-        a, b = text.split(":", 1)
-        raise ConfigError(f"--steps {text!r}: the range {a.strip()}:{b.strip()} is "
-                          + ("reversed" if int(a) > int(b) else "empty")
-                          + f" (A:B takes steps A up to B, B left out: e.g. {min(int(a), int(b))}:{max(int(a), int(b)) + 1})")
-    return steps
-
-
-def _offsets_list(text: str) -> list[int]:
-    """``--clock-offsets``: ``"0,-3000"`` -> ``[0, -3000]`` (ns per rank, in rank order).
-
-    Raises:
-        ConfigError: not a comma-separated list of whole numbers of ns.
-    """
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--clock-offsets {text!r}: expected one whole number of ns per rank, comma-separated, "
-                          "e.g. 0,-5000 (a list that starts with a minus sign works as '--clock-offsets -5,5' or "
-                          "'--clock-offsets=-5,5')") from None
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    """``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]``.
-
-    Raises:
-        ConfigError: not whole numbers (names the flag).
-    """
-    try:
-        if ":" in text:
-            a, b = text.split(":", 1)
-            return list(range(int(a), int(b)))
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected whole numbers, e.g. 2,3 or 2:4") from None
 
 
 def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
@@ -626,7 +564,9 @@ def _import_user_module(name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see module doc)."""
     parser = build_parser()
-    args = parser.parse_args(_join_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    from harness.imports.torch_args import join_negative_values
+
+    args = parser.parse_args(join_negative_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         for module in args.imports:
             _import_user_module(module)

@@ -260,3 +260,19 @@ def test_the_overview_and_the_replay_block_name_the_same_comm_model(tmp_path, ca
     assert case["comm_model"] == case["replay"]["comm_model"] == model
     page = (tmp_path / "o" / "index.html").read_text()
     assert f">comm {model}</span>" in page and f"the run beside its schedule (comm {model}: " in page
+
+
+def test_command_line_values_parse_exactly():
+    from harness.errors import ConfigError
+    from harness.imports.torch_args import clock_offsets_list, join_negative_values, steps_list
+
+    assert join_negative_values(["import-torch", "d", "--clock-offsets", "-5,5", "--steps", "2"]) == [
+        "import-torch", "d", "--clock-offsets=-5,5", "--steps", "2"]
+    assert join_negative_values(["--clock-offsets", "0,5"]) == ["--clock-offsets", "0,5"]
+    assert join_negative_values(["--clock-offsets", "-q"]) == ["--clock-offsets", "-q"]  # an option stays one
+    assert clock_offsets_list("-5, 5,-3000000") == [-5, 5, -3_000_000]
+    assert steps_list("2,3") == [2, 3] and steps_list("2:5") == [2, 3, 4]
+    with pytest.raises(ConfigError, match=re.escape("--steps '4:1': the range 4:1 is reversed")):
+        steps_list("4:1")
+    with pytest.raises(ConfigError, match=re.escape("--steps '2:x': expected whole numbers, e.g. 2,3 or 2:4")):
+        steps_list("2:x")

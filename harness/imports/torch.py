@@ -12,7 +12,11 @@ harness run is), and :func:`import_torch_traces` renders the reports.
 Checks, each a clear error or warning naming the file: a file without
 ``distributedInfo``; two files claiming one rank; a world size that differs between
 files or ranks missing; a truncated or invalid file; no pipeline actions (with the
-schedule classes that mark them); actions of one thread that overlap.
+schedule classes that mark them); actions of one thread that overlap; files of two
+runs (each file's marking named); an unknown schedule class (the known ones listed)
+and one whose stages per rank differ from the trace's (a note). Clock offsets fitted
+across hosts, or given ones that break causality, are a note and flag the case
+``clocks`` (:attr:`harness.imports.clocks.ClockFit.needs_flag`).
 """
 
 from __future__ import annotations
