@@ -225,8 +225,10 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     from harness.imports.torch import TorchTraceWarning, import_torch_traces
 
     _check_out(args.out)
-    steps = _int_list(args.steps, "--steps") if args.steps else None
-    offsets = _int_list(args.clock_offsets, "--clock-offsets") if args.clock_offsets else None
+    from harness.imports.torch_args import clock_offsets_list, steps_list
+
+    steps = steps_list(args.steps) if args.steps else None
+    offsets = clock_offsets_list(args.clock_offsets) if args.clock_offsets else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TorchTraceWarning)
         files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
@@ -238,24 +240,11 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     for note in case.get("warnings", []):
         _err(f"note: {note}")
     rep = case.get("replay") or {}
-    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {len(case['steps'])} step(s); "
-          f"measured step {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
+    n_steps = len(case["steps"])
+    ref = f"step {rep.get('reference_step')}" + (f", the median of {n_steps}" if n_steps > 1 else "")
+    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {n_steps} step(s); "
+          f"measured {ref}: {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
     return 0
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    """``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]``.
-
-    Raises:
-        ConfigError: not whole numbers (names the flag).
-    """
-    try:
-        if ":" in text:
-            a, b = text.split(":", 1)
-            return list(range(int(a), int(b)))
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected whole numbers, e.g. 2,3 or 2:4") from None
 
 
 def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
@@ -517,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", metavar="CLASS", help="the PyTorch schedule class that ran (checks the stage placement)")
     p.add_argument("--steps", metavar="N,M|A:B", help="ProfilerStep numbers to import (default: all every rank recorded)")
     p.add_argument("--clock-offsets", metavar="NS,NS,...",
-                   help="per rank, ns to add to its times (ranks on several hosts; default: fitted from send/receive pairs)")
+                   help="per rank, ns to add to its times, comma-separated in rank order, e.g. 0,-5000 or -5,5 "
+                        "(ranks on several hosts; default: fitted from send/receive pairs)")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_import_torch)
@@ -599,7 +589,9 @@ def _import_user_module(name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see module doc)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    from harness.imports.torch_args import join_negative_values
+
+    args = parser.parse_args(join_negative_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         for module in args.imports:
             _import_user_module(module)

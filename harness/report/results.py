@@ -28,7 +28,7 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
   ``ci_low``/``ci_high`` with its real coverage ``ci_level``, ``rel_err``,
   ``outliers`` as indices into the recorded steps);
 * ``window``: why recording stopped (:class:`harness.window.WindowOutcome`);
-* ``flags``: ``[{"kind": "unstable" | "contended", "reason": ...}]`` (empty
+* ``flags``: ``[{"kind": "unstable" | "contended" | "clocks", "reason": ...}]`` (empty
   when the figures are to be trusted, :mod:`harness.stability`);
 * ``usage``: load average before/after, this process's and other processes'
   CPU use in cores during the case (:mod:`harness.environment`);
