@@ -459,7 +459,10 @@ def test_ctrl_c_during_the_summary_without_reports(pytester):
 
 def test_a_run_says_when_it_waits_for_another_render(pytester):
     # Another process holds the report folder's publish lock: the run says it waits, then publishes whole.
-    import threading
+    # The lock is released only once the run has said so (a timer made this fail on a busy machine, where
+    # the run reached its publish after the timer had fired).
+    import subprocess
+    import sys
 
     from filelock import FileLock
 
@@ -471,17 +474,26 @@ def test_runs(pipeline):
 """)
     reports = pytester.path / "reports"
     reports.mkdir()
-    lock = FileLock(str(reports / ".publish.lock"), thread_local=False)  # released by the timer thread
+    lock = FileLock(str(reports / ".publish.lock"), thread_local=False)
     lock.acquire()
-    release = threading.Timer(3.0, lock.release)
-    release.start()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--profile-jobs", "--backend=sim", "-p", "no:cacheprovider",
+                             "-p", "no:randomly"], cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
     try:
-        result = pytester.runpytest_subprocess("--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("waiting:"):
+                lock.release()
+        proc.wait(timeout=120)
     finally:
-        release.join()
-    assert result.ret == 0
-    result.stdout.fnmatch_lines([f"waiting: another render is publishing into {reports} (lock {reports / '.publish.lock'})"])
-    assert not any(line.startswith("test_cases.py") and "waiting" in line for line in result.outlines)  # a line of its own
+        if lock.is_locked:
+            lock.release()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, "\n".join(lines)
+    assert f"waiting: another render is publishing into {reports} (lock {reports / '.publish.lock'})" in lines
+    assert not any(line.startswith("test_cases.py") and "waiting" in line for line in lines)  # a line of its own
     assert len(json.loads((reports / "results.json").read_text())["cases"]) == 1
 
 
