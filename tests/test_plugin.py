@@ -457,6 +457,7 @@ def test_ctrl_c_during_the_summary_without_reports(pytester):
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.timeout(300)  # a run that never says it waits would block the read
 def test_a_run_says_when_it_waits_for_another_render(pytester):
     # Another process holds the report folder's publish lock: the run says it waits, then publishes whole.
     # The lock is released only once the run has said so (a timer made this fail on a busy machine, where
