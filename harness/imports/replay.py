@@ -11,8 +11,9 @@ From an import (:class:`harness.imports.torch.TorchImport`):
    late wait call), or, without such transfers, the smallest such span; traces
    without send/receive actions (GPipe, rebuilt 1F1B) take the smallest gap from a
    producer's end to its consumer's start on another rank (a lower bound), applied
-   as the ``edge`` model's delay. Where the ranks' clocks were offset (fitted
-   across hosts or given, :mod:`harness.imports.clocks`), a span measured across
+   as the ``edge`` model's delay. Where the ranks' clocks were offset by offsets
+   known only within a bound (fitted across hosts, :mod:`harness.imports.clocks`) or
+   given and shown wrong (they put a receive before its send), a span measured across
    two clocks holds the error of their offset: ``+e`` from rank a to rank b,
    ``-e`` from b to a. Every transfer then takes, per pair of ranks that send both
    ways, the mean of the two directions' fastest transfers (smallest spans over the
@@ -158,9 +159,13 @@ def fit_cost(imp: Any) -> FittedCost:
         elif vals:
             transfer[kind] = min(v for v, _ in vals)
     trips = [(v + fastest[(b, a)]) // 2 for (a, b), v in fastest.items() if a < b and (b, a) in fastest]
-    if getattr(imp.clock, "method", "shared") != "shared" and trips:
-        # clocks offset across ranks: the spans a -> b hold +e, b -> a -e; the mean of the two directions'
-        # fastest transfers does not depend on e (module doc, step 1)
+    method = getattr(imp.clock, "method", "shared")
+    unsure = method == "fitted" or (method == "given" and getattr(imp.clock, "breaks_causality", False))
+    if unsure and trips:
+        # clocks offset across ranks by an offset known only within a bound (fitted), or given and shown wrong
+        # (they break causality): the spans a -> b hold +e, b -> a -e; the mean of the two directions'
+        # fastest transfers does not depend on e (module doc, step 1). Given offsets that keep every pair
+        # causal are trusted, as one host's shared clock is.
         both = int(statistics.median(trips))
         transfer = {"SEND_F": both, "SEND_B": both}
     transfer = {k: max(0, v) for k, v in transfer.items()}
