@@ -88,8 +88,22 @@ def median_step(records: Any) -> int:
     return int(records.steps[times.index(median)])
 
 
+#: The last :func:`_step_view` (its records, plan, step, job count and answer): the critical path and
+#: the waiting split of one run ask for the same view one after the other. Holding the objects
+#: themselves keeps their ids from being reused while the entry lives.
+_LAST_VIEW: list[Any] = []
+
+
 def _step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
     """Plan job index -> its record in ``step``; the step's start and end (ns)."""
+    if _LAST_VIEW and _LAST_VIEW[0] is records and _LAST_VIEW[1] is plan and _LAST_VIEW[2:4] == [step, len(records.jobs)]:
+        return _LAST_VIEW[4]  # type: ignore[no-any-return]
+    view = _build_step_view(records, plan, step)
+    _LAST_VIEW[:] = [records, plan, step, len(records.jobs), view]
+    return view
+
+
+def _build_step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
     k = records.steps.index(step)
     by_key = {(j.stage, j.kind, j.microbatch): j for j in records.jobs if j.step == step}
     found = {}

@@ -103,26 +103,48 @@ def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -
     per rank (``per="rank"``, length ``num_ranks``; chunks of a rank add up) or
     per stage (``per="stage"``, length = highest stage + 1). A backward split into
     ``I`` and ``W`` frees at ``W``'s end. At equal times a release is counted
-    before an acquisition."""
-    split = {(j.stage, j.microbatch) for j in jobs if j.kind == "W"}
-    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    before an acquisition. Numpy over the jobs' columns: one sort, ``O(n log n)``."""
+    import numpy as np
+
     by_stage = per == "stage"
-    for j in jobs:
-        key = j.stage if by_stage else j.rank
-        if j.kind == "F":
-            events[key].append((j.start_ns, 1))
-        elif j.kind == "B" or j.kind == "W" or (j.kind == "I" and (j.stage, j.microbatch) not in split):
-            events[key].append((j.end_ns, -1))
     size = (max((j.stage for j in jobs), default=-1) + 1) if by_stage else num_ranks
+    held = [j for j in jobs if j.kind in _HOLDS]
+    if not held:
+        return [0] * size
+    kind = np.array([_HOLDS[j.kind] for j in held], np.int8)
+    stage = np.array([j.stage for j in held], np.int64)
+    mb = np.array([j.microbatch if j.microbatch is not None else -1 for j in held], np.int64)
+    key = stage if by_stage else np.array([j.rank for j in held], np.int64)
+    start = np.array([j.start_ns for j in held], np.int64)
+    end = np.array([j.end_ns for j in held], np.int64)
+    is_w = kind == 3
+    # (stage, micro-batch) pairs whose backward is split: their I releases nothing, their W does
+    width = int(mb.max()) + 2
+    codes = stage * width + (mb + 1)
+    w_codes = np.unique(codes[is_w])
+    i_split = np.isin(codes, w_codes)
+    acquire = kind == 0
+    release = (kind == 1) | is_w | ((kind == 2) & ~i_split)
+    at = np.flatnonzero(acquire | release)
+    if not len(at):
+        return [0] * size
+    up = acquire[at]
+    delta = np.where(up, 1, -1)
+    group = key[at]
+    order = np.lexsort((delta, np.where(up, start[at], end[at]), group))  # per key by time, releases first
+    group = group[order]
+    running = np.cumsum(delta[order])
+    firsts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    left = np.concatenate(([0], running[firsts[1:] - 1]))
+    running = running - np.repeat(left, np.diff(np.append(firsts, len(running))))
     peaks = [0] * size
-    for key, evs in events.items():
-        evs.sort()
-        cur = peak = 0
-        for _, delta in evs:
-            cur += delta
-            peak = max(peak, cur)
-        peaks[key] = peak
+    for g, top in zip(group[firsts].tolist(), np.maximum.reduceat(running, firsts).tolist()):
+        peaks[g] = max(0, top)
     return peaks
+
+
+#: The kinds that acquire or release held activations, coded for :func:`peak_inflight_of`.
+_HOLDS = {"F": 0, "B": 1, "I": 2, "W": 3}
 
 
 def _iqr(values: list[int]) -> float:

@@ -160,7 +160,9 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
         return {}
     if any(j.kind is JobKind.OPT for j in plan.jobs):
         return {}
-    if any((j.kind.is_comm or j.kind.is_data_parallel) and cost.duration_ns(j, n) > 0 for j in plan.jobs):
+    # a transfer's cost depends on its stage and kind, not its micro-batch (checked by durations()): ask once each
+    moving = {(j.stage, j.kind): j for j in plan.jobs if j.kind.is_comm or j.kind.is_data_parallel}
+    if any(cost.duration_ns(j, n) > 0 for j in moving.values()):
         return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
         return {}
