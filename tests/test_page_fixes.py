@@ -114,6 +114,8 @@ def test_header_names_the_backend_beside_its_reason(overlap_cases):
     html = render_index(results_document(overlap_cases[:1], {"backend": "sim", "backend_reason": "requested"}))
     assert re.search(r" · backend <bdi>sim</bdi> \(<bdi>requested</bdi>\)</div>", html)
     assert "· <bdi>requested</bdi>" not in html
+    older = render_index(results_document(overlap_cases[:1], {"backend_reason": "auto: no GPU"}))  # a file without session.backend
+    assert " · backend <bdi>sim</bdi> (<bdi>auto: no GPU</bdi>)</div>" in older
 
 
 def _lab(hex_colour: str) -> tuple[float, float, float]:
@@ -192,6 +194,9 @@ def test_printed_comparison_names_both_cases(page, page_path, tmp_path):
     names = page.evaluate("""() => ['cmp-th-a', 'cmp-th-b', 'cmp-name-a', 'cmp-name-b'].map(id => {
         const e = document.getElementById(id); return [e.textContent, e.getBoundingClientRect().height > 0]; })""")
     assert names == [["top: ratio 0.5", True], ["bottom: no overlap", True], ["top: ratio 0.5", True], ["bottom: no overlap", True]]
+    page.set_viewport_size({"width": 800, "height": 1000})
+    right = page.evaluate("Math.max(...[...document.querySelectorAll('#cmp-numbers th, #cmp-numbers td')].map(c => c.getBoundingClientRect().right))")
+    assert right <= 800, right  # the table's every column on the page too
     page.emulate_media(media="screen")
     page.select_option("#cmp-b", "2")
     assert page.locator("#cmp-th-b").inner_text() == "bottom: dp.csv" and page.locator("#cmp-name-b").inner_text() == "bottom: dp.csv"
