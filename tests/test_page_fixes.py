@@ -285,3 +285,13 @@ def test_the_warning_badge_leads_to_the_warning_text(page, page_path):
     assert target.inner_text() == "a warning a user must be able to read"
     assert page.evaluate("location.hash") == "#case-0-warnings" and target.is_visible()
     assert page.problems == []
+
+
+@pytest.mark.browser
+def test_overview_with_the_longer_model_cells_and_warning_links_still_fits_1400_px(page, page_path):
+    _open(page, page_path)  # the shared page: 1400 px wide
+    fit = page.evaluate("""() => { const box = document.querySelector('.scroll');
+        return {scroll: box.scrollWidth, client: box.clientWidth,
+                right: Math.max(...[...document.querySelectorAll('#summary td:last-child')].map(td => td.getBoundingClientRect().right))}; }""")
+    assert fit["scroll"] <= fit["client"] and fit["right"] <= 1400, fit
+    assert page.problems == []
