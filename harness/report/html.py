@@ -47,7 +47,7 @@ KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
     # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
-    "UNSHARD": "#d81b60", "RESHARD": "#4a148c", "REDUCE_GRAD": "#ff6f00",
+    "UNSHARD": "#d81b60", "RESHARD": "#4a148c", "REDUCE_GRAD": "#9e5a00",
 }
 #: Per-stage colours of the busy bars: none is a job kind's colour (CIE76 ΔE at least 15 from every kind's,
 #: at least 30 from the data-parallel kinds', which share the compute stream: tests/test_page_fixes.py).
