@@ -40,6 +40,7 @@ from harness.compare import (
 )
 from harness.cost import MAX_DURATION_NS, CostModel
 from harness.errors import ConfigError, HarnessError
+from harness.overlap import groups_of
 
 __all__ = [
     "Threshold",
@@ -91,9 +92,26 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # results.json is published with the page also when re-rendering in place (the file's own
     # folder): under the publish lock, with the page rendered from it, so a render that published
     # into the folder meanwhile cannot leave its results.json beside this render's page.
-    files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err)
+    files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err,
+                         trace_options=_trace_options(args))
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
     return 0
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    from harness.report.output import TRACE_OPTIONS
+
+    for name, metavar, text in TRACE_OPTIONS:
+        if metavar is None:
+            p.add_argument(name, action="store_true", help=text)
+        else:
+            p.add_argument(name, metavar=metavar, help=text)
+
+
+def _trace_options(args: argparse.Namespace) -> Any:
+    from harness.report.output import parse_trace_options
+
+    return parse_trace_options(args.trace_gzip, args.trace_steps, args.trace_no_flows, args.size_warn_mb)
 
 
 def _said_once(ids: Sequence[str], note: str) -> str:
@@ -195,7 +213,8 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
             _err(f"warning: {w.message}")
     doc = results_document([case], {"source": f"PaddlePaddle logs in {args.log_dir}"})
     out = Path(args.out)
-    files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir))
+    files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir),
+                         trace_options=_trace_options(args))
     n = len(case["jobs"]["kind"])
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
@@ -206,8 +225,10 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     from harness.imports.torch import TorchTraceWarning, import_torch_traces
 
     _check_out(args.out)
-    steps = _int_list(args.steps, "--steps") if args.steps else None
-    offsets = _int_list(args.clock_offsets, "--clock-offsets") if args.clock_offsets else None
+    from harness.imports.torch_args import clock_offsets_list, steps_list
+
+    steps = steps_list(args.steps) if args.steps else None
+    offsets = clock_offsets_list(args.clock_offsets) if args.clock_offsets else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TorchTraceWarning)
         files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
@@ -219,24 +240,11 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     for note in case.get("warnings", []):
         _err(f"note: {note}")
     rep = case.get("replay") or {}
-    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {len(case['steps'])} step(s); "
-          f"measured step {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
+    n_steps = len(case["steps"])
+    ref = f"step {rep.get('reference_step')}" + (f", the median of {n_steps}" if n_steps > 1 else "")
+    print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {n_steps} step(s); "
+          f"measured {ref}: {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
     return 0
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    """``"2,3"`` -> ``[2, 3]``; ``"2:5"`` -> ``[2, 3, 4]``.
-
-    Raises:
-        ConfigError: not whole numbers (names the flag).
-    """
-    try:
-        if ":" in text:
-            a, b = text.split(":", 1)
-            return list(range(int(a), int(b)))
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected whole numbers, e.g. 2,3 or 2:4") from None
 
 
 def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
@@ -355,6 +363,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
           f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
              if v > 1 else ""))
+    if groups_of(schedule):
+        busiest = max(a.busy_ns)
+        print(f"overlapped F&B pairs ({len(groups_of(schedule))} per step) run at the same time, so a rank is busy for less: "
+              f"at most {busiest / 1e6:g} ms per step (the bubble below is of that busy time)")
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
     print(f"step time {makespan / 1e6:.3f} ms (analytic timeline, comm model {comm_model})")
     bubble_th = th.get("bubble_ratio")
@@ -455,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="report folder (default: the results file's folder)")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_trace_options(p)
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, "
@@ -483,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "placement, else stage = chunk * p + rank")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_trace_options(p)
     p.set_defaults(func=_cmd_import_paddle)
 
     p = sub.add_parser("import-torch", help="render torch.profiler traces of a torch.distributed.pipelining run as our reports")
@@ -492,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", metavar="CLASS", help="the PyTorch schedule class that ran (checks the stage placement)")
     p.add_argument("--steps", metavar="N,M|A:B", help="ProfilerStep numbers to import (default: all every rank recorded)")
     p.add_argument("--clock-offsets", metavar="NS,NS,...",
-                   help="per rank, ns to add to its times (ranks on several hosts; default: fitted from send/receive pairs)")
+                   help="per rank, ns to add to its times, comma-separated in rank order, e.g. 0,-5000 or -5,5 "
+                        "(ranks on several hosts; default: fitted from send/receive pairs)")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_import_torch)
@@ -574,7 +589,9 @@ def _import_user_module(name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see module doc)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    from harness.imports.torch_args import join_negative_values
+
+    args = parser.parse_args(join_negative_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         for module in args.imports:
             _import_user_module(module)

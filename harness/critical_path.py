@@ -42,7 +42,8 @@ class CriticalPath:
         gaps_ns: before each job, the time between the constraint that released it
             and its start (the first: from the step's start), ns.
         length_ns: the chain's span, step start to the last job's end: the step time (ns).
-        busy_ns: the jobs' summed durations (ns); ``length_ns - busy_ns`` is the sum of the gaps.
+        busy_ns: the time the chain's jobs run, the union of their intervals (ns; an overlapped
+            F&B pair on the chain counts once); ``length_ns - busy_ns`` is the sum of the gaps.
     """
 
     step: int
@@ -129,6 +130,20 @@ def _binding(j: int, rec: dict[int, Any], plan: Any, prev: list[int]) -> tuple[i
     return best, t_best, dep
 
 
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    """Total length (ns) of the union of ``[start, end)`` intervals: an overlapped group's jobs on the
+    chain (a backward released by its forward's start, :mod:`harness.overlap`) count once."""
+    total, reach = 0, None
+    for a, b in sorted(intervals):
+        if reach is None or a >= reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
 def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalPath:
     """The critical path of ``step`` (default: :func:`median_step`) of a run of ``plan``.
 
@@ -159,7 +174,7 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
         j = b
     chain.reverse()
     gaps.reverse()
-    busy = sum(rec[i].end_ns - rec[i].start_ns for i in chain)
+    busy = _union_ns([(rec[i].start_ns, rec[i].end_ns) for i in chain])
     return CriticalPath(step, [rec[i].label for i in chain], [rec[i].rank for i in chain], gaps, end - t0, busy)
 
 

@@ -70,6 +70,7 @@ def execute(
     steps: range | ProfilingWindow,
     ranks: Collection[int] | None = None,
     delays: list[int] | None = None,
+    replay: bool = True,
 ) -> RunRecords:
     """Run ``plan`` on ``device`` for the steps of a profiling window and record them.
 
@@ -88,6 +89,9 @@ def execute(
             rank and its earliest start (the ``edge`` communication model,
             :func:`harness.comm.edge_delays`); needs a device with ``wait_delayed``
             (``sim``). ``None`` (default) for none.
+        replay: on a device that replays plans (``replays_plans``: ``sim``), compute the
+            records with :func:`harness.replay.replay` instead of enqueueing every
+            operation (the same records, ``enqueue_ns`` 0); ``False`` runs op by op.
 
     Python's cyclic garbage collector is paused for the run (as :mod:`timeit`
     does), so its passes neither show up as enqueue time nor stall launches;
@@ -126,6 +130,10 @@ def execute(
     delayed = delays is not None and any(delays)
     if delayed and not hasattr(device, "wait_delayed"):
         raise ConfigError(f"the {device.name} backend cannot delay a dependency (comm_model 'edge'); use comm_model 'stream'")
+    if replay and getattr(device, "replays_plans", False) and local == set(range(p)):  # every rank in this process
+        from harness.replay import replay as replay_plan
+
+        return replay_plan(plan, device, cost, window, delays)
     works = _works(plan, cost)
     order = [j for j in plan.order if plan.rank[j] in local]
     stream_ids = [s for s in plan.streams_used() if plan.stream_rank[s] in local]

@@ -23,6 +23,7 @@ import pytest
 from harness.case import PipelineCase
 from harness.device import BACKENDS, BackendChoice, check_workload, resolve_backend
 from harness.errors import ConfigError, HarnessError
+from harness.report.output import TRACE_OPTIONS, parse_trace_options
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.runner import CaseResult, run_case
 from harness.session import ProfileSession
@@ -98,6 +99,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="communication model of cases that name none: stream (send/receive jobs on a FIFO comm stream per "
                          "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only) "
                          "or free (transfers cost nothing)")
+    for name, metavar, text in TRACE_OPTIONS:  # report output: gzip, traced steps, flows, size warning
+        if metavar is None:
+            group.addoption(name, action="store_true", default=False, help=text)
+        else:
+            group.addoption(name, default=None, metavar=metavar, help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -138,7 +144,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
             register(config)
         if hc.profile and (not mpi or writes_reports()):
-            hc.session = ProfileSession(hc.report_dir, hc.choice, steps)
+            hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=parse_trace_options(
+                config.getoption("--trace-gzip"), config.getoption("--trace-steps"), config.getoption("--trace-no-flows"),
+                config.getoption("--size-warn-mb")))
             hc.session.prepare()
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -224,6 +232,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         else:
             line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
                      f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {_shown(hc.report_dir)}/")
+    elif config.getoption("--report-dir") is not None:
+        line += "; note: --report-dir does nothing without --profile-jobs (no report is written)"
     return line
 
 

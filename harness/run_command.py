@@ -1,7 +1,9 @@
-"""``python -m harness run``: run one schedule on a backend and write its report, without pytest.
+"""``python -m harness run``: run one schedule on a backend and write its report, without pytest;
+``python -m harness merge-ranks``: the report of per-rank part files written by separate processes.
 
     python -m harness run 1F1B -p 4 -m 8 --forward-ms 2 --backward-ms 4 --backend cpu --out reports-run
     mpirun -n 4 python -m harness run 1F1B -p 4 -m 8 --backend mpi --out reports-mpi
+    python -m harness merge-ranks rank0.json rank1.json rank2.json rank3.json 1F1B -p 4 -m 8 --out merged
 
 Under ``mpirun`` with ``--backend mpi`` every process runs its pipeline rank (:mod:`harness.mpi`);
 only MPI rank 0 prints the summary line and writes the report. The report is published as the
@@ -15,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "merge_ranks", "run"]
 
 
 def add_parser(sub: Any) -> None:
@@ -33,6 +35,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--transfer-timeout-s", type=float, default=None, help="mpi: longest wait for one transfer (s, default 60)")
     p.add_argument("--out", default="reports-run", metavar="DIR", help="report folder (default reports-run)")
     p.set_defaults(func=run)
+
+    q = sub.add_parser("merge-ranks", help="merge per-rank part files (harness.rank_merge.write_part) of one run onto rank 0's "
+                                           "clock and write its report")
+    q.add_argument("parts", metavar="PART", nargs="+", help="one part file per rank (any order)")
+    q.add_argument("schedule", metavar="SCHEDULE", help="the schedule the run used (a name, or a PyTorch pipeline .csv)")
+    q.add_argument("-p", type=int, required=True, help="pipeline ranks of the run")
+    q.add_argument("-m", type=int, required=True, help="micro-batches per step of the run")
+    q.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules)")
+    q.add_argument("--forward-ms", type=float, default=1.0, help="the run's forward time per stage (ms, default 1): the theory's")
+    q.add_argument("--backward-ms", type=float, default=2.0, help="the run's backward time per stage (ms, default 2)")
+    q.add_argument("--out", default="reports-merged", metavar="DIR", help="report folder (default reports-merged)")
+    q.set_defaults(func=merge_ranks)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,4 +88,44 @@ def run(args: argparse.Namespace) -> int:
         m = result.metrics
         print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
+    return 0
+
+
+def merge_ranks(args: argparse.Namespace) -> int:
+    """Merge the part files ``args.parts`` (:func:`harness.rank_merge.merge_part_files`: onto rank 0's
+    clock, causality checked) and write their report as a run of the schedule the arguments name.
+
+    Returns:
+        0 when the report was written.
+
+    Raises:
+        InputFormatError: a part file that cannot be read, or two of one rank.
+        ConfigError: a rank without clock alignment, a rank missing, or records that are not the
+            named schedule's jobs (names the step and the first differences).
+    """
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+    from harness.device import BackendChoice
+    from harness.rank_merge import merge_part_files
+    from harness.runner import run_case
+    from harness.session import ProfileSession
+
+    records = merge_part_files([Path(p) for p in args.parts])
+    fields: dict[str, Any] = {"schedule": Path(args.schedule) if args.schedule.lower().endswith(".csv") else args.schedule,
+                              "stages": args.p, "microbatches": args.m, "workload": "timed",
+                              "cost": FixedCost.ms(F=args.forward_ms, B=args.backward_ms)}
+    if args.v is not None:
+        fields["chunks"] = args.v
+    case = PipelineCase(**fields)
+    choice = BackendChoice(records.backend, records.backend, f"merged from {len(args.parts)} part file(s)")
+    session = ProfileSession(Path(args.out), choice, range(records.warmup_steps, records.warmup_steps + len(records.steps)))
+    session.prepare()
+    result = run_case(case, backend=choice, records=records)
+    session.add(result)
+    files = session.write()
+    causality = records.device.get("causality") or {}
+    m = result.metrics
+    print(f"{result.label}: {len(args.parts)} rank(s) merged onto rank 0's clock, {causality.get('pairs', 0)} send/receive "
+          f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
+          f"report: {files.index}")
     return 0

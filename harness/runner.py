@@ -375,6 +375,44 @@ def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: A
     return decompose(step.step_time_ns, plan, cost, busy_ns=list(step.busy_ns))
 
 
+
+def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
+    """Notes for cost-model fields that ``schedule`` gives nothing to act on: ``overlap_ns`` /
+    ``overlap_ratio`` without overlapped F&B groups (:mod:`harness.overlap`), and ``unshard_ns``,
+    ``reshard_ns``, ``reduce_grad_ns`` without jobs of that kind (:mod:`harness.data_parallel`).
+    Empty when every set field is used (or the model has none of them)."""
+    from harness.overlap import groups_of
+
+    inner = getattr(cost, "inner", cost)  # CheckedCost wraps the user's model
+    notes = []
+    for name in ("overlap_ns", "overlap_ratio"):
+        if getattr(inner, name, None) is not None and not groups_of(schedule):
+            notes.append(f"{name} is set, but {schedule.name} has no overlapped F&B groups (OVERLAP_F_B): it changes nothing")
+    kinds = {job.kind.value for _, _, job in schedule.jobs() if job.kind.is_data_parallel}
+    for name, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"), ("reduce_grad_ns", "REDUCE_GRAD")):
+        if getattr(inner, name, 0) and kind not in kinds:
+            notes.append(f"{name} is set, but {schedule.name} has no {kind} job: it changes nothing")
+    return notes
+
+
+def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> None:
+    """Raise :class:`ConfigError` (naming the case and the first difference) unless every recorded
+    step of ``records`` holds exactly the jobs of ``plan`` (rank and label), as a run would."""
+    want = sorted((plan.rank[j], str(job)) for j, job in enumerate(plan.jobs))
+    if records.num_ranks != plan.schedule.num_ranks:
+        raise ConfigError(f"case {case.label()!r}: the records have {records.num_ranks} rank(s), the schedule "
+                          f"{plan.schedule.num_ranks}")
+    for step in records.steps:
+        got = sorted((j.rank, j.label) for j in records.jobs_of_step(step))
+        if got != want:
+            extra = sorted(set(got) - set(want))[:3]
+            missing = sorted(set(want) - set(got))[:3]
+            raise ConfigError(
+                f"case {case.label()!r}: step {step} of the records is not this schedule's "
+                f"({len(got)} jobs against {len(want)}; not in the schedule: "
+                f"{', '.join(f'rank {r} {lab}' for r, lab in extra) or 'none'}; missing: "
+                f"{', '.join(f'rank {r} {lab}' for r, lab in missing) or 'none'}): give the schedule, p, m and v the run used")
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -382,6 +420,7 @@ def run_case(
     case_id: str | None = None,
     device_options: dict[str, Any] | None = None,
     comm_model: str | None = None,
+    records: RunRecords | None = None,
 ) -> CaseResult:
     """Build, validate and run ``case`` on ``backend``; return records and metrics.
 
@@ -399,6 +438,9 @@ def run_case(
             they override the case's own ``device_options`` for this backend.
         comm_model: the communication model for a case that names none
             (:mod:`harness.comm`; default ``"stream"``).
+        records: records recorded elsewhere, to analyse against the case's plan instead of
+            running it (per-rank part files merged by :func:`harness.rank_merge.merge_part_files`;
+            ``backend`` then names where they ran). Their jobs must be the plan's, step by step.
 
     Raises:
         ConfigError: bad case values or backend name, ``comm_model="edge"`` on
@@ -426,11 +468,12 @@ def run_case(
     source = case.compute_schedule()
     try:
         # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
-        wanted = True if choice.name == "mpi" and model == "stream" and case.comm is None else case.comm
+        mpi_records = choice.name == "mpi" or (records is not None and records.backend == "mpi")
+        wanted = True if mpi_records and model == "stream" and case.comm is None else case.comm
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
         raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
-    notes = comm.comm_notes(source, case.cost, model, case.comm)
+    notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
@@ -451,7 +494,10 @@ def run_case(
     delays = comm.edge_delays(plan, case.cost) if model == "edge" else None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     probe = UsageProbe()
-    if choice.name == "mpi":  # one pipeline rank per MPI process; every process gets the merged records
+    if records is not None:  # recorded elsewhere: check they are this plan's jobs, then analyse them
+        _check_records_match(records, plan, case)
+        notes += records.device.get("notes", [])
+    elif choice.name == "mpi":  # one pipeline rank per MPI process; every process gets the merged records
         from harness.mpi import run_plan
 
         records = run_plan(plan, case.cost, window, case.workload, options)

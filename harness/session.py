@@ -17,6 +17,7 @@ from harness.device import BackendChoice
 from harness.environment import machine_facts
 from harness.errors import HarnessError
 from harness.report.atomic import ensure_writable_dir
+from harness.report.output import TraceOptions
 from harness.report.render import ReportFiles, check_report_folder, write_report
 from harness.report.results import case_to_dict, results_document, unreportable
 from harness.runner import CaseResult
@@ -48,6 +49,8 @@ class ProfileSession:
         errored: after :meth:`write`, the cases that ran but could not be
             reported (``id``, ``label``, ``error``), listed in the report's
             ``session.errored_cases`` instead of lost with every other case.
+        trace_options: how traces are written (gzip, traced steps, flows, size
+            warning; :class:`~harness.report.output.TraceOptions`, default when ``None``).
     """
 
     report_dir: Path
@@ -55,6 +58,7 @@ class ProfileSession:
     steps: range | AdaptiveWindow
     results: list[CaseResult] = field(default_factory=list)
     errored: list[dict[str, str]] = field(default_factory=list)
+    trace_options: TraceOptions | None = None
 
     def prepare(self) -> None:
         """Check the report folder is writable (before any case runs).
@@ -107,4 +111,4 @@ class ProfileSession:
         if self.errored:
             session["errored_cases"] = list(self.errored)
         doc = results_document(cases, session)
-        return write_report(self.report_dir, doc, notice=notice)
+        return write_report(self.report_dir, doc, notice=notice, trace_options=self.trace_options)

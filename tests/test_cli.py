@@ -231,6 +231,16 @@ def test_show_states_per_stage_durations_per_rank_work_and_zb_h1_theory(capsys):
     assert "no closed-form theory for this schedule" in out
 
 
+def test_show_says_overlapped_pairs_keep_a_rank_busy_for_less(capsys):
+    # p=2, m=4: 24 ms of jobs per rank, but 6 F&B pairs overlap, so the busiest rank is busy 22 ms = the step.
+    assert main(["show", "DualPipeV", "-p", "2", "-m", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "overlapped F&B pairs (6 per step) run at the same time, so a rank is busy for less: at most 22 ms per step" in out
+    assert "step time 22.000 ms" in out
+    assert main(["show", "ZB-V", "-p", "4", "-m", "8"]) == 0
+    assert "overlapped" not in capsys.readouterr().out
+
+
 def test_version_comes_from_the_installed_distribution(capsys):
     from importlib.metadata import version
 

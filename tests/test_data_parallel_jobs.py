@@ -172,6 +172,21 @@ def test_out_of_order_is_an_error_with_the_grid(text: str, message: str) -> None
     assert message in str(err.value) and ">>" in str(err.value)
 
 
+def test_a_data_parallel_job_out_of_order_with_several_jobs_is_one_note_naming_them_all() -> None:
+    # A fresh user's find: the headline named the first conflict (0F0) and the marker line the last (0B1).
+    with pytest.raises(ScheduleError) as err:
+        loads_csv("0RESHARD,0UNSHARD,0F0,0F1,,0B0,,0B1\n,,,1F0,1B0,1F1,1B1\n", "reshfirst.csv")
+    text = str(err.value)
+    note = "0RESHARD is listed before 0F0 (step 2), 0F1 (step 3), 0B0 (step 5), 0B1 (step 7), which it must follow"
+    assert f"4 job(s) out of order on their rank: {note}" in text
+    assert f">> rank 0, step 0: {note}" in text
+    assert text.count(">> rank 0, step 0:") == 1 and ">> rank 0, step 7: 0B1 must come before 0RESHARD" in text
+    many = "0RESHARD," + ",".join(f"0F{k}" for k in range(6)) + "," + ",".join(f"0B{k}" for k in range(6)) + "\n"
+    with pytest.raises(ScheduleError, match=r"0RESHARD is listed before 0F0 \(step 1\), 0F1 \(step 2\), 0F2 \(step 3\), "
+                                            r"0F3 \(step 4\) and 8 more, which it must follow"):
+        loads_csv(many, "many.csv")
+
+
 def test_a_micro_batch_or_a_repeat_is_refused() -> None:
     with pytest.raises(ScheduleError, match="UNSHARD takes no micro-batch"):
         loads_csv("0UNSHARD0,0F0,0B0\n", "bad.csv")

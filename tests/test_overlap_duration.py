@@ -63,6 +63,18 @@ def test_dualpipev_p4_m8_ratio_zero_is_the_default_and_one_serializes_each_group
     assert {w.duration_ns for w in works if w.label not in grouped and "F" in w.label} == {10}
 
 
+def test_the_ratio_sets_the_groups_length_and_the_step_falls_with_it() -> None:
+    # A fresh user's find: overlap_ratio=1 is not overlap=False (the stretched forward hands its output on
+    # later; harness.overlap's doc). The figures the docs give, and a step monotone in the ratio.
+    sched = build_schedule("DualPipeV", 4, 8)
+    ms = 1_000_000
+    serial = analyze(build_plan(build_schedule("DualPipeV", 4, 8, overlap=False)), FixedCost(forward_ns=ms, backward_ns=2 * ms))
+    steps = [analyze(build_plan(sched), FixedCost(forward_ns=ms, backward_ns=2 * ms, overlap_ratio=r)).makespan_ns
+             for r in (1.0, 0.75, 0.5, 0.25, 0.0)]
+    assert serial.makespan_ns == 51 * ms and steps[0] == 54 * ms and steps[-1] == 44 * ms
+    assert steps == sorted(steps, reverse=True) and len(set(steps)) == len(steps)
+
+
 def test_fixed_cost_ms_passes_the_new_fields_through() -> None:
     cost = FixedCost.ms(F=1, B=2, overlap_ratio=0.5, reduce_grad_ns=7)
     assert cost.overlapped_group_ns((Job(0, JobKind.F, 1), Job(0, JobKind.B, 0)), (1_000_000, 2_000_000), 1) == 2_500_000
@@ -104,3 +116,16 @@ def test_a_custom_model_answers_through_checked_cost() -> None:
     cost = CheckedCost(Slow(forward_ns=10, backward_ns=20))
     assert group_ns(cost, (Job(0, JobKind.F, 1), Job(0, JobKind.B, 0)), (10, 20), 1) == 32
     assert timeline(run_sim(loads_csv(ONE_RANK, "one.csv"), cost))["0B0"] == (10, 42)  # type: ignore[arg-type]
+
+
+def test_fields_the_schedule_does_not_use_get_a_note() -> None:
+    from harness.case import PipelineCase
+    from harness.runner import run_case
+
+    r = run_case(PipelineCase("1F1B", stages=2, microbatches=4,
+                              cost=FixedCost.ms(F=1, B=2, overlap_ns=5, reduce_grad_ns=7)), backend="sim")
+    assert "overlap_ns is set, but 1F1B has no overlapped F&B groups (OVERLAP_F_B): it changes nothing" in r.warnings
+    assert "reduce_grad_ns is set, but 1F1B has no REDUCE_GRAD job: it changes nothing" in r.warnings
+    used = run_case(PipelineCase("DualPipeV", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2, overlap_ratio=0.5)),
+                    backend="sim")
+    assert not [w for w in used.warnings if "changes nothing" in w]

@@ -55,7 +55,7 @@ def test_profile_jobs_writes_reports(pytester):
     assert len(traces) == 3  # the stale trace is gone, the index links these three
     assert sorted(p.name for p in (reports / "hta").iterdir()) == [t.removesuffix(".json") for t in traces]
     assert sorted(p.name for p in (reports / "hta" / traces[0].removesuffix(".json")).iterdir()) == ["rank0.json", "rank1.json"]
-    assert all(e > 0 for e in fthenb["jobs"]["enqueue_ns"])
+    assert all(e == 0 for e in fthenb["jobs"]["enqueue_ns"])  # sim replays the plan (harness/replay.py): nothing is enqueued
     for name in traces:
         trace = json.loads((reports / "traces" / name).read_text())
         assert check_trace(trace) == []
@@ -649,3 +649,11 @@ def test_pytest_help_lists_every_harness_option(pytester):
                    "--profile-min-steps", "--report-dir"):
         assert option in out, option
     assert "(default 1%)" in out
+
+
+def test_report_dir_without_profile_jobs_says_no_report_is_written(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--report-dir", "out", "-p", "no:randomly")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --report-dir does nothing without --profile-jobs (no report is written)"])
+    assert not (pytester.path / "out").exists()

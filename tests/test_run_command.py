@@ -30,3 +30,49 @@ def test_backend_mpi_without_mpi4py_stops_with_what_to_install(pytester: pytest.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("the mpi backend cannot run here: import of mpi4py halted; None in sys.modules; install Open MPI (Debian: apt-get install "
             "openmpi-bin libopenmpi-dev) and mpi4py (pip install -e '.[mpi]'), then launch under mpirun") in result.stderr.str()
+
+
+def _sim_parts(tmp_path: Path, offset_ns: int) -> list[Path]:
+    """A 1F1B p=2 m=2 sim run with send/receive jobs, cut into one part file per rank as separate
+    processes would write them: rank 1 on a clock ``offset_ns`` ahead, its alignment estimated exactly."""
+    from dataclasses import replace
+
+    from harness import FixedCost, PipelineCase
+    from harness.clock_sync import ClockAlignment, OffsetEstimate
+    from harness.rank_merge import RankPart, write_part
+    from harness.records import RunRecords
+    from harness.runner import run_case
+
+    r = run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2), comm=True), "sim", range(0, 2))
+    rec = r.records
+    paths = []
+    for rank in (0, 1):
+        own = RunRecords(backend="cpu", device={"backend": "cpu", "workload": "timed"}, num_ranks=2,
+                         streams=[s for s in rec.streams if s.startswith(f"rank{rank}/")], steps=list(rec.steps),
+                         step_start_ns=list(rec.step_start_ns), step_end_ns=list(rec.step_end_ns),
+                         jobs=[replace(j) for j in rec.jobs if j.rank == rank], enqueue_ns=list(rec.enqueue_ns),
+                         warmup_steps=rec.warmup_steps)
+        anchor = 1_000_000 + (offset_ns if rank else 0)  # the same instant, read on each rank's own clock
+        clock = ClockAlignment(1, OffsetEstimate(offset_ns, 500, anchor, 1000, 8), None) if rank else None
+        paths.append(write_part(tmp_path / f"rank{rank}.json", RankPart(rank, f"host{rank}", own, anchor, clock, own.device)))
+    return paths
+
+
+def test_merge_ranks_writes_the_report_of_part_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 250_000_000)
+    out = tmp_path / "merged"
+    assert main(["merge-ranks", str(paths[1]), str(paths[0]), "1F1B", "-p", "2", "-m", "2", "--out", str(out)]) == 0
+    line = capsys.readouterr().out
+    # 2 steps x 4 pairs (2 activations, 2 gradients); (m + p - 1)(F + B) = 9 ms with free transfers: the sim run, back on one clock
+    assert "2 rank(s) merged onto rank 0's clock, 8 send/receive pair(s) checked, 0 violation(s); median step 9.000 ms" in line
+    (case,) = json.loads((out / "results.json").read_text())["cases"]
+    assert case["backend"] == "mpi" and case["metrics"]["step_time_median_ns"] == 9_000_000
+    assert case["rank_labels"] == ["rank 0 (host0)", "rank 1 (host1)"]
+
+
+def test_merge_ranks_refuses_parts_of_another_schedule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    assert main(["merge-ranks", *map(str, paths), "1F1B", "-p", "2", "-m", "3", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "step 0 of the records is not this schedule's" in err and "missing: rank 0 0B2" in err
+    assert not (tmp_path / "m" / "results.json").exists()

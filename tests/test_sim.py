@@ -97,10 +97,14 @@ def test_records_carry_enqueue_time_and_sends_name_their_peer():
     works = {w.label: w for w in _works(plan, FixedCost.ms(F=1, B=2))}
     assert works["0SEND_F0"].peer_rank == 1 and works["2SEND_B1"].peer_rank == 1
     assert works["1F0"].peer_rank is None and works["1RECV_F0"].peer_rank is None
-    rec = run_sim(schedule, FixedCost.ms(F=1, B=2))
+    from harness.executor import execute
+
+    rec = execute(plan, SimDevice(), FixedCost.ms(F=1, B=2), range(0, 1), replay=False)  # op by op: host time measured
     assert len(rec.jobs) == plan.num_jobs
     assert all(j.enqueue_ns > 0 for j in rec.jobs)
     assert sum(j.enqueue_ns for j in rec.jobs) <= rec.enqueue_ns[0]
+    replayed = run_sim(schedule, FixedCost.ms(F=1, B=2))  # the sim replay enqueues nothing
+    assert len(replayed.jobs) == plan.num_jobs and all(j.enqueue_ns == 0 for j in replayed.jobs) and replayed.enqueue_ns == [0]
 
 
 def test_span_bubble_separates_zb_h1_from_zb_h2():

@@ -134,7 +134,8 @@ def test_simulated_step_is_within_the_measured_spread_and_the_split_adds_up(fold
     rep = imports[folder].replay
     assert rep.simulated_step_ns <= rep.measured_step_ns + rep.measured_step_spread_ns
     for s in rep.steps:
-        assert s.jitter_ns + s.host_overhead_ns + s.transfer_wait_ns == s.measured_ns - rep.simulated_step_ns
+        assert s.jitter_ns + s.host_overhead_ns + s.transfer_wait_ns + s.unexplained_ns == s.measured_ns - rep.simulated_step_ns
+        assert s.host_overhead_ns >= 0 and s.transfer_wait_ns >= 0 and s.unexplained_ns <= 0
     assert rep.jitter_ns + rep.host_overhead_ns + rep.transfer_wait_ns == rep.difference_ns
     assert 0 < rep.simulated_bubble < 1 and 0 < rep.measured_bubble < 1
 
@@ -219,7 +220,7 @@ def test_cli_import_torch(tmp_path, capsys):
 
     assert main(["import-torch", str(DATA / "ScheduleGPipe_2rank_m4"), "--out", str(tmp_path / "o"), "-q", "--steps", "2"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"index\.html \(16 jobs on 2 rank\(s\), 1 step\(s\); measured step \d+\.\d{3} ms", out)
+    assert re.search(r"index\.html \(16 jobs on 2 rank\(s\), 1 step\(s\); measured step 2: \d+\.\d{3} ms", out)
     assert main(["import-torch", str(DATA / "ScheduleGPipe_2rank_m4"), "--out", str(tmp_path / "o"), "--steps", "x"]) == 2
     assert "--steps 'x': expected whole numbers" in capsys.readouterr().err
 
@@ -361,12 +362,18 @@ def test_offsets_fitted_across_hosts_by_hand():
              SendRecvPair(0, 4_000, 1, -800, "0F1 -> 1F1")]  # o1 - o0 >= 4800
     fit = fit_offsets(2, ["a", "b"], pairs)
     assert fit.method == "fitted"
-    assert fit.offsets_ns == [0, 4900] and fit.low_ns == [0, 4900] and fit.high_ns == [0, 5200]
-    assert fit.min_slack_ns == 0 and "known to within 0.3 µs" in fit.note
+    # the midpoint of the bound [4900, 5200]: the smallest slack is 150 ns, on both sides
+    assert fit.offsets_ns == [0, 5050] and fit.low_ns == [0, 4900] and fit.high_ns == [0, 5200]
+    assert fit.min_slack_ns == 150 and "known to within ±0.1 µs" in fit.note
+    assert "rank 1: +0.005 ms (bound [+0.005, +0.005] ms)" in fit.note and "the midpoint" in fit.note
+    assert fit.needs_flag and not fit.breaks_causality
     same = fit_offsets(2, ["a", "a"], pairs)
     assert same.offsets_ns == [0, 0] and same.min_slack_ns == -4900 and "may be mismatched" in same.note
     given = fit_offsets(2, ["a", "b"], pairs, given=[0, 5000])
-    assert given.method == "given" and given.min_slack_ns == 100
+    assert given.method == "given" and given.min_slack_ns == 100 and not given.needs_flag
+    wrong = fit_offsets(2, ["a", "b"], pairs, given=[0, 4000])  # 0F0 -> 1F0 then completes 900 ns before its send
+    assert wrong.min_slack_ns == -900 and wrong.breaks_causality and wrong.needs_flag
+    assert wrong.note.endswith("with them a receive completes 900 ns before its send started: they break causality")
     with pytest.raises(InputFormatError, match="3 clock offsets given for 2 ranks"):
         fit_offsets(2, ["a", "b"], pairs, given=[0, 1, 2])
     with pytest.raises(InputFormatError, match=r"no send/receive pair links host\(s\) 'c' to 'a'.*give --clock-offsets"):
@@ -385,8 +392,9 @@ def test_a_skewed_host_is_realigned(tmp_path, imports):
         doc["baseTimeNanoseconds"] -= 20_000_000
     _rewrite(d / "rank1.json.gz", skew)
     imp = read_torch_traces(d)
-    assert imp.clock.method == "fitted" and imp.clock.min_slack_ns == 0
     low, high = imp.clock.low_ns[1], imp.clock.high_ns[1]
+    assert imp.clock.method == "fitted" and imp.clock.offsets_ns == [0, (low + high) // 2]
+    assert imp.clock.min_slack_ns == (high - low) // 2  # the midpoint: as far from breaking causality either way
     assert low <= 20_000_000 <= high  # the true skew lies within the reported bound
     assert "fitted from" in imp.records.device["clock"]
 
@@ -455,12 +463,19 @@ def test_page_block_text():
 
     rep = {"measured_step_ns": 12e6, "measured_step_spread_ns": 2_000_000, "measured_bubble": 0.25,
            "simulated_step_ns": 9_000_000, "simulated_bubble": 0.125, "difference_ns": 2_000_000, "median_step": 3,
-           "steps": [{"step": 3, "measured_ns": 11_000_000}], "jitter_ns": 500_000, "host_overhead_ns": 1_000_000,
-           "transfer_wait_ns": 500_000, "comm_model": "stream"}
+           "steps": [{"step": 3, "measured_ns": 11_000_000}, {"step": 4, "measured_ns": 13_000_000}], "jitter_ns": 500_000,
+           "host_overhead_ns": 1_000_000, "transfer_wait_ns": 500_000, "comm_model": "stream", "reference_step": 3}
     html = replay_block({"replay": rep, "torch_import": {"wait_ns_per_rank": [1_000_000, 0], "clock": {"note": "<one>"}}})
-    assert "<td>12.000 ms (spread 2.000 ms)</td><td>25.0 %</td>" in html
+    assert ("<td class=\"l\">measured, step 3 (the median step of 2)</td><td>12.000 ms (spread over steps 2.000 ms)</td>"
+            "<td>25.0 %</td>") in html
+    assert "(comm stream: send/receive jobs on their own streams)" in html and "unexplained" not in html
     assert "<td>9.000 ms</td><td>12.5 %</td>" in html
     assert ("difference: step 3 measured 11.000 ms - simulated 9.000 ms = 2.000 ms: jitter (durations off their median) "
             "0.500 ms, host overhead between actions 1.000 ms, waiting on transfers (and the rest) 0.500 ms") in html
     assert "per rank over the imported steps: 1.000 ms, 0.000 ms" in html and "clocks: &lt;one&gt;" in html
     assert replay_block({"jobs": {}}) is None
+    one = replay_block({"replay": {**rep, "steps": [{"step": 3, "measured_ns": 11_000_000}], "comm_model": "edge",
+                                   "unexplained_ns": -250_000}})
+    assert one is not None and "<td class=\"l\">measured, step 3</td><td>12.000 ms</td>" in one
+    assert "(comm edge: the fitted transfer time as a delay on cross-rank dependencies)" in one
+    assert ", unexplained (the parts above would be negative: clock offsets that break causality?) -0.250 ms" in one

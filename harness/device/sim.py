@@ -57,6 +57,9 @@ class SimDevice:
 
     name = "sim"
     workload = "virtual"
+    #: :func:`harness.executor.execute` computes a run on this device with
+    #: :func:`harness.replay.replay` (the same records, without a call per operation).
+    replays_plans = True
 
     @staticmethod
     def check_options(options: Mapping[str, object]) -> None:

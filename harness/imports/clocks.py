@@ -15,7 +15,18 @@ receive before its send. The rule here:
   of difference constraints: Cormen et al., *Introduction to Algorithms*, 3rd ed.,
   §24.4), which gives the smallest offsets that satisfy every pair. The same
   constraints read from the other side bound each offset from above; the interval
-  ``[low, high]`` is reported as the bound of the fit;
+  ``[low, high]`` is reported as the bound of the fit. The offset taken is the
+  **midpoint** of that interval: ``low`` is the offset at which the fastest transfer
+  one way took no time at all, ``high`` the one at which the fastest transfer the
+  other way did; the midpoint assumes the fastest transfers took as long each way,
+  which is the symmetric-delay assumption of NTP's offset estimate
+  ``((T2 - T1) + (T3 - T4)) / 2`` (D. Mills et al., RFC 5905, *Network Time
+  Protocol Version 4*, §8). Taking ``low`` instead would give one direction's
+  transfers zero time and the other's twice their share, and the replay would wait
+  on them. The vector of midpoints satisfies every pair (it is the mean of the
+  smallest and the largest solutions, both feasible: the feasible set is convex; and
+  flooring to whole ns keeps each integer constraint). A host bounded on one side
+  only takes that bound;
 * or offsets given by the user (per rank, ns), checked against the pairs;
 * hosts with no pair linking them to the reference host are refused: their skew is
   unknown, and a silent merge would be wrong.
@@ -58,12 +69,24 @@ class ClockFit:
         method: ``"shared"`` (one host), ``"fitted"`` or ``"given"``.
         offsets_ns: per rank, ns added to its times.
         low_ns, high_ns: per rank, the range of offsets the pairs allow (``None``: unbounded
-            on that side); equal to the offset for the reference host.
+            on that side); equal to the offset for the reference host. A fitted offset is the
+            midpoint of its range (module doc).
         pairs: the number of pairs used.
         min_slack_ns: after alignment, the smallest ``recv - send`` over all pairs (ns);
             negative only when given offsets break causality.
         note: one sentence for the report saying what was assumed.
     """
+
+    @property
+    def breaks_causality(self) -> bool:
+        """Whether, on the merged time base, some receive completes before its send started."""
+        return self.min_slack_ns is not None and self.min_slack_ns < 0
+
+    @property
+    def needs_flag(self) -> bool:
+        """Whether the report should flag the case: offsets fitted across hosts (an estimate,
+        known only to within its bound) or offsets that break causality."""
+        return self.method == "fitted" or self.breaks_causality
 
     method: str
     offsets_ns: list[int]
@@ -154,12 +177,18 @@ def fit_offsets(world: int, hosts: list[str], pairs: list[SendRecvPair], given: 
             f"{', '.join(map(repr, unlinked))} to {hosts[0]!r}: their clock skew is unknown, so the ranks cannot be "
             "merged on one time base; give --clock-offsets (ns per rank)"
         )
-    host_off = [lo if lo is not None else hi for lo, hi in zip(low, high)]
+    host_off = [(lo + hi) // 2 if lo is not None and hi is not None else lo if lo is not None else hi
+                for lo, hi in zip(low, high)]
     off = [int(host_off[node[h]] or 0) for h in hosts]
     lo_r = [low[node[h]] for h in hosts]
     hi_r = [high[node[h]] for h in hosts]
     widest = max(((h - lo) for lo, h in zip(lo_r, hi_r) if lo is not None and h is not None), default=0)
+    shown = ", ".join(
+        f"rank {r}: {o / 1e6:+.3f} ms (bound [{'-inf' if lo is None else f'{lo / 1e6:+.3f}'}, "
+        f"{'+inf' if hi is None else f'{hi / 1e6:+.3f}'}] ms)"
+        for r, (o, lo, hi) in enumerate(zip(off, lo_r, hi_r)) if hosts[r] != hosts[0])
     note = (f"ranks on {len(names)} hosts: per-host clock offsets fitted from {len(edges)} cross-host send/receive "
-            f"pairs (the smallest that keep every receive after its send); each offset is known to within "
-            f"{widest / 1e3:.1f} µs")
+            f"pairs, each the midpoint of the offsets that keep every receive after its send (equal fastest "
+            f"transfers both ways, as NTP assumes): {shown}; each offset is known to within "
+            f"±{widest / 2e3:.1f} µs only")
     return ClockFit("fitted", off, lo_r, hi_r, len(pairs), slack(off), note)

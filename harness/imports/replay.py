@@ -11,7 +11,17 @@ From an import (:class:`harness.imports.torch.TorchImport`):
    late wait call), or, without such transfers, the smallest such span; traces
    without send/receive actions (GPipe, rebuilt 1F1B) take the smallest gap from a
    producer's end to its consumer's start on another rank (a lower bound), applied
-   as the ``edge`` model's delay;
+   as the ``edge`` model's delay. Where the ranks' clocks were offset (fitted
+   across hosts or given, :mod:`harness.imports.clocks`), a span measured across
+   two clocks holds the error of their offset: ``+e`` from rank a to rank b,
+   ``-e`` from b to a. Every transfer then takes, per pair of ranks that send both
+   ways, the mean of the two directions' fastest transfers (smallest spans over the
+   matched transfers), the median over such rank pairs; it does not depend on ``e`` (a round trip is timed on one clock in effect), assuming
+   equal transfer times both ways as NTP does (RFC 5905, §8). Per-direction times
+   clamped at 0 instead (the earlier rule) made a round trip longer in the replay
+   than in the records whenever ``e`` exceeded the transfer time: with
+   ``--clock-offsets 0,-3000000`` on the interleaved example the simulated step
+   was 78 ms beside a measured 48 ms, and the split's last part -31 ms;
 2. **simulated step**: the recovered order played with the fitted costs on the
    harness's analytic timeline (:func:`harness.analytics.simulate`, the ``sim``
    backend's path) under the ``stream`` communication model (sends and receives on
@@ -28,7 +38,23 @@ From an import (:class:`harness.imports.torch.TorchImport`):
      between actions): replay ``T_h - T_j``; 0 for rebuilt (Schedule1F1B)
      actions, whose waits and host time cannot be told apart (both land in the next part);
    * ``transfer_wait_ns``: the rest, ``measured - T_h``: waiting on transfers
-     beyond the fitted transfer time (and anything else the replay does not model).
+     beyond the fitted transfer time (and anything else the replay does not model);
+   * ``unexplained_ns``: what the parts above cannot hold. Host overhead and
+     waiting are never negative: one that comes out below 0 is shown as 0, and its
+     (negative) value goes here, so that the four still add up to ``measured -
+     simulated``. Jitter alone is signed, and is explained when negative: the
+     step's jobs ran shorter than their medians (a fast step).
+     The known cause is clock offsets that break causality (``--clock-offsets``
+     that put a receive before its send): the fitted transfer time of one
+     direction then holds the skew (``receive done - send started`` grows by it)
+     while the other direction's is clamped at 0, so the replay waits on
+     transfers longer than the measured run could have, and ``measured - T_h``
+     goes negative.
+
+**One reference step**: the measured figures shown (step time, bubble, the split)
+are those of one real step, the lower median of the imported steps by measured
+step time (with 2 steps, the shorter one; with 3, the middle one), never a mean of
+two steps; :attr:`Replay.reference_step` names it.
 
 Bubbles are the idle share of total (:mod:`harness.metrics`): measured from the
 records, simulated from the timeline's compute jobs.
@@ -99,6 +125,7 @@ def fit_cost(imp: Any) -> FittedCost:
     table = {k: int(statistics.median(v)) for k, v in durs.items()}
     by = {(a.step, a.stage, a.kind, a.microbatch): a for a in imp.actions}
     spans: dict[str, list[tuple[int, bool]]] = {"SEND_F": [], "SEND_B": []}
+    fastest: dict[tuple[int, int], int] = {}  # (sender, receiver) -> smallest span
     for a in imp.actions:
         if a.kind not in ("RECV_F", "RECV_B"):
             continue
@@ -112,7 +139,8 @@ def fit_cost(imp: Any) -> FittedCost:
         got = tr.recv_end.get((a.stage, a.kind, a.microbatch, a.step))
         done = got + imp.clock.offsets_ns[a.rank] - imp.time_base_epoch_ns if got is not None else cons.compute_start_ns
         # the receiver was waiting before the send started: the span is the transfer alone
-        spans[send.kind].append((max(0, done - send.start_ns), cons.start_ns <= send.start_ns))
+        spans[send.kind].append((done - send.start_ns, cons.start_ns <= send.start_ns))
+        fastest[(send.rank, a.rank)] = min(fastest.get((send.rank, a.rank), done - send.start_ns), done - send.start_ns)
     if not any(spans.values()):  # no send/receive actions (GPipe, rebuilt 1F1B): producer end -> consumer start
         rec = {(j.step, j.stage, j.kind, j.microbatch): j for j in imp.records.jobs}
         for j in imp.records.jobs:
@@ -129,6 +157,13 @@ def fit_cost(imp: Any) -> FittedCost:
             transfer[kind] = int(statistics.median(waited))
         elif vals:
             transfer[kind] = min(v for v, _ in vals)
+    trips = [(v + fastest[(b, a)]) // 2 for (a, b), v in fastest.items() if a < b and (b, a) in fastest]
+    if getattr(imp.clock, "method", "shared") != "shared" and trips:
+        # clocks offset across ranks: the spans a -> b hold +e, b -> a -e; the mean of the two directions'
+        # fastest transfers does not depend on e (module doc, step 1)
+        both = int(statistics.median(trips))
+        transfer = {"SEND_F": both, "SEND_B": both}
+    transfer = {k: max(0, v) for k, v in transfer.items()}
     return FittedCost(table, transfer, {k: len(v) for k, v in durs.items()})
 
 
@@ -175,7 +210,10 @@ class StepReplay:
         step: the step.
         measured_ns: the measured step (first job start to last job end, all ranks).
         jitter_ns, host_overhead_ns, transfer_wait_ns: the split of ``measured - simulated``
-            (module doc); they add up to it exactly.
+            (module doc); the last two ``>= 0``, jitter signed.
+        unexplained_ns: the remainder those cannot hold (``<= 0``; module doc); the four add up
+            to ``measured - simulated`` exactly.
+        bubble: the step's measured idle share of total.
     """
 
     step: int
@@ -183,6 +221,16 @@ class StepReplay:
     jitter_ns: int
     host_overhead_ns: int
     transfer_wait_ns: int
+    unexplained_ns: int = 0
+    bubble: float = 0.0
+
+
+def _split(step: int, measured: int, parts: tuple[int, int, int], bubble: float) -> StepReplay:
+    """A :class:`StepReplay`: the waiting and host parts clamped at 0, the negative remainder in
+    ``unexplained_ns``; jitter keeps its sign (module doc)."""
+    jitter, host, wait = parts
+    host_kept, wait_kept = max(0, host), max(0, wait)
+    return StepReplay(step, measured, jitter, host_kept, wait_kept, (host - host_kept) + (wait - wait_kept), bubble)
 
 
 @dataclass(frozen=True)
@@ -192,14 +240,20 @@ class Replay:
     Attributes:
         simulated_step_ns: the recovered order with the fitted costs (analytic timeline).
         simulated_bubble: its idle share of total.
-        measured_step_ns: median measured step.
+        measured_step_ns: the reference step's measured step (ns; module doc: the lower median
+            step, a real step).
         measured_step_spread_ns: max - min of the measured steps (0 for one step).
-        measured_bubble: median measured idle share of total.
-        difference_ns: the median step's (``median_step``) measured step less the simulated one.
-        jitter_ns, host_overhead_ns, transfer_wait_ns: that step's split of the difference (they add up to it).
+        measured_bubble: the reference step's measured idle share of total.
+        difference_ns: the reference step's measured step less the simulated one.
+        jitter_ns, host_overhead_ns, transfer_wait_ns, unexplained_ns: the reference step's split
+            of the difference (they add up to it; host overhead and waiting ``>= 0``, unexplained
+            ``<= 0``, jitter signed).
         steps: per step.
         cost: the fitted cost model's description.
-        comm_model: ``stream`` (send/receive jobs) or ``edge`` (traces without them).
+        comm_model: ``stream`` (send/receive jobs: transfers on their own streams) or ``edge``
+            (traces without them: the fitted transfer time is a delay on cross-rank dependencies).
+        median_step: the reference step (kept under its older name).
+        reference_step: the reference step.
     """
 
     simulated_step_ns: int
@@ -215,6 +269,8 @@ class Replay:
     cost: dict[str, Any]
     comm_model: str
     median_step: int = 0
+    reference_step: int = 0
+    unexplained_ns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,15 +321,17 @@ def replay(imp: Any, plan: Any) -> Replay:
             t_j = _bubble(plan, replay_order(plan, dur), p)[0]
             t_h = _bubble(plan, replay_order(plan, dur, [b if plan.jobs[i].kind.value in _COMPUTE else 0
                                                          for i, b in enumerate(before)]), p)[0]
-        per_step.append(StepReplay(step, measured, t_j - sim_step, t_h - t_j, measured - t_h))
+        per_step.append(_split(step, measured, (t_j - sim_step, t_h - t_j, measured - t_h),
+                               metrics.steps[k].bubble_ratio))
     times = [s.measured_ns for s in per_step]
-    med = sorted(per_step, key=lambda s: s.measured_ns)[(len(per_step) - 1) // 2]
+    med = sorted(per_step, key=lambda s: (s.measured_ns, s.step))[(len(per_step) - 1) // 2]
     return Replay(
         simulated_step_ns=sim_step, simulated_bubble=sim_bubble,
-        measured_step_ns=float(statistics.median(times)), measured_step_spread_ns=max(times) - min(times),
-        measured_bubble=metrics.bubble_ratio, difference_ns=med.measured_ns - sim_step, median_step=med.step,
+        measured_step_ns=med.measured_ns, measured_step_spread_ns=max(times) - min(times),
+        measured_bubble=med.bubble, difference_ns=med.measured_ns - sim_step, median_step=med.step,
         jitter_ns=med.jitter_ns, host_overhead_ns=med.host_overhead_ns, transfer_wait_ns=med.transfer_wait_ns,
         steps=per_step, cost=cost.describe(), comm_model="stream" if has_comm else "edge",
+        reference_step=med.step, unexplained_ns=med.unexplained_ns,
     )
 
 

@@ -12,7 +12,11 @@ harness run is), and :func:`import_torch_traces` renders the reports.
 Checks, each a clear error or warning naming the file: a file without
 ``distributedInfo``; two files claiming one rank; a world size that differs between
 files or ranks missing; a truncated or invalid file; no pipeline actions (with the
-schedule classes that mark them); actions of one thread that overlap.
+schedule classes that mark them); actions of one thread that overlap; files of two
+runs (each file's marking named); an unknown schedule class (the known ones listed)
+and one whose stages per rank differ from the trace's (a note). Clock offsets fitted
+across hosts, or given ones that break causality, are a note and flag the case
+``clocks`` (:attr:`harness.imports.clocks.ClockFit.needs_flag`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ __all__ = ["TorchImport", "TorchTraceWarning", "import_torch_traces", "read_torc
 LOOP_CLASSES = frozenset({"ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble", "ScheduleLoopedBFS"})
 V_CLASSES = frozenset({"ScheduleZBVZeroBubble", "ScheduleDualPipeV"})
 SINGLE_CLASSES = frozenset({"Schedule1F1B", "ScheduleGPipe"})
+#: Every class ``schedule_class`` may name.
+KNOWN_CLASSES = LOOP_CLASSES | V_CLASSES | SINGLE_CLASSES
 _COMPUTE = frozenset({"F", "B", "I", "W"})
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
@@ -85,6 +91,16 @@ def _placement(stage_rank: dict[int, int], world: int, schedule_class: str | Non
     if missing:
         raise InputFormatError(f"{where}: no rank ran stage(s) {', '.join(map(str, missing))} of stages 0..{n - 1}")
     found = [stage_rank[s] for s in range(n)]
+    per_rank = n / world
+    if schedule_class in SINGLE_CLASSES and n != world:
+        notes.append(f"{where}: {schedule_class} runs one stage per rank, but the trace's actions run {n} stages on "
+                     f"{world} ranks ({per_rank:g} per rank): is --schedule the class that ran? (multi-stage classes: "
+                     f"{', '.join(sorted(LOOP_CLASSES | V_CLASSES))})")
+    elif schedule_class in (LOOP_CLASSES | V_CLASSES) and n == world:
+        notes.append(f"{where}: {schedule_class} runs several stages per rank, but the trace's actions run one stage "
+                     f"per rank: is --schedule the class that ran? (single-stage classes: {', '.join(sorted(SINGLE_CLASSES))})")
+    elif schedule_class in V_CLASSES and n != 2 * world:
+        notes.append(f"{where}: {schedule_class} runs two stages per rank, but the trace's actions run {per_rank:g}")
     expected: list[int] | None = None
     if schedule_class in LOOP_CLASSES or schedule_class in SINGLE_CLASSES:
         expected = [s % world for s in range(n)]
@@ -131,17 +147,23 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
     Args:
         trace_dir: a folder of ``rank*.json``/``*.json.gz`` (or one file).
         steps: the ``ProfilerStep#N`` numbers to import (default: every step all ranks recorded).
-        schedule_class: the PyTorch schedule class that ran, when known (checks the placement;
-            named in reports).
+        schedule_class: the PyTorch schedule class that ran, when known (one of
+            :data:`KNOWN_CLASSES`; checks the placement and the stages per rank, a mismatch is a
+            note; named in reports).
         clock_offsets_ns: per rank, ns to add to its times (for ranks on several hosts whose
             skew is known); default: fitted (:func:`~harness.imports.clocks.fit_offsets`).
         replay: also simulate the recovered schedule with the fitted costs.
 
     Raises:
-        InputFormatError: see the module doc; also a step asked for that a rank lacks, and an
-            order that does not validate as a schedule (names the rank and action).
+        InputFormatError: see the module doc; also a step asked for that a rank lacks, an
+            order that does not validate as a schedule (names the rank and action), and an
+            unknown ``schedule_class`` (lists the known ones).
     """
     trace_dir = Path(trace_dir)
+    if schedule_class is not None and schedule_class not in KNOWN_CLASSES:
+        raise InputFormatError(f"--schedule {schedule_class!r}: not a torch.distributed.pipelining schedule class this "
+                               f"importer knows; known: {', '.join(sorted(KNOWN_CLASSES))} (or leave --schedule out: "
+                               "the placement is then read from the trace)")
     files = find_trace_files(trace_dir)
     notes: list[str] = []
     by_rank: dict[int, TorchRank] = {}
@@ -152,6 +174,9 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
             try:
                 tr = read_rank_trace(f)
             except InputFormatError as exc:
+                if trace_dir.is_file():
+                    raise InputFormatError(f"{exc} (TRACE_DIR takes the folder of one run's per-rank traces, or one "
+                                           f"trace file: pass its folder, {trace_dir.parent}?)") from None
                 # a folder without rank*.json: any *.json with distributedInfo is a trace, other JSON is skipped
                 if named or len(files) == 1 or ("no 'distributedInfo'" not in str(exc) and "not a Chrome trace" not in str(exc)):
                     raise
@@ -184,7 +209,8 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
     markings = {tr.marking for tr in ranks}
     if len(markings) > 1:
         raise InputFormatError(f"{trace_dir}: the files mark actions differently "
-                               f"({', '.join(f'rank {t.rank}: {t.marking}' for t in ranks)}): files of different runs?")
+                               f"({', '.join(f'rank {t.rank}: {t.marking} ({t.path.name})' for t in ranks)}): "
+                               "files of different runs? keep one run's files")
     marking = markings.pop()
     common = set.intersection(*(set(tr.steps) for tr in ranks))
     if steps is None:
@@ -213,6 +239,8 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
     recv_end = {k: v for tr in ranks for k, v in tr.recv_end.items()}
     clock = fit_offsets(world, [tr.host for tr in ranks], _pairs(acts, placement, recv_end), clock_offsets_ns,
                         str(trace_dir))
+    if clock.needs_flag:
+        notes.append(f"{trace_dir}: {clock.note}")
     off = clock.offsets_ns
     base = min(a.start_ns + off[a.rank] for a in acts)
     shifted = [TorchAction(a.rank, a.step, a.name, a.stage, a.kind, a.microbatch, a.start_ns + off[a.rank] - base,
@@ -353,6 +381,9 @@ def torch_case(imp: TorchImport, name: str | None = None) -> dict[str, Any]:
     }
     if imp.replay is not None:
         case["replay"] = imp.replay.to_dict()
+        case["comm_model"] = imp.replay.comm_model  # the model the replay used: the overview says the same
+    if imp.clock.needs_flag:
+        case["flags"] = [*case.get("flags", []), {"kind": "clocks", "reason": imp.clock.note}]
     return case
 
 

@@ -263,6 +263,12 @@ def find_trace_files(trace_dir: Path) -> list[Path]:
     ranked = [f for f in files if f.name.startswith("rank")]
     files = ranked or files
     if not files:
+        runs = sorted(d.name for d in trace_dir.iterdir() if d.is_dir() and any(
+            f.is_file() and (f.name.endswith(".json") or f.name.endswith(".json.gz")) for f in d.iterdir()))
+        if runs:
+            shown = ", ".join(runs[:12]) + (f", ... ({len(runs) - 12} more)" if len(runs) > 12 else "")
+            raise InputFormatError(f"{trace_dir}: no traces here, but its subfolders {shown} hold some: pass one run's "
+                                   f"folder, e.g. {trace_dir / runs[0]}")
         raise InputFormatError(f"{trace_dir}: no torch.profiler traces (*.json or *.json.gz) here")
     return files
 
@@ -271,12 +277,21 @@ def _load(path: Path) -> dict[str, Any]:
     """The JSON object of ``path`` (gzip when it ends ``.gz``), floats kept as their text."""
     try:
         raw = path.read_bytes()
-        if path.name.endswith(".gz"):
-            raw = gzip.decompress(raw)
     except OSError as exc:
         raise InputFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputFormatError(f"{path}: not a whole gzip file ({exc}); was it cut short?") from None
+    if not raw:
+        raise InputFormatError(f"{path}: the file is empty (0 bytes): the profiler did not finish writing it?")
+    if path.name.endswith(".gz"):
+        if raw[:2] != b"\x1f\x8b":
+            plain = raw.lstrip()[:1] in (b"{", b"[")
+            raise InputFormatError(f"{path}: named .gz but not gzip data"
+                                   + (f" (it looks like plain JSON: rename it to {path.name[:-3]})" if plain else ""))
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputFormatError(f"{path}: not a whole gzip file ({exc}); was it cut short?") from None
+        if not raw:
+            raise InputFormatError(f"{path}: the file is empty (a gzip of 0 bytes)")
     try:
         doc = json.loads(raw, parse_float=str)
     except UnicodeDecodeError as exc:
@@ -310,7 +325,9 @@ def read_rank_trace(path: Path) -> TorchRank:
     if not isinstance(info, dict):
         raise InputFormatError(
             f"{path}: no 'distributedInfo': not the trace of a torch.distributed run (the profiler writes it when "
-            "the process group is initialized at export), so its rank is unknown"
+            "the process group is initialized at export), so its rank is unknown: profile after "
+            "torch.distributed.init_process_group() and export before destroy_process_group(), or add "
+            "\"distributedInfo\": {\"rank\": R, \"world_size\": N} to the file's top-level object by hand"
         )
     rank, world = _int_field(info, "rank", path), _int_field(info, "world_size", path)
     if rank >= world:

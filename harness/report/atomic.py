@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from harness.errors import ConfigError
 
-__all__ = ["atomic_write", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
 
 
 def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
@@ -70,6 +70,30 @@ def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
     return path
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Atomically write ``data`` to ``path`` (as :func:`atomic_write`).
+
+    Raises:
+        OSError: see :func:`atomic_write`.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
 def atomic_write_text(path: Path, text: str) -> Path:
     """Atomically write ``text`` (UTF-8) to ``path``."""
 
@@ -80,5 +104,16 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 
 def atomic_write_json(path: Path, doc: Any, indent: int | None = None) -> Path:
-    """Atomically write ``doc`` as JSON to ``path`` (NaN and infinities refused)."""
+    """Atomically write ``doc`` as JSON to ``path`` (NaN and infinities refused).
+
+    Compact documents (``indent=None``) go through orjson
+    (:func:`harness.report.jsontext.dumps_document`: UTF-8, same document once parsed).
+
+    Raises:
+        ValueError: a NaN or infinite float in ``doc``. OSError: see :func:`atomic_write`.
+    """
+    if indent is None:
+        from harness.report.jsontext import dumps_document
+
+        return atomic_write_bytes(path, dumps_document(doc))
     return atomic_write(path, lambda fh: json.dump(doc, fh, indent=indent, allow_nan=False, separators=(",", ":") if indent is None else None))

@@ -51,15 +51,40 @@ _EXPECT: dict[Callable[[Any], bool], str] = {
 }
 
 
+#: The item types each check accepts (for the fast path of :func:`_list_problem`).
+_TYPES: dict[Callable[[Any], bool], set[type]] = {
+    _is_int: {int},
+    _is_number: {int, float},
+    _is_str: {str},
+    _is_opt_int: {int, type(None)},
+}
+
+
 def _show(x: Any) -> str:
     text = repr(x)
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
 
 
+def _first_true(test: Callable[..., Any], *columns: list[int]) -> int | None:
+    """The first index where ``test`` (over numpy arrays of the integer ``columns``) holds,
+    or ``None``: one vectorized pass over the job columns instead of a Python loop."""
+    import numpy as np
+
+    try:
+        arrays = [np.asarray(c, dtype=np.int64) for c in columns]
+    except OverflowError:  # an integer past 64 bits: compare as Python objects
+        arrays = [np.asarray(c, dtype=object) for c in columns]
+    hits = np.flatnonzero(test(*arrays))
+    return int(hits[0]) if len(hits) else None
+
+
 def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
     if not isinstance(value, list):
         return f"{name} is {_show(value)}, expected a list"
-    if all(map(ok, value)):  # fast path: no per-item Python loop
+    types = _TYPES.get(ok)
+    if types is not None and set(map(type, value)) <= types:  # fast path: the item types, collected in C
+        return None
+    if all(map(ok, value)):
         return None
     k = next(i for i, x in enumerate(value) if not ok(x))
     return f"{name}[{k}] is {_show(value[k])}, expected {_EXPECT[ok]}"
@@ -69,12 +94,13 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
     return None if ok(value) else f"{name} is {_show(value)}, expected {_EXPECT[ok]}"
 
 
-#: The flags a results file may carry (harness.stability).
-FLAG_KINDS = ("unstable", "contended")
+#: The flags a results file may carry (harness.stability; ``clocks``: an import whose ranks'
+#: clocks were fitted across hosts or given with offsets that break causality, harness.imports.clocks).
+FLAG_KINDS = ("unstable", "contended", "clocks")
 
 
 def _flags_problem(flags: Any) -> str | None:
-    """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended", "reason": str}``:
+    """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended" | "clocks", "reason": str}``:
     a malformed one would be dropped, and its case gated as if it were to be trusted."""
     if flags is None:
         return None
@@ -138,7 +164,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
             return problem
     n_streams = len(case["streams"])
     for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
-        bad = next((k for k, x in enumerate(jobs[col]) if not 0 <= x < hi), None)
+        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col])
         if bad is not None:
             return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected {'0' if hi == 1 else f'0 to {hi - 1}'}"
     # A run's jobs are the harness's kinds; an import keeps the job types it does not map
@@ -161,7 +187,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if not set(jobs["step"]) <= recorded:
         k = next(i for i, x in enumerate(jobs["step"]) if x not in recorded)
         return f"jobs.step[{k}] is {jobs['step'][k]}, which is not among the case's steps"
-    bad = next((k for k, (a, b) in enumerate(zip(jobs["start_ns"], jobs["end_ns"])) if b < a), None)
+    bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
     metrics = case.get("metrics")
@@ -211,6 +237,8 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if deps is not None:
         if not isinstance(deps, list):
             return f"deps is {_show(deps)}, expected a list"
+        if deps and _deps_fit(deps, jobs):  # the common case, in C loops; the loop below names what is wrong
+            return None
         labels: set[str] | None = None
         for k, dep in enumerate(deps):
             if not (isinstance(dep, list) and len(dep) == 3 and all(_is_str(x) for x in dep) and dep[2] in ("end", "start")):
@@ -221,6 +249,20 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
                 if label not in labels:
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
+
+
+def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
+    """Whether every dependency is ``[job text, job text, "end" | "start"]`` naming jobs of
+    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job)."""
+    from itertools import chain
+    from operator import itemgetter
+
+    if set(map(type, deps)) != {list} or set(map(len, deps)) != {3} or set(map(type, chain.from_iterable(deps))) != {str}:
+        return False
+    if not set(map(itemgetter(2), deps)) <= {"end", "start"}:
+        return False
+    labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in set(zip(jobs["stage"], jobs["kind"], jobs["microbatch"]))}
+    return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
 
 
 def check_cases(doc: dict[str, Any], source: str = "results") -> None:

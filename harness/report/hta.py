@@ -27,14 +27,22 @@ each step's start to its end; :func:`hta_idle_offset_us` gives the difference.
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from harness.report.atomic import atomic_write
-from harness.report.layout import job_label, rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
+import numpy as np
 
-__all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "hta_idle_offset_us", "hta_rank_trace", "write_hta_traces"]
+from harness._gcpause import gc_paused
+from harness.report.jobtable import JobTable
+from harness.report.jsontext import CHUNK_ROWS, document_parts, write_document
+from harness.report.layout import rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
+from harness.report.output import open_output
+
+__all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "hta_idle_offset_us", "hta_rank_text", "hta_rank_trace",
+           "write_hta_traces"]
 
 COMM_KERNEL_PREFIX = "ncclDevKernel_SendRecv "
 #: tid of the host thread that holds ProfilerStep slices and launches.
@@ -54,8 +62,108 @@ def _step_of(case: dict[str, Any]) -> dict[int, int]:
     return {s: i for i, s in enumerate(case["steps"])}
 
 
-def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
-    """The HTA-readable trace of one rank of a results-document case (see module doc).
+class _RankWriter:
+    """What the rank files of one case share: the jobs in columns, grouped by rank once
+    (a stable sort), the per-kind event formats and, for imported logs, each rank's step spans."""
+
+    def __init__(self, case: dict[str, Any], table: JobTable | None = None) -> None:
+        self.case = case
+        self.p = int(case["schedule"]["p"])
+        self.slots = stream_slots(case)
+        self.labels = rank_labels(case)
+        self.table = t = JobTable.from_case(case) if table is None else table
+        self.by_rank = np.argsort(t.rank, kind="stable")
+        self.bounds = np.searchsorted(t.rank[self.by_rank], np.arange(self.p + 1))
+        self.own = rank_step_spans(case) if steps_overlap(case) else None
+        self.step_values, code = np.unique(t.step, return_inverse=True)
+        self.step_code = code.reshape(t.n)
+        self.stream_no = STREAM_BASE + np.asarray([s.tid for s in self.slots] or [0], dtype=np.int64)
+        self.templates = []
+        for kind in t.kinds:
+            inner = json.dumps(kind)[1:-1].replace("%", "%%")
+            prefix = COMM_KERNEL_PREFIX if kind in _COMM_KINDS else ""
+            for mb_name, mb_arg in (("", "null"), ("%d", "%d")):
+                self.templates.append(_LAUNCH + ", " + '{"ph": "X", "cat": "kernel", "name": "' + prefix + "%d" + inner + mb_name + '", '
+                                      '"pid": %d, "tid": %d, "ts": %r, "dur": %r, "args": {"stream": %d, "device": %d, "correlation": %d, '
+                                      '"external id": %d, "stage": %d, "microbatch": ' + mb_arg + ', "chunk": %d, "step": %d}}')
+
+    def head(self, rank: int) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        """The rank's metadata and step events, and per step value the launch time (ns) of its jobs."""
+        case = self.case
+        pid = rank_pid(rank)  # pid 0 is the idle process to trace viewers; distributedInfo.rank stays the rank
+        events: list[dict[str, Any]] = [
+            {"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": self.labels[rank]}},
+            {"ph": "M", "pid": pid, "tid": HOST_TID, "name": "thread_name", "args": {"name": "host"}},
+        ]
+        for s in self.slots:
+            if s.rank == rank:
+                events.append({"ph": "M", "pid": pid, "tid": STREAM_BASE + s.tid, "name": "thread_name",
+                               "args": {"name": f"stream {STREAM_BASE + s.tid} ({s.name})"}})
+        step_index = _step_of(case)
+        starts = list(case["step_start_ns"])
+        spans = list(zip(case["steps"], case["step_start_ns"], case["step_end_ns"]))
+        if self.own is not None:  # imported logs: each rank's own step spans, which nest on its host thread
+            own = self.own
+            spans = [(step, *own[(rank, step)]) for step in case["steps"] if (rank, step) in own]
+            for step, a, _ in spans:
+                starts[step_index[step]] = a  # launches at this rank's step start, inside its step slice
+        for step, a, b in spans:
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": HOST_TID,
+                           "ts": _us(a), "dur": _us(b) - _us(a), "args": {"step": step}})
+        return events, {step: starts[i] for step, i in step_index.items()}
+
+    def rows(self, rank: int, launch_of: dict[int, int]) -> Iterator[str]:
+        """The rank's kernels, each after its launch, in job order (correlation ids from
+        :data:`CORRELATION_BASE`)."""
+        t = self.table
+        idx = self.by_rank[self.bounds[rank]:self.bounds[rank + 1]]
+        if not len(idx):
+            return
+        known = [launch_of.get(v) for v in self.step_values.tolist()]
+        launch_code = np.asarray([-1 if x is None else x for x in known], dtype=np.int64)
+        has_launch = np.asarray([x is not None for x in known], dtype=bool)
+        pid = rank_pid(rank)
+        for lo in range(0, len(idx), CHUNK_ROWS):
+            j = idx[lo:lo + CHUNK_ROWS]
+            code = self.step_code[j]
+            launch = np.where(has_launch[code], launch_code[code], t.start_ns[j]) / 1000.0
+            ts = t.start_ns[j] / 1000.0
+            dur = t.end_ns[j] / 1000.0 - ts
+            corr = range(CORRELATION_BASE + lo, CORRELATION_BASE + lo + len(j))
+            tcode = (t.kind[j] * 2 + (t.microbatch[j] >= 0)).tolist()
+            stream = self.stream_no[t.stream[j]].tolist()
+            stage, mb, chunk, step = (x[j].tolist() for x in (t.stage, t.microbatch, t.chunk, t.step))
+            tpl = self.templates
+            text = ", ".join([
+                tpl[c] % ((pid, ln, k, k, s, m, pid, sn, x, d, sn, rank, k, k, s, m, ch, st) if c & 1
+                          else (pid, ln, k, k, s, pid, sn, x, d, sn, rank, k, k, s, ch, st))
+                for c, ln, k, s, m, sn, x, d, ch, st in zip(tcode, launch.tolist(), corr, stage, mb, stream, ts.tolist(), dur.tolist(), chunk, step)
+            ])
+            yield text if lo == 0 else ", " + text
+
+    def write(self, fh: IO[str], rank: int) -> None:
+        """Write the rank's file (see module doc) to the text file ``fh``."""
+        case = self.case
+        events, launch_of = self.head(rank)
+        epoch = time_base_epoch_ns(case)
+        doc = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": self.p},
+            "deviceProperties": [{"id": rank, "name": str((case.get("device") or {}).get("name", case.get("backend", "")))}],
+            "traceEvents": [],
+            "otherData": {"case": case["id"], "schedule": case["schedule"]["name"], "backend": case.get("backend", ""),
+                          **({} if epoch is None else {"time_base_epoch_ns": epoch})},
+        }
+        head, tail = document_parts(doc, "traceEvents", None)
+        write_document(fh, head, [[", ".join(json.dumps(e, allow_nan=False) for e in events)], self.rows(rank, launch_of)], tail, ", ")
+
+
+_LAUNCH = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": %d, "tid": ' + str(HOST_TID)
+           + ', "ts": %r, "dur": 0.0, "args": {"correlation": %d, "external id": %d}}')
+
+
+def hta_rank_text(case: dict[str, Any], rank: int) -> str:
+    """The text of the HTA rank file ``rank`` of ``case`` (what :func:`write_hta_traces` writes).
 
     Raises:
         ValueError: ``rank`` is not a rank of the case.
@@ -63,63 +171,25 @@ def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
     p = int(case["schedule"]["p"])
     if not 0 <= rank < p:
         raise ValueError(f"rank {rank} is not in 0..{p - 1}")
-    slots = stream_slots(case)
-    label = rank_labels(case)[rank]
-    pid = rank_pid(rank)  # pid 0 is the idle process to trace viewers; distributedInfo.rank stays the rank
-    events: list[dict[str, Any]] = [
-        {"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}},
-        {"ph": "M", "pid": pid, "tid": HOST_TID, "name": "thread_name", "args": {"name": "host"}},
-    ]
-    for s in slots:
-        if s.rank == rank:
-            events.append({"ph": "M", "pid": pid, "tid": STREAM_BASE + s.tid, "name": "thread_name",
-                           "args": {"name": f"stream {STREAM_BASE + s.tid} ({s.name})"}})
-    step_index = _step_of(case)
-    starts = list(case["step_start_ns"])
-    spans = list(zip(case["steps"], case["step_start_ns"], case["step_end_ns"]))
-    if steps_overlap(case):  # imported logs: each rank's own step spans, which nest on its host thread
-        own = rank_step_spans(case)
-        spans = [(step, *own[(rank, step)]) for step in case["steps"] if (rank, step) in own]
-        for step, a, _ in spans:
-            starts[step_index[step]] = a  # launches at this rank's step start, inside its step slice
-    for step, a, b in spans:
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": HOST_TID,
-                       "ts": _us(a), "dur": _us(b) - _us(a), "args": {"step": step}})
-    jobs = case["jobs"]
-    # Large ids, as PyTorch's are: HTA 0.5 downcasts the column to the smallest
-    # integer type, and with small ids (int8) it fails under pandas 3 when it
-    # stores row indices into it.
-    correlation = CORRELATION_BASE
-    for i in range(len(jobs["kind"])):
-        if jobs["rank"][i] != rank:
-            continue
-        slot = slots[jobs["stream"][i]]
-        kind, mb, stage = jobs["kind"][i], jobs["microbatch"][i], jobs["stage"][i]
-        text = job_label(stage, kind, mb)
-        name = COMM_KERNEL_PREFIX + text if kind in _COMM_KINDS else text
-        step = jobs["step"][i]
-        launch_ns = starts[step_index[step]] if step in step_index else jobs["start_ns"][i]
-        ts, end = _us(jobs["start_ns"][i]), _us(jobs["end_ns"][i])
-        stream = STREAM_BASE + slot.tid
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": HOST_TID,
-                       "ts": _us(launch_ns), "dur": 0.0, "args": {"correlation": correlation, "external id": correlation}})
-        events.append({"ph": "X", "cat": "kernel", "name": name, "pid": pid, "tid": stream, "ts": ts, "dur": end - ts,
-                       "args": {"stream": stream, "device": rank, "correlation": correlation, "external id": correlation,
-                                "stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "step": step}})
-        correlation += 1
-    epoch = time_base_epoch_ns(case)
-    return {
-        "schemaVersion": 1,
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": p},
-        "deviceProperties": [{"id": rank, "name": str((case.get("device") or {}).get("name", case.get("backend", "")))}],
-        "traceEvents": events,
-        "otherData": {"case": case["id"], "schedule": case["schedule"]["name"], "backend": case.get("backend", ""),
-                      **({} if epoch is None else {"time_base_epoch_ns": epoch})},
-    }
+    buf = io.StringIO()
+    _RankWriter(case).write(buf, rank)
+    return buf.getvalue()
 
 
-def write_hta_traces(folder: Path, case: dict[str, Any]) -> list[Path]:
-    """Write ``folder/rank<N>.json`` for every rank of ``case``, each atomically.
+def hta_rank_trace(case: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The HTA-readable trace of one rank of a results-document case (see module doc), parsed.
+
+    Raises:
+        ValueError: ``rank`` is not a rank of the case.
+    """
+    return json.loads(hta_rank_text(case, rank))
+
+
+@gc_paused  # see harness.report.trace.write_trace_to
+def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False, table: JobTable | None = None) -> list[Path]:
+    """Write ``folder/rank<N>.json`` (``.json.gz`` with ``compress``, which HTA reads too) for
+    every rank of ``case``, each atomically; linear in the jobs whatever the number of ranks.
+    ``table``: the case's jobs in columns, where the caller has them.
 
     The JSON keeps ``json.dumps``' default separators, so the file contains
     ``"distributedInfo": {"backend": "nccl", "rank": N, ...}`` as HTA's regex wants.
@@ -130,11 +200,12 @@ def write_hta_traces(folder: Path, case: dict[str, Any]) -> list[Path]:
     Raises:
         OSError: a file cannot be written (earlier versions are kept).
     """
+    writer = _RankWriter(case, table)
     paths = []
-    for rank in range(int(case["schedule"]["p"])):
-        doc = hta_rank_trace(case, rank)
-        path = folder / f"rank{rank}.json"
-        atomic_write(path, lambda fh, d=doc: json.dump(d, fh, allow_nan=False))  # type: ignore[misc]
+    for rank in range(writer.p):
+        path = folder / f"rank{rank}.json{'.gz' if compress else ''}"
+        with open_output(path) as fh:
+            writer.write(fh, rank)
         paths.append(path)
     return paths
 

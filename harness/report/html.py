@@ -294,9 +294,14 @@ def spread_text(n_steps: int, min_ns: float | None, max_ns: float | None, iqr_ns
 
 def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
     """The median step's 95 % CI for the page, from ``metrics.stats`` (``None`` for files
-    without it, one step, or sim, which is exact)."""
+    without it, sim, which is exact, and fewer than :data:`harness.stats.MIN_SAMPLES` steps,
+    runs and imports alike: below it the interval is the min-max range at a far lower
+    coverage than 95 %, and the spread column already shows that range)."""
+    from harness.stats import MIN_SAMPLES
+
     st = ((case["metrics"].get("stats") or {}).get("step_time_ns")) if isinstance(case["metrics"].get("stats"), dict) else None
-    if not isinstance(st, dict) or case.get("backend") == "sim" or not st.get("median") or (st.get("n") or 0) < 2:
+    if (not isinstance(st, dict) or case.get("backend") == "sim" or not st.get("median")
+            or (st.get("n") or 0) < MIN_SAMPLES):
         return None
     med, lo, hi = float(st["median"]), float(st["ci_low"]), float(st["ci_high"])
     half = max(med - lo, hi - med) / med

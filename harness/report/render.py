@@ -40,7 +40,6 @@ until ``index.html`` moved, and unlinked old traces until the next render.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -49,13 +48,16 @@ import socket
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InputFormatError
-from harness.report.atomic import atomic_write, atomic_write_json, ensure_writable_dir
+from harness.report.atomic import atomic_write_bytes, ensure_writable_dir
+from harness.report.jsontext import dumps_document
+from harness.report.output import ReportSizeWarning, TraceOptions, hta_size_estimate, size_warning, trace_size_estimate
 
 __all__ = ["ReportFiles", "case_filename", "check_report_folder", "write_report"]
 
@@ -257,7 +259,7 @@ def _prune(out_dir: Path, keep: set[Path]) -> None:
         if not root.is_dir():
             continue
         for path in sorted(root.rglob("*"), reverse=True):
-            if path.is_file() and path not in keep and path.suffix == ".json":
+            if path.is_file() and path not in keep and path.name.endswith((".json", ".json.gz")):
                 path.unlink(missing_ok=True)
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
@@ -350,6 +352,17 @@ def _remove_empty_tree(root: Path) -> None:
     root.rmdir()
 
 
+def _say_size(say: Callable[[str], None] | None, what: str, estimate: int, opts: TraceOptions, shrink: list[str]) -> None:
+    """Say (or warn) that an output will be large, before it is written (see :func:`write_report`)."""
+    message = size_warning(what, estimate, opts.gzip, shrink, opts.warn_bytes)
+    if message is None:
+        return
+    if say is not None:
+        say(f"warning: {message}")
+    else:
+        warnings.warn(ReportSizeWarning(message), stacklevel=3)
+
+
 def write_report(
     out_dir: Path,
     doc: dict[str, Any],
@@ -362,6 +375,7 @@ def write_report(
     source: str = "results",
     prune: bool = True,
     notice: Callable[[str], None] | None = None,
+    trace_options: TraceOptions | None = None,
 ) -> ReportFiles:
     """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
 
@@ -380,6 +394,11 @@ def write_report(
         source: names the input in error messages.
         prune: once the new report is in place, delete trace and HTA files in
             ``traces/`` and ``hta/`` that it does not link (left by earlier runs).
+        trace_options: gzip, traced steps, flow events and the size-warning threshold
+            (:class:`harness.report.output.TraceOptions`; default: plain JSON, every step,
+            flows, warn past 100 MB). An output estimated past the threshold is said
+            through ``notice`` (else ``progress``, else a :class:`~harness.report.output.ReportSizeWarning`)
+            before it is written, with its estimate and the options that shrink it.
 
     Raises:
         ConfigError: ``out_dir`` is not writable, or holds another tool's
@@ -399,9 +418,12 @@ def write_report(
     of the render that published last, whole.
     """
     from harness.report.fields import check_cases
-    from harness.report.hta import hta_rank_trace
+    from harness.report.hta import write_hta_traces
     from harness.report.html import render_index
-    from harness.report.trace import case_trace
+    from harness.report.jobtable import JobTable
+    from harness.report.trace import first_steps, write_trace
+
+    opts = trace_options or TraceOptions()
 
     check_cases(doc, source)  # wrong-typed fields: refuse before creating anything
     out_dir = Path(out_dir)
@@ -422,13 +444,17 @@ def write_report(
                 cid = str(case.get("id", f"#{n}"))
                 try:
                     stem = case_filename(cid, taken)
+                    table = JobTable.from_case(case) if traces or hta else None  # built once for both writers
                     if traces:
-                        atomic_write_json(stage / "traces" / f"{stem}.json", case_trace(case))
-                        trace_hrefs[cid] = f"traces/{stem}.json"
+                        traced = first_steps(case, opts.steps)
+                        _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
+                        name = f"{stem}.json{'.gz' if opts.gzip else ''}"
+                        write_trace(stage / "traces" / name, traced, flows=opts.flows, table=table if traced is case else None)
+                        trace_hrefs[cid] = f"traces/{name}"
                     if hta:
-                        for rank in range(int(case["schedule"]["p"])):
-                            d = hta_rank_trace(case, rank)
-                            atomic_write(stage / "hta" / stem / f"rank{rank}.json", lambda fh, d=d: json.dump(d, fh, allow_nan=False))  # type: ignore[misc]
+                        hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + ["--no-hta (pipeline-harness report)"]
+                        _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
+                        write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip, table=table)
                         hta_hrefs[cid] = f"hta/{stem}/"
                 except (KeyError, TypeError, ValueError, IndexError) as exc:
                     raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None
@@ -440,7 +466,9 @@ def write_report(
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
             (stage / "index.html").write_text(html, encoding="utf-8")
             if write_results:
-                atomic_write_json(stage / "results.json", doc)
+                data = dumps_document(doc)
+                _say_size(notice, "results.json", len(data), opts, ["record fewer steps or smaller cases"])
+                atomic_write_bytes(stage / "results.json", data)
             # Everything rendered: move into place, file by file (each move is atomic),
             # one render at a time (the lock; waiting for it can be interrupted), with
             # Ctrl-C and SIGTERM held back so the folder never mixes two runs. Traces

@@ -23,6 +23,12 @@ colours are used; ``displayTimeUnit`` is never set (Perfetto would rescale
 logs do that), the later one goes on an extra thread ``<stream> (overlap)``,
 so every track nests strictly.
 
+The file is written from columns (:mod:`harness.report.jobtable`,
+:mod:`harness.report.jsontext`): one format per event shape, filled from lists,
+streamed in chunks; its text is what ``json.dumps(case_trace(case), separators=(",", ":"))``
+of the same events would be, byte for byte. Every step of it is linear in the
+jobs (and the dependencies times the steps, for flows).
+
 Input is one case of the results document (:mod:`harness.report.results`)::
 
     doc = load_results(Path("reports/results.json"))
@@ -31,13 +37,19 @@ Input is one case of the results document (:mod:`harness.report.results`)::
 
 from __future__ import annotations
 
-from collections import defaultdict
+import io
+import json
+from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from harness.report.atomic import atomic_write_json
+import numpy as np
+
+from harness._gcpause import gc_paused
+from harness.report.jobtable import JobTable
+from harness.report.jsontext import CHUNK_ROWS, document_parts, number_text, write_document
 from harness.report.layout import (
-    job_label,
     rank_labels,
     rank_pid,
     rank_step_spans,
@@ -46,8 +58,9 @@ from harness.report.layout import (
     time_base_epoch_ns,
     track_overflow,
 )
+from harness.report.output import open_output
 
-__all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "write_trace"]
+__all__ = ["KIND_CNAME", "OVERFLOW_TID", "case_trace", "first_steps", "trace_text", "write_trace"]
 
 #: Reserved colour names of the classic trace viewer, per job kind.
 KIND_CNAME = {
@@ -69,32 +82,45 @@ STEP_CNAME = "generic_work"
 OVERFLOW_TID = 100
 #: tid of a rank's own step track, written where steps overlap across ranks.
 RANK_STEP_TID = OVERFLOW_TID - 1
+_SEP = (",", ":")
 
 
 def _us(ns: int) -> float:
     return ns / 1000.0
 
 
-def _inside(start_us: float, end_us: float, at_end: bool) -> float:
-    """A time 1 ns inside ``[start_us, end_us]`` next to its end (or start); the
-    midpoint for slices shorter than 2 ns."""
-    if end_us - start_us < 0.002:
-        return (start_us + end_us) / 2
-    return end_us - 0.001 if at_end else start_us + 0.001
+def first_steps(case: dict[str, Any], steps: int | None) -> dict[str, Any]:
+    """``case`` with only its first ``steps`` recorded steps (their jobs, step spans, and the
+    memory counter points up to the last kept step's end); ``case`` itself when it has no
+    more steps than that or ``steps`` is ``None``. Linear in the jobs.
 
-
-def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
-    """Build the trace document of one results-document case.
-
-    Args:
-        case: a case of the results document.
-        flows: add flow events for cross-stream dependencies.
-
-    Returns:
-        ``{"traceEvents": [...], "otherData": {...}}``; times in µs.
+    Raises:
+        ValueError: ``steps`` under 1.
     """
+    if steps is None or len(case["steps"]) <= steps:
+        return case
+    if steps < 1:
+        raise ValueError(f"traced steps must be 1 or more, not {steps}")
+    kept = case["steps"][:steps]
+    step = np.asarray(case["jobs"]["step"], dtype=np.int64)
+    take = np.flatnonzero(np.isin(step, np.asarray(kept, dtype=np.int64))).tolist()
+    jobs = {name: [col[i] for i in take] for name, col in case["jobs"].items()}
+    out = {**case, "steps": kept, "step_start_ns": case["step_start_ns"][:steps], "step_end_ns": case["step_end_ns"][:steps], "jobs": jobs}
+    out.pop("overlaps", None)  # job indices of the whole case
+    memory = case.get("memory")
+    if isinstance(memory, dict) and memory.get("timeline"):
+        until = max(case["step_end_ns"][:steps])
+        lines = []
+        for line in memory["timeline"]:
+            pairs = [(t, b) for t, b in zip(line.get("t_ns", []), line.get("bytes", [])) if t <= until]
+            lines.append({**line, "t_ns": [t for t, _ in pairs], "bytes": [b for _, b in pairs]})
+        out["memory"] = {**memory, "timeline": lines}
+    return out
+
+
+def _head_events(case: dict[str, Any], slots: list[Any]) -> list[dict[str, Any]]:
+    """The metadata and step events, which come before the jobs' (few: per rank, stream and step)."""
     p = int(case["schedule"]["p"])
-    slots = stream_slots(case)
     labels = rank_labels(case)
     events: list[dict[str, Any]] = []
     backend = case.get("backend", "")
@@ -132,69 +158,174 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
                 {"ph": "X", "pid": rank_pid(rank), "tid": RANK_STEP_TID, "name": f"ProfilerStep#{step}", "cat": "step",
                  "ts": _us(a), "dur": _us(b) - _us(a), "cname": STEP_CNAME, "args": {"step": step, "span": "this rank's jobs"}}
             )
-    jobs = case["jobs"]
-    n = len(jobs["kind"])
-    starts, ends = jobs["start_ns"], jobs["end_ns"]
-    by_stream: dict[int, list[int]] = defaultdict(list)
-    for i in range(n):
-        by_stream[jobs["stream"][i]].append(i)
-    sub = [0] * n
-    for s_index, order in by_stream.items():
-        for i, t in zip(order, track_overflow(starts, ends, order)):
-            sub[i] = t
-        extra = {t for t in (sub[i] for i in order) if t}
+    return events
+
+
+def _overflow_events(table: JobTable, slots: list[Any], sub: np.ndarray) -> list[dict[str, Any]]:
+    """Thread metadata of the extra tracks that take overlapping jobs, per stream in the
+    order of its first job."""
+    events: list[dict[str, Any]] = []
+    if not sub.any():
+        return events
+    streams, first = np.unique(table.stream, return_index=True)
+    for s_index in streams[np.argsort(first, kind="stable")].tolist():
         slot = slots[s_index]
-        for t in sorted(extra):
+        for t in np.unique(sub[table.stream == s_index]).tolist():
+            if not t:
+                continue
             tid = OVERFLOW_TID * t + slot.tid
             label = f"{slot.name} (overlap{'' if t == 1 else t})"
             events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_name", "args": {"name": label}})
             events.append({"ph": "M", "pid": rank_pid(slot.rank), "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
-    where: dict[tuple[int, str], tuple[int, int, float, float]] = {}
-    recompute = {(int(st), str(k)): int(ns) for st, k, ns in case.get("recompute") or []}
-    for i in range(n):
-        kind = jobs["kind"][i]
-        mb = jobs["microbatch"][i]
-        stage = jobs["stage"][i]
-        slot = slots[jobs["stream"][i]]
-        tid = slot.tid + OVERFLOW_TID * sub[i]
-        ts, end = _us(starts[i]), _us(ends[i])
-        label = job_label(stage, kind, mb)
-        events.append(
-            {"ph": "X", "pid": rank_pid(slot.rank), "tid": tid, "name": label, "cat": kind, "ts": ts, "dur": end - ts,
-             "cname": KIND_CNAME.get(kind, "generic_work"),
-             "args": {"stage": stage, "microbatch": mb, "chunk": jobs["chunk"][i], "kind": kind, "step": jobs["step"][i]}}
-        )
-        where[(jobs["step"][i], label)] = (rank_pid(slot.rank), tid, ts, end)
-        rec = recompute.get((stage, kind))
-        if rec:  # the recomputation at the start of a backward, as its own sub-slice (nested)
-            events.append({"ph": "X", "pid": rank_pid(slot.rank), "tid": tid, "name": "recompute", "cat": "recompute", "ts": ts,
-                           "dur": min(rec / 1000.0, end - ts), "cname": "grey", "args": {"job": label, "recompute_ns": rec}})
+    return events
+
+
+class _Placed:
+    """Per job: pid, tid, ts and end (µs floats), as the job events place them."""
+
+    def __init__(self, table: JobTable, slots: list[Any], sub: np.ndarray) -> None:
+        slot_pid = np.asarray([rank_pid(s.rank) for s in slots] or [0], dtype=np.int64)
+        slot_tid = np.asarray([s.tid for s in slots] or [0], dtype=np.int64)
+        self.pid = slot_pid[table.stream]
+        self.tid = slot_tid[table.stream] + OVERFLOW_TID * sub
+        self.ts = table.start_ns / 1000.0
+        self.end = table.end_ns / 1000.0
+        self.dur = self.end - self.ts
+
+
+def _job_templates(kinds: list[str]) -> tuple[list[str], list[str]]:
+    """Per kind code ``k``, the job event's format at ``2 * k`` (a job without micro-batch) and
+    ``2 * k + 1`` (with one), and likewise its ``recompute`` sub-slice's; fields: pid, tid,
+    stage, [micro-batch,] ts, dur, stage, [micro-batch,] chunk, step (recompute: pid, tid, ts,
+    dur, stage, [micro-batch,] ns). The kind's text and colour are written into the format."""
+    rows, recs = [], []
+    for kind in kinds:
+        inner = json.dumps(kind)[1:-1].replace("%", "%%")  # the kind inside a JSON string; a job text is digits + kind + digits
+        cname = json.dumps(KIND_CNAME.get(kind, "generic_work"))
+        for mb_name, mb_arg in (("", "null"), ("%d", "%d")):
+            rows.append('{"ph":"X","pid":%d,"tid":%d,"name":"%d' + inner + mb_name + '","cat":"' + inner + '","ts":%r,"dur":%r,'
+                        '"cname":' + cname + ',"args":{"stage":%d,"microbatch":' + mb_arg + ',"chunk":%d,"kind":"' + inner + '","step":%d}}')
+            recs.append('{"ph":"X","pid":%d,"tid":%d,"name":"recompute","cat":"recompute","ts":%r,"dur":%r,"cname":"grey",'
+                        '"args":{"job":"%d' + inner + mb_name + '","recompute_ns":%d}}')
+    return rows, recs
+
+
+def _job_rows(table: JobTable, placed: _Placed, recompute: dict[tuple[int, str], int]) -> Iterator[str]:
+    """The job events (each followed by its ``recompute`` sub-slice where the cost model recomputes)."""
+    rows_t, recs_t = _job_templates(table.kinds)
+    has_mb = table.microbatch >= 0
+    code = (table.kind * 2 + has_mb).tolist()
+    rec_lab = np.asarray([int(recompute.get((st, table.kinds[k])) or 0) for st, k in zip(table.label_stage, table.label_kind)] or [0],
+                         dtype=np.int64)
+    rec = rec_lab[table.label] if table.n else np.zeros(0, dtype=np.int64)
+    for lo in range(0, table.n, CHUNK_ROWS):
+        hi = min(table.n, lo + CHUNK_ROWS)
+        cut = slice(lo, hi)
+        ts, dur = placed.ts[cut].tolist(), placed.dur[cut].tolist()
+        pid, tid = placed.pid[cut].tolist(), placed.tid[cut].tolist()
+        stage, mb, chunk, step = (x[cut].tolist() for x in (table.stage, table.microbatch, table.chunk, table.step))
+        rows = [rows_t[c] % ((a, t, s, m, x, d, s, m, ch, st) if c & 1 else (a, t, s, x, d, s, ch, st))
+                for c, a, t, s, m, x, d, ch, st in zip(code[lo:hi], pid, tid, stage, mb, ts, dur, chunk, step)]
+        for k in np.flatnonzero(rec[cut] > 0).tolist():  # the recomputation at the start of a backward, nested
+            r, c = int(rec[lo + k]), code[lo + k]
+            rec_args = (pid[k], tid[k], ts[k], min(r / 1000.0, dur[k]), stage[k], *((mb[k],) if c & 1 else ()), r)
+            rows[k] += "," + recs_t[c] % rec_args
+        yield ("" if lo == 0 else ",") + ",".join(rows)
+
+
+def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
+    """The per-rank memory counter events (bytes held over time)."""
     memory = case.get("memory")
-    if isinstance(memory, dict):  # a counter track per rank: bytes held (static + activations)
-        for rank, line in enumerate(memory.get("timeline") or []):
-            for t, b in zip(line.get("t_ns", []), line.get("bytes", [])):
-                events.append({"ph": "C", "pid": rank_pid(rank), "tid": 0, "name": "memory (bytes)", "ts": _us(t), "args": {"bytes": b}})
-    if flows:
-        flow_id = 1
-        deps = case.get("deps", [])
-        for step in case["steps"]:
-            for src, dst, edge in deps:
-                a = where.get((step, src))
-                b = where.get((step, dst))
-                if a is None or b is None:
-                    continue
-                # Each end sits 1 ns inside its slice (the producer's end, or its start for a
-                # start dependency - a receive starts with its send -; the consumer's start), so
-                # the enclosing slice is unambiguous and arrows point forward in time.
-                events.append({"ph": "s", "id": flow_id, "pid": a[0], "tid": a[1], "ts": _inside(a[2], a[3], at_end=edge != "start"),
-                               "name": "dependency", "cat": "dependency"})
-                events.append({"ph": "f", "id": flow_id, "pid": b[0], "tid": b[1], "ts": _inside(b[2], b[3], at_end=False),
-                               "name": "dependency", "cat": "dependency", "bp": "e"})
-                flow_id += 1
+    if not isinstance(memory, dict):
+        return
+    row = '{"ph":"C","pid":%d,"tid":0,"name":"memory (bytes)","ts":%r,"args":{"bytes":%s}}'
+    first = True
+    for rank, line in enumerate(memory.get("timeline") or []):
+        pid = rank_pid(rank)
+        pairs = list(zip(line.get("t_ns", []), line.get("bytes", [])))
+        if not pairs:
+            continue
+        text = ",".join([row % (pid, _us(t), number_text(b)) for t, b in pairs])
+        yield text if first else "," + text
+        first = False
+
+
+def _label_ids(labels: list[str], names: list[str]) -> np.ndarray:
+    """Per name, the index of that job text in ``labels`` (the last one, as a dict would keep),
+    or -1: sorted string arrays and a binary search instead of a dict lookup per name."""
+    if not names or not labels:
+        return np.full(len(names), -1, dtype=np.int64)
+    lab = np.asarray(labels)
+    order = np.argsort(lab, kind="stable")
+    sl = lab[order]
+    last = np.ones(len(sl), dtype=bool)
+    last[:-1] = sl[1:] != sl[:-1]
+    uniq, ids = sl[last], order[last]
+    q = np.asarray(names)
+    pos = np.minimum(np.searchsorted(uniq, q), len(uniq) - 1)
+    return np.where(uniq[pos] == q, ids[pos], -1).astype(np.int64)
+
+
+def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
+    """Flow events for each dependency in each recorded step, bound to the slices they connect.
+
+    Each end sits 1 ns inside its slice (the producer's end, or its start for a start
+    dependency - a receive starts with its send -; the consumer's start), so the enclosing
+    slice is unambiguous and arrows point forward in time; the midpoint in slices under 2 ns.
+    Where a step holds two jobs of one text, the later one is taken.
+    """
+    deps = case.get("deps") or []
+    if not deps or not table.n:
+        return
+    nl = len(table.labels)
+    src = _label_ids(table.labels, list(map(itemgetter(0), deps)))
+    dst = _label_ids(table.labels, list(map(itemgetter(1), deps)))
+    at_end = np.asarray(list(map(itemgetter(2), deps))) != "start"
+    step_values, step_code = np.unique(table.step, return_inverse=True)
+    key = step_code.reshape(table.n) * nl + table.label
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    last = np.ones(len(sk), dtype=bool)
+    last[:-1] = sk[1:] != sk[:-1]
+    uk, ui = sk[last], order[last]  # per (step, job text): its last job
+
+    def find(q: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
+        return np.where((q >= 0) & (uk[pos] == q), ui[pos], -1)
+
+    flow_id, first = 1, True
+    wanted = np.asarray(case["steps"], dtype=np.int64)
+    spos = np.minimum(np.searchsorted(step_values, wanted), len(step_values) - 1)
+    scode = np.where(step_values[spos] == wanted, spos, -1)
+    for code in scode.tolist():  # step by step, dependency by dependency
+        if code < 0:
+            continue
+        a = find(np.where(src >= 0, code * nl + src, -1))
+        b = find(np.where(dst >= 0, code * nl + dst, -1))
+        ok = (a >= 0) & (b >= 0)
+        a, b, end_side = a[ok], b[ok], at_end[ok]
+        if not len(a):
+            continue
+        a0, a1, b0, b1 = placed.ts[a], placed.end[a], placed.ts[b], placed.end[b]
+        s_ts = np.where(a1 - a0 < 0.002, (a0 + a1) / 2, np.where(end_side, a1 - 0.001, a0 + 0.001))
+        f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, b0 + 0.001)
+        ids = range(flow_id, flow_id + len(a))
+        flow_id += len(a)
+        text = ",".join([_FLOW_ROW % r for r in zip(ids, placed.pid[a].tolist(), placed.tid[a].tolist(), s_ts.tolist(),
+                                                    ids, placed.pid[b].tolist(), placed.tid[b].tolist(), f_ts.tolist())])
+        yield text if first else "," + text
+        first = False
+
+
+_FLOW_ROW = ('{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%r,"name":"dependency","cat":"dependency"},'
+             '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%r,"name":"dependency","cat":"dependency","bp":"e"}')
+
+
+def _other_data(case: dict[str, Any]) -> dict[str, Any]:
     other = {
         "case": case["id"],
         "schedule": case["schedule"]["name"],
-        "backend": backend,
+        "backend": case.get("backend", ""),
         "time_unit_note": "ts and dur are in microseconds (Trace Event Format); source times were integer ns",
     }
     epoch = time_base_epoch_ns(case)
@@ -202,13 +333,62 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         other["time_base_epoch_ns"] = epoch
     if case.get("warnings"):
         other["warnings"] = list(case["warnings"])
-    return {"traceEvents": events, "otherData": other}
+    return other
 
 
-def write_trace(path: Path, case: dict[str, Any], flows: bool = True) -> Path:
-    """Atomically write the trace of ``case`` to ``path``.
+@gc_paused  # millions of short-lived strings: the cyclic collector would scan them over and over
+def write_trace_to(fh: IO[str], case: dict[str, Any], flows: bool = True, table: JobTable | None = None) -> None:
+    """Write the trace document of one results-document case to the text file ``fh``
+    (see module doc for its layout; times in µs). ``table``: the case's jobs in columns,
+    where the caller has them (:meth:`JobTable.from_case` of this very case).
+
+    Raises:
+        KeyError, TypeError, ValueError, IndexError: the case lacks a field or holds a
+            wrong-typed one (:func:`harness.report.fields.check_cases` names it first).
+    """
+    table = JobTable.from_case(case) if table is None else table
+    slots = stream_slots(case)
+    sub = table.sub_tracks()
+    placed = _Placed(table, slots, sub)
+    recompute = {(int(st), str(k)): int(ns) for st, k, ns in case.get("recompute") or []}
+    head_events = _head_events(case, slots) + _overflow_events(table, slots, sub)
+    head, tail = document_parts({"traceEvents": [], "otherData": _other_data(case)}, "traceEvents", _SEP)
+    pieces = [
+        [",".join(json.dumps(e, separators=_SEP, allow_nan=False) for e in head_events)],
+        _job_rows(table, placed, recompute),
+        _memory_rows(case),
+        _flow_rows(case, table, placed) if flows else [],
+    ]
+    write_document(fh, head, pieces, tail, ",")
+
+
+def trace_text(case: dict[str, Any], flows: bool = True) -> str:
+    """The trace file's text for ``case`` (what :func:`write_trace` writes)."""
+    buf = io.StringIO()
+    write_trace_to(buf, case, flows=flows)
+    return buf.getvalue()
+
+
+def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
+    """The trace document of one results-document case, parsed (for checks and tests).
+
+    Args:
+        case: a case of the results document.
+        flows: add flow events for cross-stream dependencies.
+
+    Returns:
+        ``{"traceEvents": [...], "otherData": {...}}``; times in µs.
+    """
+    return json.loads(trace_text(case, flows=flows))
+
+
+def write_trace(path: Path, case: dict[str, Any], flows: bool = True, table: JobTable | None = None) -> Path:
+    """Atomically write the trace of ``case`` to ``path``; gzip-compressed where ``path``
+    ends in ``.gz`` (Perfetto and chrome://tracing open both).
 
     Raises:
         OSError: the file cannot be written (the previous one is kept).
     """
-    return atomic_write_json(path, case_trace(case, flows=flows))
+    with open_output(path) as fh:
+        write_trace_to(fh, case, flows=flows, table=table)
+    return path

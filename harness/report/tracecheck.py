@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
-__all__ = ["RESERVED_CNAMES", "check_trace"]
+__all__ = ["RESERVED_CNAMES", "check_trace", "check_trace_file"]
 
 RESERVED_CNAMES = frozenset({
     "thread_state_uninterruptible", "thread_state_iowait", "thread_state_running", "thread_state_runnable",
@@ -105,3 +106,15 @@ def check_trace(doc: Any, max_problems: int = 50) -> list[str]:
         if ends["f"]["ts"] < ends["s"]["ts"] - _EPS:
             bad(f"flow id {fid}: finishes at {ends['f']['ts']} µs, before it starts at {ends['s']['ts']} µs (an arrow back in time)")
     return problems
+
+
+def check_trace_file(path: Path, max_problems: int = 50) -> list[str]:
+    """Check a trace file, plain ``.json`` or gzip-compressed ``.json.gz`` (see :func:`check_trace`).
+
+    Raises:
+        OSError: the file cannot be read (or is not gzip data, for ``.gz``).
+        ValueError: it is not JSON (``json.JSONDecodeError``, with line and column).
+    """
+    from harness.report.output import read_json
+
+    return check_trace(read_json(path), max_problems=max_problems)

@@ -468,7 +468,8 @@ def load_schedule_file(path: str | Path, num_microbatches: int | None = None) ->
         raise InputFormatError(f"{p}: unknown schedule file type {p.suffix!r}; expected a PyTorch pipeline .csv")
     sched = load_csv(p, num_microbatches)
     name = safe_text(p.name, f"schedule file name (of {p.parent})")  # a name that is not UTF-8 decodes to surrogates
-    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {"source": str(p)})
+    # Keep what the reader found (OVERLAP_F_B groups, ...): dropping it made a dumped DualPipeV read back slower.
+    return Schedule(name, sched.num_microbatches, sched.stage_to_rank, sched.ranks, {**sched.params, "source": str(p)})
 
 
 # --- PaddlePaddle job names -------------------------------------------------------

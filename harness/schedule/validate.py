@@ -175,15 +175,23 @@ def _data_parallel_order(schedule: Schedule) -> list[tuple[int, int, str]]:
             at[(job.stage, job.kind)] = (rank, step)
     if not at:
         return []
-    problems: list[tuple[int, int, str]] = []
+    conflicts: dict[tuple[int, JobKind], list[tuple[int, int, Job]]] = {}
     for rank, step, job in schedule.jobs():
         for kind, (before, kinds) in _DP_RULES.items():
             where = at.get((job.stage, kind))
             if where is None or job.kind not in kinds or where[0] != rank:
                 continue
             if (where[1] > step) if before else (where[1] < step):
-                dp = f"{job.stage}{kind.value}"
-                rel = "after" if before else "before"
-                problems.append((where[0], where[1], f"{dp} is listed {rel} {job} (step {step}), which it must {'precede' if before else 'follow'}"))
-                problems.append((rank, step, f"{job} must come {'after' if before else 'before'} {dp}"))
+                conflicts.setdefault((job.stage, kind), []).append((rank, step, job))
+    problems: list[tuple[int, int, str]] = []
+    for (stage, kind), jobs in conflicts.items():
+        before = _DP_RULES[kind][0]
+        where = at[(stage, kind)]
+        dp = f"{stage}{kind.value}"
+        listed = ", ".join(f"{job} (step {step})" for _, step, job in jobs[:4]) + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else "")
+        # One note for the data-parallel job, naming every job it is out of order with (its cell shows one note).
+        note = f"{dp} is listed {'after' if before else 'before'} {listed}, which it must {'precede' if before else 'follow'}"
+        for rank, step, job in jobs:  # pairs, as check_order counts them: the job, then the other one
+            problems.append((where[0], where[1], note))
+            problems.append((rank, step, f"{job} must come {'after' if before else 'before'} {dp}"))
     return problems

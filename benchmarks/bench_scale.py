@@ -1,0 +1,103 @@
+"""Report and run figures at a million jobs (issue 13), each in a fresh process.
+
+Run: ``python benchmarks/bench_scale.py [--jobs 1000000] [--big 10000000] [--only NAME ...]``.
+
+* ``write_report``: one case of about ``--jobs`` jobs (1F1B, p = 32, send/receive jobs,
+  one sim step) rendered into a temporary folder: trace, HTA rank files, results.json
+  and the page. CPU and wall seconds of the call, the process's peak RSS before and
+  after it (``ru_maxrss``: the call's own peak shows when it exceeds the run's), and the
+  bytes written.
+* ``sim`` and ``analytic``: ``run_case(backend="sim")`` against ``analyze()`` of the same
+  case (build, plan, timeline, figures), CPU seconds, ns per job and peak RSS of a
+  process that did only that.
+* ``analytic-big``: ``analyze()`` at ``--big`` jobs, for ns per job against the 1 M figure.
+
+Nothing is asserted; one JSON line per figure. Times on a shared machine vary; compare
+figures from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+P = 32
+
+
+def _m_for(jobs: int) -> int:
+    # 1F1B with send/receive jobs: per micro-batch 2 jobs per stage and 4 transfers per boundary (48,128 jobs at m = 256).
+    return max(P, round(jobs * 256 / 48_128))
+
+
+def _case(jobs: int):  # type: ignore[no-untyped-def]
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+
+    return PipelineCase("1F1B", stages=P, microbatches=_m_for(jobs), comm=True, cost=FixedCost.ms(F=1, B=2))
+
+
+def _rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _one(name: str, jobs: int) -> dict:
+    from harness.runner import run_case
+
+    if name == "write_report":
+        from harness.report.render import write_report
+        from harness.report.results import case_to_dict, results_document
+
+        doc = results_document([case_to_dict(run_case(_case(jobs), "sim", range(0, 1)))])
+        n = len(doc["cases"][0]["jobs"]["kind"])
+        before = _rss()
+        with tempfile.TemporaryDirectory() as tmp:
+            c, w = time.process_time(), time.perf_counter()
+            write_report(Path(tmp), doc, notice=lambda s: None)
+            c, w = time.process_time() - c, time.perf_counter() - w
+            size = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        return {"figure": name, "jobs": n, "cpu_s": round(c, 2), "wall_s": round(w, 2), "peak_rss_before": before,
+                "peak_rss_after": _rss(), "bytes_written": size}
+    if name == "sim":
+        c = time.process_time()
+        result = run_case(_case(jobs), "sim", range(0, 1))
+        c = time.process_time() - c
+        n = len(result.records.jobs)
+    else:
+        from harness.analytics import analyze
+        from harness.schedule.builders import build_schedule
+
+        case = _case(jobs)
+        c = time.process_time()
+        out = analyze(build_schedule("1F1B", P, case.microbatches), case.cost, comm="stream")
+        c = time.process_time() - c
+        n = out.num_jobs if hasattr(out, "num_jobs") else jobs
+    return {"figure": name, "jobs": n, "cpu_s": round(c, 2), "ns_per_job": round(c * 1e9 / n), "peak_rss": _rss(),
+            "bytes_per_job": round(_rss() / n)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=1_000_000)
+    ap.add_argument("--big", type=int, default=10_000_000)
+    ap.add_argument("--only", action="append", choices=["write_report", "sim", "analytic", "analytic-big"])
+    ap.add_argument("--child", nargs=2, metavar=("NAME", "JOBS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        name, jobs = args.child
+        print(json.dumps(_one(name.replace("-big", ""), int(jobs))), flush=True)
+        return 0
+    for name in args.only or ["write_report", "sim", "analytic", "analytic-big"]:
+        jobs = args.big if name == "analytic-big" else args.jobs
+        out = subprocess.run([sys.executable, __file__, "--child", name, str(jobs)], capture_output=True, text=True)
+        print(out.stdout.strip() or json.dumps({"figure": name, "error": out.stderr.strip()[-500:]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

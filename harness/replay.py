@@ -1,0 +1,86 @@
+"""Replay of a plan on the simulated device without a Python call per device operation.
+
+The ``sim`` device (:class:`harness.device.sim.SimDevice`) plays each step's
+enqueued records, waits and launches as in-order streams on a virtual clock. Every
+step of a run enqueues the same operations and starts when all streams have
+finished the previous one (its ``synchronize`` is a barrier), so every step has
+the same timeline, shifted by the makespan: the analytic recurrence of
+:func:`harness.analytics.simulate` (per job, its start is the latest of its stream's
+previous end, its dependencies' ends - plus the ``edge`` delay across ranks - and
+its start dependencies' starts), computed once. :func:`replay` returns the records
+:func:`harness.executor.execute` makes op by op on ``sim``, with one difference:
+no host time is spent enqueueing, so ``enqueue_ns`` is 0 per job and per step.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from harness.analytics import simulate
+from harness.cost import CostModel
+from harness.plan import Plan
+from harness.records import JobRecord, RunRecords
+from harness.schedule.model import JobKind
+from harness.window import ProfilingWindow
+
+__all__ = ["replay"]
+
+_KIND_VALUES = tuple(k.value for k in JobKind)
+
+
+def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, delays: list[int] | None = None) -> RunRecords:
+    """The records of ``plan`` run on the sim ``device`` for ``window``'s steps (see module doc).
+
+    Args:
+        plan: a validated plan (all ranks).
+        device: the sim device (its name and :meth:`describe` go into the records).
+        cost: job durations (ns), asked once per stage and kind.
+        window: the profiling window; told each recorded step's time.
+        delays: per job, the ``edge`` model's delay (ns) after each dependency on another
+            rank (:func:`harness.comm.edge_delays`), or ``None``.
+
+    Returns:
+        Records as :func:`harness.executor.execute` makes them (jobs in enqueue order per
+        recorded step, ns from the first recorded step's start), ``enqueue_ns`` 0.
+
+    Raises:
+        ConfigError: the cost model gives micro-batches of one stage and kind different
+            durations (:func:`harness.analytics.durations`).
+    """
+    timeline = simulate(plan, cost, delays)
+    order = np.asarray(plan.order, dtype=np.int64)
+    cols = plan.arrays
+    used = plan.streams_used()
+    records = RunRecords(backend=device.name, device=device.describe(), num_ranks=plan.schedule.num_ranks,
+                         streams=[plan.stream_names[s] for s in used], warmup_steps=window.warmup_steps)
+    start = np.asarray(timeline.start, dtype=np.int64)[order]
+    end = np.asarray(timeline.end, dtype=np.int64)[order]
+    makespan = int(end.max()) if len(end) else 0
+    names = plan.stream_names
+    static = (
+        cols.rank[order].tolist(),
+        [names[s] for s in cols.stream[order].tolist()],
+        cols.stage[order].tolist(),
+        [_KIND_VALUES[k] for k in cols.kind[order].tolist()],
+        [None if b < 0 else b for b in cols.microbatch[order].tolist()],
+        cols.chunk[order].tolist(),
+    )
+    n = len(order)
+    base: int | None = None
+    for k, step in enumerate(window.steps()):
+        if not window.is_recorded(step):
+            continue
+        if base is None:
+            base = k
+        offset = (k - base) * makespan
+        records.jobs.extend(map(JobRecord, *static, repeat(step, n), (start + offset).tolist(), (end + offset).tolist(), repeat(0, n)))
+        records.steps.append(step)
+        records.step_start_ns.append(offset)
+        records.step_end_ns.append(offset + makespan)
+        records.enqueue_ns.append(0)
+        window.observe(step, makespan)
+    records.window = window.outcome()
+    return records

@@ -1,0 +1,109 @@
+"""A results-document case's jobs as numpy columns, for the trace and HTA writers.
+
+The results document keeps jobs in columns of Python lists (``case["jobs"]``,
+:mod:`harness.report.results`); the writers need them as arrays, the job kinds
+as small integer codes and each distinct job (stage, kind, micro-batch) as a
+label id, so that a string is encoded once per distinct job, not once per event.
+Everything here is linear in the number of jobs (plus a sort), whatever ``p``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.report.layout import job_label, track_overflow
+
+__all__ = ["JobTable"]
+
+
+@dataclass
+class JobTable:
+    """The jobs of one case, in the case's job order (``n`` jobs).
+
+    Attributes:
+        rank, stream, stage, chunk, step: int64 arrays, shape ``(n,)``.
+        start_ns, end_ns: int64 arrays, shape ``(n,)``, ns on the case's time base.
+        microbatch: int64 array, shape ``(n,)``; -1 for a job without one (``OPT``).
+        kinds: the distinct kind tokens; ``kind`` (int64, ``(n,)``) indexes it.
+        label: int64 array, shape ``(n,)``: index into ``labels``.
+        labels: distinct job texts (``"2F0"``); ``label_stage``, ``label_kind``
+            (index into ``kinds``), ``label_microbatch`` (-1: none) describe each.
+    """
+
+    rank: np.ndarray
+    stream: np.ndarray
+    stage: np.ndarray
+    chunk: np.ndarray
+    step: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    microbatch: np.ndarray
+    kind: np.ndarray
+    kinds: list[str]
+    label: np.ndarray
+    labels: list[str]
+    label_stage: list[int]
+    label_kind: list[int]
+    label_microbatch: list[int]
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @classmethod
+    def from_case(cls, case: dict[str, Any]) -> JobTable:
+        """Columns of ``case["jobs"]``.
+
+        Raises:
+            KeyError: a job column is missing. TypeError, ValueError: a column holds
+                something other than integers (``microbatch``: or ``None``).
+        """
+        jobs = case["jobs"]
+        n = len(jobs["kind"])
+
+        def ints(name: str) -> np.ndarray:
+            return np.asarray(jobs[name], dtype=np.int64).reshape(n)
+
+        codes: dict[str, int] = {}
+        kind = np.fromiter((codes.setdefault(k, len(codes)) for k in jobs["kind"]), dtype=np.int64, count=n)
+        mb = np.fromiter((-1 if x is None else x for x in jobs["microbatch"]), dtype=np.int64, count=n)
+        stage = ints("stage")
+        kinds = list(codes)
+        if n:
+            span_mb = int(mb.max()) + 2
+            key = (stage * len(kinds) + kind) * span_mb + (mb + 1)
+            uniq, label = np.unique(key, return_inverse=True)
+            label = label.reshape(n).astype(np.int64)
+            u_mb = (uniq % span_mb - 1).tolist()
+            rest = uniq // span_mb
+            u_kind = (rest % len(kinds)).tolist()
+            u_stage = (rest // len(kinds)).tolist()
+        else:
+            label = np.zeros(0, dtype=np.int64)
+            u_mb, u_kind, u_stage = [], [], []
+        labels = [job_label(s, kinds[k], None if b < 0 else b) for s, k, b in zip(u_stage, u_kind, u_mb)]
+        return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
+                   start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
+                   label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)
+
+    def sub_tracks(self) -> np.ndarray:
+        """Per job, its sub-track within its stream (0 unless jobs of the stream overlap):
+        :func:`harness.report.layout.track_overflow` per stream, run only on the streams
+        that have an overlap (a sort finds them), so a clean run costs one sort."""
+        sub = np.zeros(self.n, dtype=np.int64)
+        if self.n < 2:
+            return sub
+        order = np.lexsort((self.end_ns, self.start_ns, self.stream))
+        s, a, b = self.stream[order], self.start_ns[order], self.end_ns[order]
+        clash = (s[1:] == s[:-1]) & (b[:-1] > a[1:])
+        if not clash.any():
+            return sub
+        starts, ends = self.start_ns.tolist(), self.end_ns.tolist()
+        for stream in np.unique(s[1:][clash]).tolist():
+            members = np.flatnonzero(self.stream == stream).tolist()
+            sub[members] = track_overflow(starts, ends, members)
+        return sub
+
