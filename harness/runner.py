@@ -66,6 +66,8 @@ class CaseResult:
             (:mod:`harness.critical_path`).
         waiting: per rank, the median step's idle time split by what it waited for.
         comm_model: the communication model the case ran under (:mod:`harness.comm`).
+        options: the case's schedule-builder options with a scalar value (``{"overlap": False}``),
+            for results and reports.
     """
 
     case_id: str
@@ -88,6 +90,7 @@ class CaseResult:
     cost_model: Any = field(default=None, repr=False)
     critical_path: CriticalPath | None = None
     waiting: list[RankWaiting] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def does_not_fit(self) -> str | None:
@@ -541,4 +544,5 @@ def run_case(
         critical_path=critical_path(records, plan),
         waiting=waiting(records, plan),
         comm_model=model,
+        options={k: v for k, v in case.options.items() if isinstance(v, (bool, int, float, str))},
     )

@@ -61,7 +61,10 @@ def value_label(value: float, unit: str) -> str:
 
 def cost_label(cost: Any) -> str:
     """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
-    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``)."""
+    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``), the
+    data-parallel jobs' durations where set (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``,
+    :mod:`harness.data_parallel`) and how an overlapped F&B group is timed where set
+    (``"· F&B overlap_ratio 0.5"`` or ``"· F&B group 2.5 ms"`` for ``overlap_ns``, :mod:`harness.overlap`)."""
     if not isinstance(cost, dict):
         return ""
     if cost.get("model") == "transformer":
@@ -75,6 +78,15 @@ def cost_label(cost: Any) -> str:
     latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
     if latency or bandwidth:
         label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
+    # PyTorch's data-parallel jobs (harness.data_parallel) and the overlapped F&B group time (harness.overlap), where set
+    dp = [f"{kind} {cost[key] / 1e6:g}" for key, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"),
+                                                          ("reduce_grad_ns", "REDUCE_GRAD")) if isinstance(cost.get(key), (int, float)) and cost[key]]
+    if dp:
+        label += " · " + " ".join(dp) + " ms"
+    if isinstance(cost.get("overlap_ns"), (int, float)):
+        label += f" · F&B group {cost['overlap_ns'] / 1e6:g} ms"
+    elif isinstance(cost.get("overlap_ratio"), (int, float)):
+        label += f" · F&B overlap_ratio {cost['overlap_ratio']:g}"
     return label
 
 

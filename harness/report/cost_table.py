@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["cost_durations", "durations_text"]
+__all__ = ["cost_durations", "durations_text", "model_notes", "overlap_stretch"]
 
 
 def _rebuild(cost: dict[str, Any]) -> Any:
@@ -60,7 +60,8 @@ def cost_durations(case: dict[str, Any]) -> dict[str, int] | None:
     for stage, kind in sorted(set(zip(jobs["stage"], jobs["kind"]))):
         try:
             job_kind = JobKind(kind)
-            out[f"{stage},{kind}"] = int(model.duration_ns(Job(stage, job_kind, None if job_kind is JobKind.OPT else 0), num_stages))
+            no_mb = job_kind is JobKind.OPT or job_kind.is_data_parallel  # one per stage, no micro-batch
+            out[f"{stage},{kind}"] = int(model.duration_ns(Job(stage, job_kind, None if no_mb else 0), num_stages))
         except (ConfigError, ValueError, TypeError):
             continue
     return out
@@ -93,3 +94,90 @@ def durations_text(table: dict[str, int] | None) -> str:
             continue
         parts.append(f"{kind} {lo / 1e6:,.4g}" + ("" if lo == hi else f"–{hi / 1e6:,.4g}"))
     return " · ".join(parts) + " ms" if parts else ""
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.4g}"
+
+
+def model_notes(case: dict[str, Any]) -> list[str]:
+    """What the model/cost column adds to the cost model's label (:func:`harness.report.charts.cost_label`):
+    the case options that change the model (``overlap=False``: DualPipeV's F&B pairs run back to back),
+    with their values, for the overview and the comparison view's "same model" key.
+
+    Args:
+        case: a results-document case (its optional ``options``: the schedule builder's scalar options).
+
+    Returns:
+        e.g. ``["overlap=False (F&B pairs back to back)"]``; empty when no option is set.
+    """
+    options = case.get("options")
+    if not isinstance(options, dict):
+        return []
+    out = []
+    for key in sorted(options):
+        value = options[key]
+        text = f"{key}={value!r}"
+        if key == "overlap" and value is False:
+            text += " (F&B pairs back to back)"
+        out.append(text)
+    return out
+
+
+def _group_rule(cost: dict[str, Any]) -> str:
+    """How the cost model times an overlapped group (:mod:`harness.overlap`), in words."""
+    if isinstance(cost.get("overlap_ns"), (int, float)):
+        return f"overlap_ns: every group lasts {_ms(cost['overlap_ns'])} ms"
+    if isinstance(cost.get("overlap_ratio"), (int, float)):
+        return f"overlap_ratio {cost['overlap_ratio']:g}: max + {cost['overlap_ratio']:g} × (sum − max)"
+    return "max of its jobs, the default"
+
+
+def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
+    """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
+    a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
+    stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
+    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.overlap.group_ns`), and
+    each job is stretched by ``G / max(d)`` (:func:`harness.overlap.stretched`), so on ``sim`` its measured
+    duration is the cost model's times that factor.
+
+    Args:
+        case: a results-document case with ``cost``, ``deps`` and ``jobs``.
+
+    Returns:
+        ``{"0F3": "in an overlapped F&B group with 7B1 ...", ...}``; empty without groups or without a
+        cost model that can be rebuilt (:func:`cost_durations`).
+    """
+    table = cost_durations(case)
+    cost = case.get("cost")
+    if not table or not isinstance(cost, dict):
+        return {}
+    firsts: dict[str, list[str]] = {}
+    for src, dst, edge in case.get("deps") or []:
+        if edge == "start":
+            firsts.setdefault(str(src), [str(src)]).append(str(dst))
+    if not firsts:
+        return {}
+    from harness.errors import ConfigError
+    from harness.overlap import group_ns
+    from harness.schedule.model import parse_job
+
+    model = _rebuild(cost)
+    num_stages = int(case["schedule"]["p"]) * int(case["schedule"]["v"])
+    rule = _group_rule(cost)
+    out: dict[str, str] = {}
+    for members in firsts.values():
+        try:
+            jobs = tuple(parse_job(label) for label in members)
+            alone = tuple(table[f"{j.stage},{j.kind.value}"] for j in jobs)
+            g = group_ns(model, jobs, alone, num_stages)
+        except (ConfigError, KeyError, ValueError):
+            continue
+        longest = max(alone)
+        factor = g / longest if longest else 1.0
+        for label, d in zip(members, alone):
+            others = ", ".join(x for x in members if x != label)
+            head = f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}), so "
+            out[label] = head + (f"each job is stretched ×{factor:.4g}: this one {_ms(d)} → {_ms(round(d * factor))} ms"
+                                 if g != longest else "no job is stretched")
+    return out

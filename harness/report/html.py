@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.report.atomic import atomic_write_text
 from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
-from harness.report.cost_table import cost_durations, durations_text
+from harness.report.cost_table import cost_durations, durations_text, model_notes, overlap_stretch
 from harness.report.grid import GridCycleError, place_slots
 from harness.report.layout import rank_labels, stream_slots
 
@@ -47,10 +47,11 @@ KIND_COLOURS = {
     "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
     "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
     # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
-    "UNSHARD": "#d4846a", "RESHARD": "#b5655a", "REDUCE_GRAD": "#7a5230",
+    "UNSHARD": "#d81b60", "RESHARD": "#4a148c", "REDUCE_GRAD": "#9e5a00",
 }
-#: Per-stage colours of the busy bars: none is a job kind's colour.
-STAGE_COLOURS = ("#264653", "#e76f51", "#e9c46a", "#6d597a", "#2a9d8f", "#b56576", "#8d6e63", "#457b9d")
+#: Per-stage colours of the busy bars: none is a job kind's colour (CIE76 ΔE at least 15 from every kind's,
+#: at least 30 from the data-parallel kinds', which share the compute stream: tests/test_page_fixes.py).
+STAGE_COLOURS = ("#264653", "#e76f51", "#f2e394", "#6d597a", "#2a9d8f", "#b56576", "#8d6e63", "#457b9d")
 #: Colours for kinds outside :data:`KINDS` (e.g. imported ``lr`` jobs), in order of appearance.
 EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090")
 _COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
@@ -114,7 +115,9 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
     ``None`` with ``gridError`` saying why),
     ``lrank``/``lcomm`` each lane's rank and whether it carries transfers only,
     ``cp`` the critical path's job indices (its step), ``cost`` the cost model's
-    duration per ``"stage,kind"`` in ns (:func:`harness.report.cost_table.cost_durations`).
+    duration per ``"stage,kind"`` in ns (:func:`harness.report.cost_table.cost_durations`), ``olap``
+    per job label of an overlapped F&B group how the group's time stretches it
+    (:func:`harness.report.cost_table.overlap_stretch`).
 
     Args:
         case: a results-document case.
@@ -198,6 +201,7 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         "gridError": grid_error,
         "cp": [label_of[(cp["step"], str(j))] for j in cp.get("jobs") or [] if (cp.get("step"), str(j)) in label_of],
         "cost": cost_durations(case),
+        "olap": overlap_stretch(case),
     }
 
 
@@ -415,6 +419,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
         "cost": cost_label(case.get("cost")),
         "cost_jobs": _cost_jobs(case),
+        "cost_notes": model_notes(case),
         "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
         "span_bubble": m.get("span_bubble_ratio"),
         "peak": peak,
@@ -491,11 +496,12 @@ def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def default_pair(rows: list[dict[str, Any]]) -> tuple[tuple[int, int], str]:
-    """The comparison view's first pair: the first two cases that share their model (cost model,
-    workload, backend) and p, else the first two; with the sentence that says why."""
+    """The comparison view's first pair: the first two cases that share their model (the cost model's
+    label with every field it shows, the case options that change it, workload, backend) and p, else
+    the first two; with the sentence that says why."""
     for a in range(len(rows)):
         for b in range(a + 1, len(rows)):
-            if all(rows[a][k] == rows[b][k] for k in ("cost", "workload", "backend", "p")):
+            if all(rows[a][k] == rows[b][k] for k in ("cost", "cost_notes", "workload", "backend", "p")):
                 return (a, b), f"Shown first: the first two cases with the same model and p (p={rows[a]['p']}); pick any two above."
     return (0, min(1, len(rows) - 1)), "No two cases share their model and p: shown first are the first two; pick any two above."
 
@@ -537,7 +543,7 @@ def render_index(
         payload={"kinds": kinds, "cases": timelines, "pairs": pairs,
                  "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
                               "flagged": bool(r["flags"]), "spread": r["spread"]["detail"], "p": r["p"], "label": r["label"],
-                              "model": f"{r['cost']}|{r['workload']}|{r['backend']}", "cpMs": _cp_ms(c),
+                              "model": f"{r['cost']}|{';'.join(r['cost_notes'])}|{r['workload']}|{r['backend']}", "cpMs": _cp_ms(c),
                               "mem": max(c["memory"]["peak_bytes"]) if r["memory"] else None} for c, r in zip(cases, rows)]},
         flagged=sum(1 for r in rows if r["flags"]),
         cmp_pair=pair[0], cmp_pair_note=pair[1],

@@ -27,6 +27,8 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
   median, mean, stdev, min, max, q1, q3, iqr, mad, the 95 % CI of the median
   ``ci_low``/``ci_high`` with its real coverage ``ci_level``, ``rel_err``,
   ``outliers`` as indices into the recorded steps);
+* ``options``: the case's schedule-builder options with a scalar value
+  (``{"overlap": false}``), where any is set;
 * ``window``: why recording stopped (:class:`harness.window.WindowOutcome`);
 * ``flags``: ``[{"kind": "unstable" | "contended" | "clocks", "reason": ...}]`` (empty
   when the figures are to be trusted, :mod:`harness.stability`);
@@ -129,6 +131,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         "comm_model": result.comm_model,
         "device": rec.device,
         "cost": result.cost,
+        **({"options": dict(result.options)} if result.options else {}),
         "streams": rec.streams,
         "warmup_steps": rec.warmup_steps,
         "steps": rec.steps,

@@ -1,6 +1,11 @@
 // The schedule grid (rank x slot, PyTorch's schedule-visualizer layout) and each case's toolbar.
 // Included inside the page script's function scope, after timeline.js.
   var CELL_W = 30, GRID_LEFT = 150;
+  // A cell's label: data-parallel kinds shortened to fit (the full name is in the cell's title and tooltip).
+  var SHORT_KIND = { UNSHARD: "UNSH", RESHARD: "RESH", REDUCE_GRAD: "RG" };
+  function cellLabel(d, i) {
+    var kn = KINDS[d.kind[i]].name; return SHORT_KIND[kn] ? d.stage[i] + SHORT_KIND[kn] + (d.mb[i] < 0 ? "" : d.mb[i]) : label(d, i);
+  }
 
   // Draw step `step` of the case of timeline `tl` into `box` as a rank x slot grid of labelled cells.
   function Grid(box, tl) {
@@ -40,14 +45,14 @@
     for (l = 0; l < d.nl.length; l++) {
       if (d.lcomm[l]) continue;
       var list = [];
-      for (i = x.off[l]; i < x.off[l + 1]; i++) if (d.step[i] === step) { list.push(i); if (d.slot[i] + 1 > width) width = d.slot[i] + 1; if (d.mb[i] > 9 || d.stage[i] > 9 || KINDS[d.kind[i]].name.length > 1) longest = Math.max(longest, label(d, i).length); }
+      for (i = x.off[l]; i < x.off[l + 1]; i++) if (d.step[i] === step) { list.push(i); if (d.slot[i] + 1 > width) width = d.slot[i] + 1; if (d.mb[i] > 9 || d.stage[i] > 9 || KINDS[d.kind[i]].name.length > 1) longest = Math.max(longest, cellLabel(d, i).length); }
       rows.push({ lane: l, jobs: list }); jobs += list.length;
     }
     var note = document.createElement("span"); note.className = "hint";
     note.textContent = " step " + step + ": " + rows.length + " compute streams × " + width + " slots, " + jobs + " jobs, " +
       (rows.length * width - jobs) + " idle slots (hatched); one slot per job, each after what it waits for (transfers take none). Click a job to follow its micro-batch.";
     head.appendChild(note); box.appendChild(head);
-    var cw = this.cw = Math.max(CELL_W, 6 * longest + 4);  // every label fits its cell (10 px monospace)
+    var cw = this.cw = Math.max(CELL_W, 7 * longest + 4);  // every label fits its cell (10 px monospace: 6 px a character, and a margin)
     var wrap = document.createElement("div"); wrap.className = "grid-wrap";
     var axis = document.createElement("div"); axis.className = "grid-row grid-axis"; axis.style.width = (GRID_LEFT + width * cw) + "px";
     for (var sl = 0; sl < width; sl += 5) { var t = document.createElement("span"); t.className = "slotno"; t.style.left = (GRID_LEFT + sl * cw) + "px"; t.textContent = sl; axis.appendChild(t); }
@@ -85,8 +90,8 @@
       var frag = document.createDocumentFragment();
       for (var q = lo; q < row.jobs.length && d.slot[row.jobs[q]] < s1; q++) {
         var j = row.jobs[q], c = document.createElement("span"); c.className = "cell"; c.setAttribute("data-i", j);
-        c.style.left = (GRID_LEFT + d.slot[j] * cw) + "px"; c.style.width = (cw - 1) + "px"; c.style.background = KINDS[d.kind[j]].colour;
-        c.textContent = label(d, j); frag.appendChild(c); row.cells.push(c); self.cells[j] = c;
+        c.style.left = (GRID_LEFT + d.slot[j] * cw) + "px"; c.style.width = (cw - 1) + "px"; c.style.backgroundColor = KINDS[d.kind[j]].colour;
+        c.textContent = cellLabel(d, j); if (c.textContent !== label(d, j)) c.title = label(d, j); frag.appendChild(c); row.cells.push(c); self.cells[j] = c;
       }
       row.el.appendChild(frag);
     });

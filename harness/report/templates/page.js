@@ -59,6 +59,11 @@
           ["bubble (idle share)", (ca.bubble * 100).toFixed(3) + "%", (cb.bubble * 100).toFixed(3) + "%", delta(pair && pair.bubble, " pp"), ci(pair && pair.bubble, " pp"), verdict(pair && pair.bubble)],
           ["critical path", ca.cpMs === null ? "—" : ca.cpMs.toFixed(3) + " ms", cb.cpMs === null ? "—" : cb.cpMs.toFixed(3) + " ms", rel(ca.cpMs, cb.cpMs), "", "median step's chain"],
           ["peak memory (largest rank)", ca.mem === null ? "— (no memory model)" : bytesFmt(ca.mem), cb.mem === null ? "— (no memory model)" : bytesFmt(cb.mem), rel(ca.mem, cb.mem), ca.mem !== null && cb.mem !== null && !same ? "exact (model)" : "", ""]];
+        // Both cases named in the table's header and above their timelines (the selects are not printed).
+        [["cmp-th-a", "top: ", ca], ["cmp-th-b", "bottom: ", cb], ["cmp-name-a", "top: ", ca], ["cmp-name-b", "bottom: ", cb]].forEach(function (n) {
+          var el = document.getElementById(n[0]); if (!el) return;
+          var b = document.createElement("bdi"); b.textContent = n[2].label; el.textContent = n[1]; el.appendChild(b);
+        });
         body.textContent = "";
         rows.forEach(function (row) {
           var tr = document.createElement("tr");

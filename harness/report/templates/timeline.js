@@ -154,11 +154,13 @@
     for (var l = 0; l < this.lh.length; l++) if (this.lh[l] > 0 && y >= this.ly[l] && y < this.ly[l] + this.lh[l]) return l;
     return -1;
   };
-  Timeline.prototype.reset = function () {
+  // The whole view: every member's jobs and steps, 1 % of padding at the end (and before 0 only where jobs start before 0).
+  Timeline.prototype.bounds = function () {
     var lo = Infinity, hi = -Infinity, m = this.view.members;
     for (var i = 0; i < m.length; i++) { lo = Math.min(lo, m[i].x.tMin); hi = Math.max(hi, m[i].x.tMax); }
-    var pad = (hi - lo) * 0.01; this.view.set(lo < 0 ? lo - pad : lo, hi + pad);  // a view that starts at 0 stays at 0
+    var pad = (hi - lo) * 0.01; return [lo < 0 ? lo - pad : lo, hi + pad];  // a view that starts at 0 stays at 0
   };
+  Timeline.prototype.reset = function () { var b = this.bounds(); this.view.set(b[0], b[1]); };
   Timeline.prototype.scale = function () { return (this.c.clientWidth - LEFT) / (this.view.t1 - this.view.t0); };
   Timeline.prototype.timeAt = function (x) { return this.view.t0 + (x - LEFT) / this.scale(); };
   Timeline.prototype.zoom = function (f, at) {
@@ -209,12 +211,16 @@
     this.foundAt = (this.foundAt + 1) % this.foundList.length;
     var i = this.foundList[this.foundAt], x = this.x, v = this.view, span = v.t1 - v.t0, mid = (x.start[i] + x.end[i]) / 2;
     if (x.end[i] - x.start[i] > span / 2) span = (x.end[i] - x.start[i]) * 4;
-    v.set(mid - span / 2, mid + span / 2); this.select(i); return i;
+    // Centred on the match, but never before the view's start or past its end (bounds).
+    var b = this.bounds(); span = Math.min(span, b[1] - b[0]);
+    var t0 = Math.max(b[0], Math.min(mid - span / 2, b[1] - span));
+    v.set(t0, t0 + span); this.select(i); return i;
   };
-  Timeline.prototype.outline = function (g, i, colour, wdt) {
-    var x = this.x, l = x.lane[i], s = this.scale(), h = this.lh[l]; if (!h) return;
-    var x0 = LEFT + (x.start[i] - this.view.t0) * s, x1 = LEFT + (x.end[i] - this.view.t0) * s, w = Math.max(x1 - x0, 3);
-    g.strokeStyle = colour; g.lineWidth = wdt; g.strokeRect(x0 + wdt / 2, this.ly[l] + 1 + wdt / 2, Math.max(1, w - wdt), Math.max(1, h - 2 - wdt));
+  // Outline job i with a `wdt` px line, `inset` px inside its box (default 0: at its edge).
+  Timeline.prototype.outline = function (g, i, colour, wdt, inset) {
+    var x = this.x, l = x.lane[i], s = this.scale(), h = this.lh[l], e = inset || 0; if (!h) return;
+    var x0 = LEFT + (x.start[i] - this.view.t0) * s + e, x1 = LEFT + (x.end[i] - this.view.t0) * s - e, w = Math.max(x1 - x0, 3);
+    g.strokeStyle = colour; g.lineWidth = wdt; g.strokeRect(x0 + wdt / 2, this.ly[l] + 1 + e + wdt / 2, Math.max(1, w - wdt), Math.max(1, h - 2 - 2 * e - wdt));
   };
   Timeline.prototype.arrow = function (g, k) {
     var x = this.x, d = x.d, s = this.scale(), t0 = this.view.t0, sI = d.deps[k], dI = d.deps[k + 1];
@@ -291,6 +297,10 @@
       mk.preds.forEach(function (k2) { self.outline(g, k2, "#ff7f0e", 3); });
       mk.succs.forEach(function (k2) { self.outline(g, k2, "#d61f9b", 3); });
       this.outline(g, this.sel, "#111", 4);
+    }
+    // A search match that is also marked keeps its yellow outline, inside the mark's.
+    if (this.found && this.sel >= 0) for (i = 0; i < this.foundList.length; i++) {
+      var fj = this.foundList[i]; if (x.end[fj] >= t0 && x.start[fj] <= t1 && (fj === this.sel || mk.same.indexOf(fj) >= 0 || mk.preds.indexOf(fj) >= 0 || mk.succs.indexOf(fj) >= 0)) this.outline(g, fj, "#f5b800", 2, fj === this.sel ? 4 : 3);
     }
     // Step boundaries; a label only where it does not run into the previous one.
     g.strokeStyle = "#c0392b"; g.fillStyle = "#c0392b"; g.lineWidth = 1; g.setLineDash([4, 3]);
@@ -392,7 +402,8 @@
     return d.label + "\n" + d.lanes[x.lane[i]] + "\n" + label(d, i) +
       ": stage " + d.stage[i] + ", " + kind + (d.mb[i] < 0 ? "" : ", micro-batch " + d.mb[i]) + ", chunk " + d.chunk[i] + ", step " + d.step[i] +
       "\nstart " + fmt(x.start[i]) + ", duration " + fmt(dur) + " measured" +
-      (model === undefined ? " (no cost model)" : ", " + fmt(model / 1000) + " cost model") +
+      (model === undefined ? " (no cost model)" : ", " + fmt(model / 1000) + " cost model" + (d.olap && d.olap[label(d, i)] ? " alone" : "")) +
+      (d.olap && d.olap[label(d, i)] ? "\n" + d.olap[label(d, i)] : "") +
       "\nwaited " + fmt(wt.idle) + " idle before it" + (wt.idle > 0 ? why : "") +
       (x.ov[i] ? "\n⚠ overlaps another job on this device (host start stamps)" : "");
   };
