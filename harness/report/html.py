@@ -123,34 +123,39 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         case: a results-document case.
         kinds: the legend (default: :func:`kind_table` of this case).
     """
+    import numpy as np
+
     kinds = kinds or kind_table([case])
     kind_index = {k["name"]: i for i, k in enumerate(kinds)}
     jobs = case["jobs"]
     n = len(jobs["kind"])
     base = min(case["step_start_ns"]) if case["step_start_ns"] else min(jobs["start_ns"], default=0)
-    order = sorted(range(n), key=lambda i: (jobs["stream"][i], jobs["start_ns"][i], jobs["end_ns"][i]))
-    pos = [0] * n
-    for k, i in enumerate(order):
-        pos[i] = k
-    starts = [jobs["start_ns"][i] - base for i in order]
-    durs = [jobs["end_ns"][i] - jobs["start_ns"][i] for i in order]
+    # Columns in numpy: the per-job work below is a sort and array arithmetic, not a Python loop per job.
+    stream_a = np.array(jobs["stream"], np.int64)
+    start_a = np.array(jobs["start_ns"], np.int64)
+    end_a = np.array(jobs["end_ns"], np.int64)
+    order_a = np.lexsort((end_a, start_a, stream_a)) if n else np.zeros(0, np.int64)  # stable: ties keep job order
+    order = order_a.tolist()
+    pos_a = np.empty(n, np.int64)
+    pos_a[order_a] = np.arange(n)
+    pos = pos_a.tolist()
+    starts_a = start_a[order_a] - base
+    durs_a = end_a[order_a] - start_a[order_a]
     step_bounds = [(a - base, b - base, s) for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])]
-    tick = _tick(starts + durs + [x for a, b, _ in step_bounds for x in (a, b)])
+    tick = 1
+    for unit in (1000, 100, 10):  # the coarsest unit that divides every start, duration and step bound (_tick)
+        if not (starts_a % unit).any() and not (durs_a % unit).any() and all(x % unit == 0 for a, b, _ in step_bounds for x in (a, b)):
+            tick = unit
+            break
     lanes = case["streams"]
-    nl = [0] * len(lanes)
-    gap: list[int] = []
-    prev_lane, prev = -1, 0
-    for k, i in enumerate(order):
-        lane = jobs["stream"][i]
-        nl[lane] += 1
-        if lane != prev_lane:
-            prev_lane, prev = lane, 0
-        gap.append((starts[k] - prev) // tick)
-        prev = starts[k]
-    label_of: dict[tuple[int, str], int] = {}
-    for i in range(n):
-        mb = jobs["microbatch"][i]
-        label_of[(jobs["step"][i], f"{jobs['stage'][i]}{jobs['kind'][i]}{'' if mb is None else mb}")] = pos[i]
+    lane_sorted = stream_a[order_a]
+    nl = np.bincount(lane_sorted, minlength=len(lanes)).tolist() if n else [0] * len(lanes)
+    new_lane = np.ones(n, bool)
+    new_lane[1:] = lane_sorted[1:] != lane_sorted[:-1]
+    prev_start = np.concatenate(([0], starts_a[:-1])) if n else starts_a
+    gap = ((starts_a - np.where(new_lane, 0, prev_start)) // tick).tolist()
+    labels = [f"{st}{k}{'' if mb is None else mb}" for st, k, mb in zip(jobs["stage"], jobs["kind"], jobs["microbatch"])]
+    label_of: dict[tuple[int, str], int] = dict(zip(zip(jobs["step"], labels), pos))
     deps: list[int] = []
     for step in case["steps"]:
         for src, dst, edge in case.get("deps", []):
@@ -159,19 +164,16 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
                 deps.extend((a, b, 1 if edge == "start" else 0))
     slots = stream_slots(case)
     names = rank_labels(case)
+    is_comm = np.array([k in _COMM for k in jobs["kind"]], bool)
     comm_lane = [1] * len(lanes)
-    for i in range(n):
-        if jobs["kind"][i] not in _COMM:
-            comm_lane[jobs["stream"][i]] = 0
+    for lane in np.unique(stream_a[~is_comm]).tolist():
+        comm_lane[lane] = 0
     # The grid on the sorted order: a lane's jobs of one step are consecutive, deps already indices.
-    streams: list[list[int]] = []
-    for k, i in enumerate(order):
-        if k and jobs["stream"][i] == jobs["stream"][order[k - 1]] and jobs["step"][i] == jobs["step"][order[k - 1]]:
-            streams[-1].append(k)
-        else:
-            streams.append([k])
+    step_sorted = np.array(jobs["step"], np.int64)[order_a]
+    cut = np.flatnonzero((lane_sorted[1:] != lane_sorted[:-1]) | (step_sorted[1:] != step_sorted[:-1])) + 1
+    streams: list[list[int]] = [part.tolist() for part in np.split(np.arange(n), cut)] if n else []
     try:
-        slot: list[int] | None = place_slots([jobs["kind"][i] in _COMM for i in order], streams, deps)
+        slot: list[int] | None = place_slots(is_comm[order_a].tolist(), streams, deps)
         grid_error = None
     except GridCycleError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
         i = order[e.job]
@@ -186,12 +188,12 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
         "steps": [[a // tick, b // tick, s] for a, b, s in step_bounds],
         "nl": nl,
         "gap": gap,
-        "dur": [d // tick for d in durs],
+        "dur": (durs_a // tick).tolist(),
         "kind": [kind_index.get(jobs["kind"][i], 0) for i in order],
         "stage": [jobs["stage"][i] for i in order],
         "mb": [-1 if jobs["microbatch"][i] is None else jobs["microbatch"][i] for i in order],
         "chunk": [jobs["chunk"][i] for i in order],
-        "step": [jobs["step"][i] for i in order],
+        "step": step_sorted.tolist(),
         "deps": deps,
         "ov": [pos[x] for pair in case.get("overlaps", []) for x in pair],
         "mem": _memory_lanes(case, base),
