@@ -308,3 +308,35 @@ def test_a_receive_starting_with_its_send_is_no_overlapped_group():
                                  "sim", range(0, 1)))
     assert any(edge == "start" for _, _, edge in case["deps"])
     assert overlap_stretch(case) == {}
+
+
+def test_drag_keys_and_zoom_never_pan_outside_the_step(page, page_path):
+    # Noticed after the Find fix: dragging or the arrow keys could still start the view before 0.
+    _open(page, page_path)
+    k = 3
+    tl = f"window.__harness.caseTimeline({k})"
+    page.evaluate(f"{tl}.zoom(0.25, {tl}.view.t0)")  # zoomed in at the start
+    canvas = page.locator(f"#case-{k} .tl canvas")
+    canvas.focus()
+    page.locator(f"#case-{k} .tl").press("ArrowLeft")
+    assert page.evaluate(f"{tl}.view.t0") == 0
+    box = canvas.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + 300, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 700, y, steps=4)  # drag right: earlier time
+    page.mouse.up()
+    assert page.evaluate(f"{tl}.view.t0") == 0
+    page.evaluate(f"{tl}.zoom(8, {tl}.view.t1)")  # zoom out past the whole step
+    t0, t1, b = page.evaluate(f"[{tl}.view.t0, {tl}.view.t1, {tl}.bounds()]")
+    assert t0 == b[0] == 0 and t1 > b[1]
+    for _ in range(3):
+        page.locator(f"#case-{k} .tl").press("ArrowRight")
+    assert page.evaluate(f"{tl}.view.t0") == 0  # wider than the step: it stays at its start
+    page.evaluate(f"{tl}.reset()")
+    page.evaluate(f"{tl}.zoom(0.25, {tl}.bounds()[1])")
+    for _ in range(20):
+        page.locator(f"#case-{k} .tl").press("ArrowRight")
+    t1, end = page.evaluate(f"[{tl}.view.t1, {tl}.bounds()[1]]")
+    assert abs(t1 - end) < 1e-6
+    assert page.problems == []

@@ -100,7 +100,7 @@
     this.c.addEventListener("mousemove", function (e) {
       if (drag) {
         if (Math.abs(drag.x - e.clientX) > 2) drag.moved = true;
-        var dt = (drag.x - e.clientX) / self.scale(); self.view.set(drag.t0 + dt, drag.t1 + dt); tip.style.display = "none"; return;
+        var dt = (drag.x - e.clientX) / self.scale(); self.pan(drag.t0 + dt, drag.t1 - drag.t0); tip.style.display = "none"; return;
       }
       self.hover(e);
     });
@@ -115,8 +115,8 @@
     var v = this.view, span = v.t1 - v.t0, mid = v.t0 + span / 2;
     if (e.key === "+" || e.key === "=") this.zoom(0.8, mid);
     else if (e.key === "-" || e.key === "_") this.zoom(1.25, mid);
-    else if (e.key === "ArrowLeft") v.set(v.t0 - span / 10, v.t1 - span / 10);
-    else if (e.key === "ArrowRight") v.set(v.t0 + span / 10, v.t1 + span / 10);
+    else if (e.key === "ArrowLeft") this.pan(v.t0 - span / 10, span);
+    else if (e.key === "ArrowRight") this.pan(v.t0 + span / 10, span);
     else if (e.key === "0" || e.key === "Home") this.reset();
     else if (e.key === "Escape") this.select(-1);
     else return this.emit("key", e);
@@ -164,7 +164,14 @@
   Timeline.prototype.scale = function () { return (this.c.clientWidth - LEFT) / (this.view.t1 - this.view.t0); };
   Timeline.prototype.timeAt = function (x) { return this.view.t0 + (x - LEFT) / this.scale(); };
   Timeline.prototype.zoom = function (f, at) {
-    var v = this.view; v.set(at - (at - v.t0) * f, at + (v.t1 - at) * f);
+    var v = this.view, t0 = at - (at - v.t0) * f; this.pan(t0, at + (v.t1 - at) * f - t0);
+  };
+  // A window of `span` µs from t0, kept inside bounds() (a window wider than them starts at their start):
+  // dragging, the arrow keys and zooming never show time before 0 or after the end.
+  Timeline.prototype.pan = function (t0, span) {
+    var b = this.bounds();
+    t0 = span < b[1] - b[0] ? Math.max(b[0], Math.min(t0, b[1] - span)) : b[0];
+    this.view.set(t0, t0 + span);
   };
   Timeline.prototype.jobRect = function (i) {
     // Client-space rectangle of job i (for tests and tools).
