@@ -275,6 +275,10 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
                              jobs=jobs, enqueue_ns=[int(x) for x in rec["enqueue_ns"]], warmup_steps=int(rec["warmup_steps"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputFormatError(f"{where}: malformed rank part ({type(exc).__name__}: {exc})") from None
+    bad = next((j for j in jobs if j.end_ns < j.start_ns), None)
+    if bad is not None:
+        raise InputFormatError(f"{where}: rank {rank}'s job {bad.label} of step {bad.step} ends ({bad.end_ns:,} ns) before it "
+                               f"starts ({bad.start_ns:,} ns); the part is damaged")
     clock = None if doc.get("clock") is None else ClockAlignment.from_dict(doc["clock"], f"{where} (rank {rank})")
     if clock is None and rank != 0:
         raise ConfigError(f"{where}: rank {rank} has no clock alignment to rank 0; a merge without a known bound is refused")

@@ -404,8 +404,28 @@ def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> 
     if records.num_ranks != plan.schedule.num_ranks:
         raise ConfigError(f"case {case.label()!r}: the records have {records.num_ranks} rank(s), the schedule "
                           f"{plan.schedule.num_ranks}")
+    # per compute stream, the order the jobs ran in: a schedule with the same jobs in another order is another schedule
+    plan_order: dict[str, list[str]] = {}
+    for j in plan.order:
+        name = plan.stream_names[plan.stream[j]]
+        if name.endswith("/compute"):
+            plan_order.setdefault(name, []).append(str(plan.jobs[j]))
     for step in records.steps:
-        got = sorted((j.rank, j.label) for j in records.jobs_of_step(step))
+        jobs = records.jobs_of_step(step)
+        got = sorted((j.rank, j.label) for j in jobs)
+        if got == want:
+            ran: dict[str, list[tuple[int, int, str]]] = {}
+            for j in jobs:
+                if j.stream in plan_order:
+                    ran.setdefault(j.stream, []).append((j.start_ns, j.end_ns, j.label))
+            for name, order in plan_order.items():
+                seen = [lab for _, _, lab in sorted(ran.get(name, []))]
+                if seen != order:
+                    k = next((i for i, (a, b) in enumerate(zip(seen, order)) if a != b), min(len(seen), len(order)))
+                    raise ConfigError(
+                        f"case {case.label()!r}: step {step} of the records ran {name}'s jobs in another order than "
+                        f"{plan.schedule.name}'s: job {k + 1} is {seen[k] if k < len(seen) else 'missing'}, the schedule's "
+                        f"{order[k] if k < len(order) else 'none'}: give the schedule the run used")
         if got != want:
             extra = sorted(set(got) - set(want))[:3]
             missing = sorted(set(want) - set(got))[:3]

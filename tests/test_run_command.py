@@ -76,3 +76,38 @@ def test_merge_ranks_refuses_parts_of_another_schedule(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "step 0 of the records is not this schedule's" in err and "missing: rank 0 0B2" in err
     assert not (tmp_path / "m" / "results.json").exists()
+
+
+def test_merge_ranks_refuses_the_same_jobs_in_another_schedules_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A new user's find: FThenB has the same jobs as 1F1B, and the set check let the merge through as FThenB.
+    paths = _sim_parts(tmp_path, 0)
+    assert main(["merge-ranks", *map(str, paths), "FThenB", "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    # 1F1B p=2 m=2 on rank 1: F0 B0 F1 B1; FThenB: F0 F1 B0 B1
+    assert "step 0 of the records ran rank1/compute's jobs in another order than FThenB's: job 2 is 1B0, the schedule's 1F1" in err
+    assert not (tmp_path / "m" / "results.json").exists()
+
+
+def test_merge_ranks_refuses_a_damaged_part_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    doc = json.loads(paths[1].read_text())
+    job = doc["records"]["jobs"][3]
+    job[8] = job[7] - 10  # ends 10 ns before it starts
+    paths[1].write_text(json.dumps(doc))
+    assert main(["merge-ranks", *map(str, paths), "1F1B", "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert f"{paths[1]}: rank 1's job" in err and "ends" in err and "the part is damaged" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_merge_ranks_flags_a_clock_alignment_shown_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    doc = json.loads(paths[1].read_text())
+    doc["clock"]["start"]["offset_ns"] = 5_000_000  # rank 1's jobs land 5 ms early: receives before their sends
+    paths[1].write_text(json.dumps(doc))
+    out = tmp_path / "m"
+    assert main(["merge-ranks", *map(str, paths), "1F1B", "-p", "2", "-m", "2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: causality:" in err and "beyond the bound: the clock alignment is wrong for them" in err
+    (case,) = json.loads((out / "results.json").read_text())["cases"]
+    assert [f["kind"] for f in case["flags"]] == ["clocks"]
