@@ -147,13 +147,18 @@ class UsageProbe:
         self._own = time.process_time_ns()
         self._t0 = time.perf_counter_ns()
 
-    def finish(self) -> CaseUsage:
-        """The usage since the probe was made."""
+    def finish(self, siblings_cpu_ns: int = 0) -> CaseUsage:
+        """The usage since the probe was made.
+
+        Args:
+            siblings_cpu_ns: CPU time (ns) of the case's own other processes on this host during it
+                (the other MPI ranks of an ``mpi`` run), which is not other processes' load.
+        """
         wall = max(1, time.perf_counter_ns() - self._t0)
         own = time.process_time_ns() - self._own
         busy = _machine_busy_ns()
         other = None
         if busy is not None and self._busy is not None:
             # /proc/stat counts in clock ticks (10 ms): clamp the rounding of short cases at 0
-            other = max(0.0, (busy - self._busy - own) / wall)
+            other = max(0.0, (busy - self._busy - own - siblings_cpu_ns) / wall)
         return CaseUsage(self._load, _loadavg(), wall, own / wall, other, usable_cores())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -336,7 +337,9 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
                 import signal
 
                 os.kill(os.getpid(), signal.SIGKILL)
+            cpu0 = time.process_time_ns()
             records = execute(plan, device, cost, SyncedWindow(inner, transport), ranks=[rank])
+            records.device["process_cpu_ns"] = time.process_time_ns() - cpu0  # this rank's own CPU over its steps
             end = _clock_estimates(transport, clock, exchanges)
         finally:
             device.close()
@@ -353,6 +356,9 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
             merged.window = inner.outcome()
             causality = check_causality(merged)
             merged.device["causality"] = causality.to_dict()
+            here = socket.gethostname()  # the other ranks on rank 0's host are the case's own load, not contention
+            merged.device["siblings_cpu_ns"] = sum(int(pq.device.get("process_cpu_ns", 0)) for q, pq in enumerate(parts)
+                                                   if q and pq.host == here)
             merged.device["notes"] = [clock_note(parts)] + ([causality.describe()] if causality.violations else [])  # type: ignore[list-item]
             merged.device["transport"] = {"mpi": mpi_lib.Get_library_version().splitlines()[0].strip(), "processes": p,
                                           "transfers": "MPI Isend/Irecv of host buffers"}

@@ -530,7 +530,7 @@ def run_case(
             records = execute(plan, device, case.cost, window, delays=delays)
         finally:
             device.close()
-    usage = probe.finish()
+    usage = probe.finish(int(records.device.get("siblings_cpu_ns", 0)))
     metrics = compute_metrics(records)
     predicted = _predicted_step_ns(plan, case, records, delays)
     flags: list[Flag] = []

@@ -206,6 +206,9 @@ def test_the_run_command_under_mpirun_writes_one_report(tmp_path: Path) -> None:
     assert proc.stdout.count("1F1B p=2 m=4 on mpi: median step") == 1  # rank 0 only
     (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
     assert case["backend"] == "mpi" and case["steps"] == [1, 2]
+    # the other rank's CPU is the case's own, not other processes' load (a fresh user saw a false 'contended')
+    assert case["device"]["siblings_cpu_ns"] > 0
+    assert not [f for f in case["flags"] if f["kind"] == "contended" and "other processes" in f["reason"]]
 
 
 def test_processes_that_collect_different_tests_all_stop_with_the_difference(tmp_path: Path) -> None:
