@@ -227,12 +227,12 @@ def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) ->
     import statistics
 
     out: list[str] = []
-    if records.backend == "cpu" and records.device.get("workload") == "sleep":
+    if records.backend in ("cpu", "mpi") and records.device.get("workload") == "sleep":  # an mpi rank runs a cpu device
         durations = sorted(j.end_ns - j.start_ns for j in records.jobs if j.kind in ("F", "B", "I", "W"))
         steps = [b - a for a, b in zip(records.step_start_ns, records.step_end_ns)]
         if durations and durations[len(durations) // 2] < CPU_SHORTEST_TRUSTED_NS:
             out.append(
-                f"median job {durations[len(durations) // 2] / 1000:.0f} µs: on the cpu backend each cross-stage "
+                f"median job {durations[len(durations) // 2] / 1000:.0f} µs: on the {records.backend} backend each cross-stage "
                 "dependency costs a thread hand-off of ~50-100 µs, which inflates step time and bubble for jobs "
                 "under 1 ms; use --backend=sim for exact figures"
             )
@@ -244,7 +244,9 @@ def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) ->
             out.append(
                 f"median step {median / 1e6:.3f} ms is {median / predicted_step_ns - 1:.0%} longer than the "
                 f"{predicted_step_ns / 1e6:.3f} ms the cost model gives for this schedule: {crowd}"
-                "the cpu backend's figures are host-timing estimates; use --backend=sim for exact ones"
+                f"the {records.backend} backend's figures are host-timing estimates"
+                + (" and include real transfers, which the cost model charges only as its p2p terms" if records.backend == "mpi" else "")
+                + "; use --backend=sim for exact ones"
             )
     return out
 
@@ -547,11 +549,12 @@ def run_case(
         schedule=schedule,
         records=records,
         metrics=metrics,
-        theory=theory_for(case, plan, records.device.get("workload"), model),
+        # mpi moves real buffers: the closed forms' free transfers do not hold
+        theory={} if records.backend == "mpi" else theory_for(case, plan, records.device.get("workload"), model),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
-        warnings=notes + trust_warnings(records, predicted if records.backend == "cpu" else None) + (
+        warnings=notes + trust_warnings(records, predicted if records.backend in ("cpu", "mpi") else None) + (
             [f"memory_limit_bytes={case.memory_limit_bytes} is set, but the cost model ({type(getattr(case.cost, 'inner', case.cost)).__name__}) "
              "has no memory model, so nothing was checked against it: give FixedCost mem_F/mem_static or use TransformerCost"]
             if case.memory_limit_bytes is not None and not has_memory_model(case.cost) else []),

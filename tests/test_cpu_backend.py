@@ -193,6 +193,12 @@ def test_a_stretched_cpu_step_is_reported_against_the_cost_models_step():
         assert trust_warnings(records("cpu", "sleep", 32), predicted_step_ns=37_000_000) == []  # within 10 %
         assert trust_warnings(records("cpu", "matmul", 32), predicted_step_ns=33_000_000) == []  # GEMMs: no duration to match
         assert trust_warnings(records("sim", "virtual", 32), predicted_step_ns=33_000_000) == []
+        # an mpi rank runs a cpu device: the same note, which says its transfers are real
+        assert trust_warnings(records("mpi", "sleep", 2), predicted_step_ns=33_000_000) == [
+            "median step 40.000 ms is 21% longer than the 33.000 ms the cost model gives for this schedule: the mpi "
+            "backend's figures are host-timing estimates and include real transfers, which the cost model charges only "
+            "as its p2p terms; use --backend=sim for exact ones"
+        ]
 
 
 def test_short_jobs_get_one_note_not_also_the_stretch_one():
