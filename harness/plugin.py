@@ -138,6 +138,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() == "cuda":
             _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
+        from harness.mpi_plugin import check_not_duplicated
+
+        if config.getoption("--profile-jobs"):  # each process would publish the same report folder
+            check_not_duplicated(backend, "pytest --profile-jobs")
         mpi = backend.strip().lower() == "mpi"
         if mpi:  # one pipeline rank per MPI process: rank 0's test order; only rank 0 reports
             from harness.mpi_plugin import register, writes_reports

@@ -62,10 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from harness.case import PipelineCase
     from harness.cost import FixedCost
     from harness.device import resolve_backend
+    from harness.mpi_plugin import check_not_duplicated
     from harness.runner import run_case
     from harness.session import ProfileSession
     from harness.window import parse_steps
 
+    check_not_duplicated(args.backend, "python -m harness run")
     choice = resolve_backend(args.backend)
     steps = parse_steps(args.steps)
     fields: dict[str, Any] = {"schedule": args.schedule, "stages": args.p, "microbatches": args.m, "workload": "timed",

@@ -264,3 +264,15 @@ def test_ctrl_c_on_mpirun_leaves_the_previous_report_intact(tmp_path: Path) -> N
     assert proc.returncode != 0, out
     after = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir() if p.is_file()}
     assert after == before  # results.json and index.html as the first run left them
+
+
+def test_a_non_mpi_backend_under_mpirun_is_refused_where_it_would_duplicate_reports(tmp_path: Path) -> None:
+    # A fresh user's find: every process ran every case and published into one report folder, without a word.
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", sys.executable, "-m", "harness",
+           "run", "1F1B", "-p", "2", "-m", "4", "--backend", "cpu", "--out", str(tmp_path / "rep")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)  # type: ignore[arg-type]
+    assert proc.returncode != 0
+    assert ("error: python -m harness run runs under mpirun as one of 2 processes, but the backend is 'cpu': every process "
+            "would run every case and write the same reports. Use --backend mpi") in proc.stderr
+    assert not (tmp_path / "rep").exists()
