@@ -62,14 +62,22 @@ def run(args: argparse.Namespace) -> int:
     from harness.case import PipelineCase
     from harness.cost import FixedCost
     from harness.device import resolve_backend
+    from harness.errors import ConfigError
     from harness.mpi_plugin import check_not_duplicated
     from harness.runner import run_case
     from harness.session import ProfileSession
     from harness.window import parse_steps
 
     check_not_duplicated(args.backend, "python -m harness run")
+    _check_times(args)
     choice = resolve_backend(args.backend)
-    steps = parse_steps(args.steps)
+    if args.transfer_timeout_s is not None and choice.name != "mpi":
+        raise ConfigError(f"--transfer-timeout-s is for --backend mpi (its transfers between processes); the {choice.name} "
+                          "backend has none")
+    try:
+        steps = parse_steps(args.steps)
+    except ConfigError as exc:
+        raise ConfigError(f"--steps: {exc}") from None
     fields: dict[str, Any] = {"schedule": args.schedule, "stages": args.p, "microbatches": args.m, "workload": "timed",
                               "cost": FixedCost.ms(F=args.forward_ms, B=args.backward_ms, activation_bytes=args.activation_bytes)}
     if args.v is not None:
@@ -113,6 +121,7 @@ def merge_ranks(args: argparse.Namespace) -> int:
     from harness.runner import run_case
     from harness.session import ProfileSession
 
+    _check_times(args)
     records = merge_part_files([Path(p) for p in args.parts])
     fields: dict[str, Any] = {"schedule": Path(args.schedule) if args.schedule.lower().endswith(".csv") else args.schedule,
                               "stages": args.p, "microbatches": args.m, "workload": "timed",
@@ -140,3 +149,18 @@ def merge_ranks(args: argparse.Namespace) -> int:
           f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
           f"report: {files.index}")
     return 0
+
+
+def _check_times(args: argparse.Namespace) -> None:
+    """Refuse a forward or backward time that is not a positive number of ms, naming the option.
+
+    Raises:
+        ConfigError: ``--forward-ms`` or ``--backward-ms`` is not positive and finite.
+    """
+    import math
+
+    from harness.errors import ConfigError
+
+    for option, value in (("--forward-ms", args.forward_ms), ("--backward-ms", args.backward_ms)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{option} must be a positive number of ms, got {value:g}")

@@ -111,3 +111,14 @@ def test_merge_ranks_flags_a_clock_alignment_shown_wrong(tmp_path: Path, capsys:
     assert "note: causality:" in err and "beyond the bound: the clock alignment is wrong for them" in err
     (case,) = json.loads((out / "results.json").read_text())["cases"]
     assert [f["kind"] for f in case["flags"]] == ["clocks"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--forward-ms", "-1"], "--forward-ms must be a positive number of ms, got -1"),
+    (["--backward-ms", "nan"], "--backward-ms must be a positive number of ms, got nan"),
+    (["--backend", "sim", "--transfer-timeout-s", "5"], "--transfer-timeout-s is for --backend mpi"),
+    (["--backend", "sim", "--steps", "5:2"], "--steps: "),
+])
+def test_run_names_the_option_at_fault(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "1F1B", "-p", "2", "-m", "4", *args]) == 2
+    assert message in capsys.readouterr().err
