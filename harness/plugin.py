@@ -236,8 +236,12 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         else:
             line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
                      f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {_shown(hc.report_dir)}/")
-    elif config.getoption("--report-dir") is not None:
-        line += "; note: --report-dir does nothing without --profile-jobs (no report is written)"
+    else:  # report options given without a report: say they do nothing
+        unused = [name for name in ("--report-dir", *(o for o, _, _ in TRACE_OPTIONS))
+                  if config.getoption(name) not in (None, False)]
+        if unused:
+            line += (f"; note: {', '.join(unused)} {'does' if len(unused) == 1 else 'do'} nothing without --profile-jobs "
+                     "(no report is written)")
     return line
 
 

@@ -117,11 +117,15 @@ def merge_ranks(args: argparse.Namespace) -> int:
     from harness.case import PipelineCase
     from harness.cost import FixedCost
     from harness.device import BackendChoice
+    from harness.errors import ConfigError
     from harness.rank_merge import merge_part_files
     from harness.runner import run_case
     from harness.session import ProfileSession
 
     _check_times(args)
+    if args.schedule.lower().endswith((".json", ".json.gz")):
+        raise ConfigError(f"{args.schedule!r} looks like a part file, not a schedule: give the schedule after the part "
+                          f"files (merge-ranks {' '.join(args.parts)} {args.schedule} SCHEDULE -p P -m M)")
     records = merge_part_files([Path(p) for p in args.parts])
     fields: dict[str, Any] = {"schedule": Path(args.schedule) if args.schedule.lower().endswith(".csv") else args.schedule,
                               "stages": args.p, "microbatches": args.m, "workload": "timed",

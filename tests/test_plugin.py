@@ -670,3 +670,11 @@ def test_report_dir_without_profile_jobs_says_no_report_is_written(pytester):
     assert result.ret == 0
     result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --report-dir does nothing without --profile-jobs (no report is written)"])
     assert not (pytester.path / "out").exists()
+
+
+def test_trace_options_without_profile_jobs_say_they_do_nothing(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--trace-gzip", "--trace-steps=1", "-p", "no:randomly")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --trace-gzip, --trace-steps do nothing without "
+                                 "--profile-jobs (no report is written)"])

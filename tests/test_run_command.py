@@ -122,3 +122,9 @@ def test_merge_ranks_flags_a_clock_alignment_shown_wrong(tmp_path: Path, capsys:
 def test_run_names_the_option_at_fault(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "1F1B", "-p", "2", "-m", "4", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_merge_ranks_without_a_schedule_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    assert main(["merge-ranks", *map(str, paths), "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
+    assert f"{str(paths[1])!r} looks like a part file, not a schedule: give the schedule after the part files" in capsys.readouterr().err

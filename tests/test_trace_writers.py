@@ -239,3 +239,20 @@ def test_optimizer_steps_and_a_case_without_jobs_write_the_same_bytes():
     empty = {**case, "jobs": {k: [] for k in case["jobs"]}}
     _same_trace(empty)
     assert [e["ph"] for e in case_trace(empty)["traceEvents"]].count("X") == 2  # the two step slices only
+
+
+def test_the_checker_runs_from_the_command_line_on_files_and_folders(tmp_path, capsys):
+    from harness.report.tracecheck import main as check_main
+
+    write_report(tmp_path, results_document([_case("1F1B", p=2, m=2)]), trace_options=TraceOptions(gzip=True))
+    traces = tmp_path / "traces"
+    assert check_main([str(traces)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": clean") == len(list(traces.iterdir())) >= 1 and ".json.gz: clean" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": -1}]}')
+    assert check_main([str(bad)]) == 1
+    assert "bad.json: " in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    assert check_main([str(tmp_path / "empty")]) == 2
+    assert "no .json or .json.gz trace files" in capsys.readouterr().err

@@ -118,3 +118,46 @@ def check_trace_file(path: Path, max_problems: int = 50) -> list[str]:
     from harness.report.output import read_json
 
     return check_trace(read_json(path), max_problems=max_problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.report.tracecheck PATH...``: check trace files, or every ``*.json``/``*.json.gz`` in
+    the folders given; print each file's problems, or that it is clean.
+
+    Returns:
+        0 when every file is clean, 1 when a file has problems, 2 when one cannot be read or nothing was found.
+    """
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m harness.report.tracecheck", description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", metavar="PATH", help="a trace file (.json, .json.gz) or a folder of them")
+    args = ap.parse_args(argv)
+    files: list[Path] = []
+    for p in map(Path, args.paths):
+        if p.is_dir():
+            found = sorted([*p.glob("*.json"), *p.glob("*.json.gz")])
+            if not found:
+                print(f"error: {p}: no .json or .json.gz trace files in this folder", file=sys.stderr)
+                return 2
+            files += found
+        else:
+            files.append(p)
+    worst = 0
+    for f in files:
+        try:
+            problems = check_trace_file(f)
+        except (OSError, ValueError) as exc:
+            print(f"error: {f}: cannot be read as a trace: {exc}", file=sys.stderr)
+            worst = 2
+            continue
+        if problems:
+            worst = max(worst, 1)
+            print(f"{f}: {len(problems)} problem(s)" + "".join(f"\n  {x}" for x in problems))
+        else:
+            print(f"{f}: clean")
+    return worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
