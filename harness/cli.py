@@ -377,13 +377,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
     free = cost.is_uniform(schedule.num_stages)  # the closed forms assume free transfers (docs/schedules.md)
     span_th = _span_theory(schedule.name, p, m, cost, schedule.num_stages) if free and is_builtin_order(schedule) else None
     print("span bubble per rank (idle between its own first and last job; the zero-bubble paper's bubble): "
-          + ", ".join(f"{x / 1e6:g}" for x in spans) + " ms"
+          + _per_rank([f"{x / 1e6:g}" for x in spans]) + " ms"
           + (f"; theory, worst rank: {span_th / 1e6:g} ms (arXiv:2401.10241, Table 2)" if span_th is not None else ""))
     if a.p2p_messages:
         print(f"point-to-point: {a.p2p_messages} messages" + (f", {a.p2p_bytes:,} bytes" if a.p2p_bytes else "") + " per step")
     peak_th = th.get("peak_inflight")
-    print("peak in-flight per rank: " + ", ".join(map(str, peaks)) + (f"; theory {', '.join(map(str, peak_th))}" if peak_th else ""))
+    print("peak in-flight per rank: " + _per_rank(list(map(str, peaks))) + (f"; theory {_per_rank(list(map(str, peak_th)))}" if peak_th else ""))
     return 0
+
+
+#: Per-rank figures past this many ranks are shown as their first and last few.
+_PER_RANK_SHOWN = 16
+
+
+def _per_rank(values: list[str]) -> str:
+    """``"a, b, c"``, or for more than :data:`_PER_RANK_SHOWN` ranks the first 8 and the last 4 with the count between."""
+    if len(values) <= _PER_RANK_SHOWN:
+        return ", ".join(values)
+    return ", ".join(values[:8]) + f", … ({len(values) - 12} more) …, " + ", ".join(values[-4:])
 
 
 #: ``show`` draws grids of more steps than this cut: their first and last :data:`_GRID_EDGE` steps.

@@ -572,3 +572,10 @@ def test_report_beside_its_file_keeps_the_folders_own_results(tmp_path, capsys):
 def test_an_empty_out_is_refused(command, capsys):
     assert main([*command, "--out", ""]) == 2
     assert capsys.readouterr().err == "error: --out is empty; give a folder\n"
+
+
+def test_show_shortens_per_rank_figures_of_many_ranks(capsys):
+    assert main(["show", "1F1B", "-p", "40", "-m", "8"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("peak in-flight per rank: "))
+    # 1F1B holds p - r micro-batches on rank r, capped at m = 8
+    assert line.startswith("peak in-flight per rank: 8, 8, 8, 8, 8, 8, 8, 8, … (28 more) …, 4, 3, 2, 1")
