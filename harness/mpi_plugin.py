@@ -77,6 +77,7 @@ class MpiPytestPlugin:
         self.size = world.Get_size()
         self._devnull: Any = None
         self._null_file: Any = None
+        self._failed: dict[str, bool] = {}  # per test, whether a phase failed on this process so far
 
     def quiet(self) -> None:
         """On ranks other than 0: point this process's standard output (file descriptor 1, where pytest's
@@ -121,6 +122,25 @@ class MpiPytestPlugin:
             return
         mine = {item.nodeid: item for item in items}
         items[:] = [mine[nodeid] for nodeid in order]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        """At each test's teardown (which every process runs, whatever its setup and call did), all-gather
+        whether the test failed on each process; where it failed elsewhere but not here, this teardown
+        fails naming the rank, so rank 0's summary and exit status count a failure on any rank."""
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        failed = self._failed.setdefault(item.nodeid, False) or report.failed
+        self._failed[item.nodeid] = failed
+        if report.when != "teardown":
+            return
+        del self._failed[item.nodeid]
+        everywhere = _world().allgather(failed)
+        others = [q for q, f in enumerate(everywhere) if f and q != self.rank]
+        if others and not failed:
+            report.outcome = "failed"
+            report.longrepr = (f"--backend=mpi: {item.nodeid} failed on MPI rank(s) {', '.join(map(str, others))} "
+                               "(their error is on their standard error, marked [MPI rank N])")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.rank != 0 and report.failed:

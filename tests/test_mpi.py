@@ -276,3 +276,21 @@ def test_a_non_mpi_backend_under_mpirun_is_refused_where_it_would_duplicate_repo
     assert ("error: python -m harness run runs under mpirun as one of 2 processes, but the backend is 'cpu': every process "
             "would run every case and write the same reports. Use --backend mpi") in proc.stderr
     assert not (tmp_path / "rep").exists()
+
+
+def test_a_test_that_fails_on_one_rank_only_fails_on_rank_0_too(tmp_path: Path) -> None:
+    # A fresh user's find: rank 0 said "2 passed" while rank 1's assertion failed.
+    (tmp_path / "test_one.py").write_text(
+        "import os\nfrom harness.case import PipelineCase\n\nR = int(os.environ.get('OMPI_COMM_WORLD_RANK', '0'))\n\n"
+        "def test_two_ranks(pipeline):\n    pipeline(PipelineCase('1F1B', stages=2, microbatches=2))\n"
+        "    assert R != 1, 'fails on rank 1 only'\n\n"
+        "def test_fine(pipeline):\n    pipeline(PipelineCase('1F1B', stages=2, microbatches=2))\n")
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", sys.executable, "-m",
+           "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "test_one.py", "--backend=mpi", "--profile-max-time=1s", "-rE", "--color=no"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)  # type: ignore[arg-type]
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "2 passed, 1 error" in out, out
+    assert "test_one.py::test_two_ranks failed on MPI rank(s) 1" in out, out
+    assert "[MPI rank 1] test_one.py::test_two_ranks call failed" in proc.stderr
