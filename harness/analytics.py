@@ -279,19 +279,9 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
     split[stage[is_w], mb[is_w]] = True
     acquire = kind == _CF
     release = (kind == _CB) | is_w | ((kind == _CI) & ~split[stage, mb])
-    at = np.flatnonzero(acquire | release)
-    if not len(at):
-        return [0] * size
-    up = acquire[at]
-    delta = np.where(up, 1, -1)
-    group = key[at]
-    by = np.lexsort((delta, np.where(up, start[at], end[at]), group))  # per group by time, releases first
-    group = group[by]
-    held = np.cumsum(delta[by])  # running sum over all groups; subtract what earlier groups left
-    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
-    left = np.concatenate(([0], held[starts[1:] - 1]))
-    held -= np.repeat(left, np.diff(np.append(starts, len(held))))
-    return [max(0, peak) for peak in _group_max(held, group, size)]
+    from harness.metrics import held_peaks
+
+    return held_peaks(acquire, release, key, start, end, size)
 
 
 @gc_paused

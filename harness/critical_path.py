@@ -144,20 +144,6 @@ def _binding(j: int, rec: dict[int, Any], plan: Any, prev: list[int]) -> tuple[i
     return best, t_best, dep
 
 
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
-    """Total length (ns) of the union of ``[start, end)`` intervals: an overlapped group's jobs on the
-    chain (a backward released by its forward's start, :mod:`harness.overlap`) count once."""
-    total, reach = 0, None
-    for a, b in sorted(intervals):
-        if reach is None or a >= reach:
-            total += b - a
-            reach = b
-        elif b > reach:
-            total += b - reach
-            reach = b
-    return total
-
-
 def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalPath:
     """The critical path of ``step`` (default: :func:`median_step`) of a run of ``plan``.
 
@@ -188,7 +174,11 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
         j = b
     chain.reverse()
     gaps.reverse()
-    busy = _union_ns([(rec[i].start_ns, rec[i].end_ns) for i in chain])
+    from harness.overlap import busy_union
+
+    # the union of the chain's intervals: an overlapped group's jobs on it (a backward released by its
+    # forward's start) count once
+    busy = busy_union([0] * len(chain), [rec[i].start_ns for i in chain], [rec[i].end_ns for i in chain], 1)[0]
     return CriticalPath(step, [rec[i].label for i in chain], [rec[i].rank for i in chain], gaps, end - t0, busy)
 
 

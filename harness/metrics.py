@@ -17,11 +17,12 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.records import JobRecord, RunRecords
 from harness.stats import SampleStats, summarize
 
-__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "metrics_to_dict", "peak_inflight_of"]
+__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "held_peaks", "metrics_to_dict", "peak_inflight_of"]
 
 #: Job kinds that do not keep a rank busy: transfers (on their own streams) and PyTorch's
 #: data-parallel actions ``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD`` (communication for FSDP/DDP,
@@ -125,6 +126,16 @@ def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -
     i_split = np.isin(codes, w_codes)
     acquire = kind == 0
     release = (kind == 1) | is_w | ((kind == 2) & ~i_split)
+    return held_peaks(acquire, release, key, start, end, size)
+
+
+def held_peaks(acquire: Any, release: Any, key: Any, start: Any, end: Any, size: int) -> list[int]:
+    """Peak of held activations per ``key`` group (``size`` groups): a job where ``acquire`` takes one
+    at its ``start``, a job where ``release`` gives one back at its ``end`` (ns); releases count first at
+    equal times. Numpy arrays of one length (per job); one stable sort, ``O(n log n)``. Shared by
+    :func:`peak_inflight_of` (run records) and :mod:`harness.analytics` (a plan's timeline)."""
+    import numpy as np
+
     at = np.flatnonzero(acquire | release)
     if not len(at):
         return [0] * size
@@ -133,7 +144,7 @@ def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -
     group = key[at]
     order = np.lexsort((delta, np.where(up, start[at], end[at]), group))  # per key by time, releases first
     group = group[order]
-    running = np.cumsum(delta[order])
+    running = np.cumsum(delta[order])  # over all groups; subtract what earlier groups left
     firsts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
     left = np.concatenate(([0], running[firsts[1:] - 1]))
     running = running - np.repeat(left, np.diff(np.append(firsts, len(running))))
@@ -231,8 +242,8 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
 
 
 def metrics_to_dict(m: RunMetrics) -> dict[str, object]:
-    """``m`` in the results document's ``metrics`` layout (:mod:`harness.report.results`), for
-    sources of records that build their case themselves (the Paddle importer)."""
+    """``m`` in the results document's ``metrics`` layout: what :func:`harness.report.results.case_to_dict`
+    writes, and what sources of records that build their case themselves (the Paddle importer) use."""
     from dataclasses import asdict
 
     return {

@@ -8,16 +8,18 @@ POSIX and Windows within one file system).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import ConfigError
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
+__all__ = ["atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
 
 
 def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
@@ -45,18 +47,21 @@ def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
     return path
 
 
-def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
-    """Write a text file atomically: ``write(fh)`` fills a temp file that then replaces ``path``.
+@contextmanager
+def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
+    """A binary temp file in ``path``'s folder that, when the block ends without error, is flushed,
+    fsynced and renamed over ``path``; on any error (or interruption) it is removed and ``path`` is
+    left as it was. The one write path of :func:`atomic_write`, :func:`atomic_write_bytes` and
+    :func:`harness.report.output.open_output`.
 
     Raises:
-        OSError: the folder is not writable or the disk is full; the previous
-            file, if any, is left untouched and the temp file is removed.
+        OSError: the folder is not writable or the disk is full.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            write(fh)
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
@@ -67,6 +72,22 @@ def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
         except OSError:
             pass
         raise
+
+
+def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
+    """Write a text file atomically: ``write(fh)`` fills a temp file that then replaces ``path``.
+
+    Raises:
+        OSError: the folder is not writable or the disk is full; the previous
+            file, if any, is left untouched and the temp file is removed.
+    """
+    with atomic_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        try:
+            write(text)
+            text.flush()
+        finally:
+            text.detach()
     return path
 
 
@@ -76,21 +97,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     Raises:
         OSError: see :func:`atomic_write`.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_binary(path) as fh:
+        fh.write(data)
     return path
 
 

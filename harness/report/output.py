@@ -19,8 +19,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -145,30 +143,19 @@ def open_output(path: Path) -> Iterator[IO[str]]:
         OSError: the folder is not writable or the disk is full; the previous file, if any,
             is left untouched and the temporary file is removed.
     """
+    from harness.report.atomic import atomic_binary
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            zipped = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) if path.suffix == ".gz" else None
-            text = io.TextIOWrapper(zipped if zipped is not None else raw, encoding="utf-8", newline="\n", write_through=False)
-            try:
-                yield text
-                text.flush()
-            finally:
-                text.detach()
-            if zipped is not None:
-                zipped.close()
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
+    with atomic_binary(path) as raw:
+        zipped = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) if path.suffix == ".gz" else None
+        text = io.TextIOWrapper(zipped if zipped is not None else raw, encoding="utf-8", newline="\n", write_through=False)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            yield text
+            text.flush()
+        finally:
+            text.detach()
+        if zipped is not None:
+            zipped.close()
 
 
 def read_json(path: Path) -> Any:

@@ -64,12 +64,12 @@ import math
 import platform
 import re
 import sys
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness.errors import InputFormatError
+from harness.metrics import metrics_to_dict
 from harness.plan import build_plan
 from harness.runner import CaseResult
 
@@ -140,26 +140,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         "enqueue_ns": rec.enqueue_ns,
         "deps": deps,
         "jobs": cols,
-        "metrics": {
-            "normalization": m.normalization,
-            "step_time_median_ns": m.step_time_median_ns,
-            "step_time_min_ns": m.step_time_min_ns,
-            "step_time_max_ns": m.step_time_max_ns,
-            "step_time_iqr_ns": m.step_time_iqr_ns,
-            "bubble_ratio": m.bubble_ratio,
-            "bubble_over_ideal": m.bubble_over_ideal,
-            "span_bubble_ratio": m.span_bubble_ratio,
-            "peak_inflight": m.peak_inflight,
-            "peak_inflight_per_stage": m.peak_inflight_per_stage,
-            "enqueue_ns_per_job": m.enqueue_ns_per_job,
-            "per_step": [asdict(s) for s in m.steps],
-            **({"stats": {
-                "step_time_ns": m.step_time_stats.to_dict(),
-                "bubble_ratio": m.bubble_stats.to_dict() if m.bubble_stats else None,
-                "busy_ns": [x.to_dict() for x in m.busy_stats],
-                "idle_ns": [x.to_dict() for x in m.idle_stats],
-            }} if m.step_time_stats is not None else {}),
-        },
+        "metrics": metrics_to_dict(m),
         "theory": result.theory,
         **({"window": rec.window.to_dict()} if rec.window is not None else {}),
         "flags": [f.to_dict() for f in result.flags],
