@@ -281,3 +281,30 @@ def test_an_in_place_re_render_and_another_render_leave_one_consistent_report(tm
     again = render.write_report(tmp_path / "again", results)
     assert (out / "index.html").read_bytes() == again.index.read_bytes()
     assert sorted(p.name for p in (out / "traces").iterdir()) == ["big.json", "c.json"]
+
+
+@pytest.mark.parametrize("in_the_way", ["hta", "traces", "index.html"])
+def test_a_path_in_the_way_stops_the_publish_before_anything_moves(tmp_path, in_the_way):
+    # A fresh user's find: with hta/ replaced by a file, the new traces were moved in, then a raw
+    # NotADirectoryError left the old page beside them.
+    from harness.errors import ConfigError
+
+    out = tmp_path / "rep"
+    render.write_report(out, _doc(2))
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    target = out / in_the_way
+    if target.is_dir():
+        import shutil
+
+        shutil.rmtree(target)
+        target.write_text("x")
+        kind = "is a file where the report keeps a folder"
+    else:
+        target.unlink()
+        target.mkdir()
+        kind = "is a folder where the report writes a file"
+    with pytest.raises(ConfigError, match=re.escape(f"{target} {kind}; remove or rename it (nothing of this run was written)")):
+        render.write_report(out, _doc(3))
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if k != Path(in_the_way)} == {
+        k: v for k, v in before.items() if not (k == Path(in_the_way) or Path(in_the_way) in k.parents)}

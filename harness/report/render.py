@@ -363,6 +363,29 @@ def _say_size(say: Callable[[str], None] | None, what: str, estimate: int, opts:
         warnings.warn(ReportSizeWarning(message), stacklevel=3)
 
 
+
+def _check_destinations(stage: Path, out_dir: Path) -> None:
+    """Check every staged file can be moved to its place in ``out_dir``: no folder on its way there
+    is a file, and it would not replace a folder.
+
+    Raises:
+        ConfigError: names the path in the way and what to do; nothing has been moved yet.
+    """
+    folders: set[Path] = set()
+    for src in _publish_order(stage):
+        dst = out_dir / src.relative_to(stage)
+        if dst.is_dir() and not dst.is_symlink():
+            raise ConfigError(f"cannot publish the report into {out_dir}: {dst} is a folder where the report writes a file; "
+                              "remove or rename it (nothing of this run was written)")
+        for parent in dst.relative_to(out_dir).parents:
+            folder = out_dir / parent
+            if folder in folders or folder == out_dir:
+                continue
+            if folder.exists() and not folder.is_dir():
+                raise ConfigError(f"cannot publish the report into {out_dir}: {folder} is a file where the report keeps a "
+                                  "folder; remove or rename it (nothing of this run was written)")
+            folders.add(folder)
+
 def write_report(
     out_dir: Path,
     doc: dict[str, Any],
@@ -474,6 +497,7 @@ def write_report(
             # Ctrl-C and SIGTERM held back so the folder never mixes two runs. Traces
             # first and the page last, so the page never links a trace not there yet;
             # old traces are pruned only once the page in place no longer links them.
+            _check_destinations(stage, out_dir)  # before anything moves: a folder in the way stops the run whole
             written: set[Path] = set()
             with _publish_lock(out_dir, notice), _interrupts_deferred() as held:
                 for src in _publish_order(stage):
