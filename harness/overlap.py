@@ -232,6 +232,11 @@ def apply(plan: Plan) -> Plan:
                 raise ScheduleError(
                     f"schedule {schedule.name!r}: the jobs of overlapped group {shown} must be listed one after the other on their rank "
                     "(only send/receive jobs and idle slots between them)", tuple(map(str, group)))
+        kinds = sorted(job.kind.value for job in group)
+        if len(group) != 2 or kinds[1] != "F" or kinds[0] not in ("B", "I", "W"):
+            # PyTorch's OVERLAP_F_B pairs one forward with one backward (DualPipe's F&B chunk)
+            raise ScheduleError(f"schedule {schedule.name!r}: overlapped group {shown} must pair one forward with one backward "
+                                "(F with B, I or W), as PyTorch's OVERLAP_F_B does", tuple(map(str, group)))
         for j in at:
             if j in seen:
                 raise ScheduleError(f"schedule {schedule.name!r}: {jobs[j]} is in two overlapped groups", (str(jobs[j]),))

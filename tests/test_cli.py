@@ -431,6 +431,12 @@ def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_
     assert "1 case(s) compared" in captured.out
     assert main(["compare", str(base), str(base)]) == 0
     assert capsys.readouterr().err == ""
+    # a fresh user's find: one case id running another schedule (chosen by an environment variable) was gated silently
+    zb = tmp_path / "zb.json"
+    zb.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("ZB-H1", 2, 4), "sim", case_id="c"))])))
+    assert main(["compare", str(base), str(zb)]) == 0
+    assert capsys.readouterr().err == ("warning: c: a different pipeline in the two files (schedule 1F1B vs ZB-H1); its deltas "
+                                       "compare different pipelines, not two runs of one\n")
 
 
 @pytest.mark.parametrize(("which", "key", "value", "message"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -149,3 +150,12 @@ def test_decomposition_and_critical_path_count_an_overlapped_pair_once() -> None
     cp = critical_path(r.records, r.plan)
     assert cp.length_ns == step
     assert cp.busy_ns <= cp.length_ns and cp.busy_ns + sum(cp.gaps_ns) == cp.length_ns
+
+
+def test_a_group_must_pair_one_forward_with_one_backward() -> None:
+    # A fresh user's find: (0F1;0F2) ran two forwards concurrently, (0F1;0B0;0F2) made a third stream.
+    for cell in ("(0F1;0F2)OVERLAP_F_B", "(0F1;0B0;0F2)OVERLAP_F_B"):
+        row = "0F0," + cell + ",0B1,0B2\n" if "0B0" in cell else "0F0," + cell + ",0B0,0B1,0B2\n"
+        with pytest.raises(ScheduleError, match=re.escape(f"overlapped group {cell} must pair one forward with one backward "
+                                                          "(F with B, I or W), as PyTorch's OVERLAP_F_B does")):
+            build_plan(loads_csv(row, "bad.csv"))
