@@ -123,6 +123,9 @@ def pytest_configure(config: pytest.Config) -> None:
             comm_model = check_comm_model(comm_model, "--comm-model")
             if backend.strip().lower() in ("cpu", "cuda"):
                 check_backend(comm_model, backend.strip().lower())
+        trace_options = parse_trace_options(  # checked with or without --profile-jobs, as the other options are
+            config.getoption("--trace-gzip"), config.getoption("--trace-steps"), config.getoption("--trace-no-flows"),
+            config.getoption("--size-warn-mb"))
         report_dir = config.getoption("--report-dir")
         if report_dir is not None and not report_dir.strip():
             raise ConfigError("--report-dir is empty; give a folder, or leave the option out for reports/ in the project root")
@@ -148,9 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             register(config)
         if hc.profile and (not mpi or writes_reports()):
-            hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=parse_trace_options(
-                config.getoption("--trace-gzip"), config.getoption("--trace-steps"), config.getoption("--trace-no-flows"),
-                config.getoption("--size-warn-mb")))
+            hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=trace_options)
             hc.session.prepare()
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None

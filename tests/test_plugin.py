@@ -678,3 +678,10 @@ def test_trace_options_without_profile_jobs_say_they_do_nothing(pytester):
     assert result.ret == 0
     result.stdout.fnmatch_lines(["pipeline-harness: sim backend (*); note: --trace-gzip, --trace-steps do nothing without "
                                  "--profile-jobs (no report is written)"])
+
+
+def test_a_bad_trace_option_is_refused_without_profile_jobs_too(pytester):
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--backend=sim", "--trace-steps=abc", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--trace-steps" in result.stderr.str()
