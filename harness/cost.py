@@ -347,19 +347,24 @@ class FixedCost:
         return f, i + w, i, w
 
     @classmethod
-    def ms(cls, F: float | Sequence[float], B: float | Sequence[float], W: float | Sequence[float] | None = None,  # noqa: N803
-           I: float | Sequence[float] | None = None, **kw: Any) -> FixedCost:  # noqa: N803
+    def ms(cls, F: float | Sequence[float] | None = None, B: float | Sequence[float] | None = None,  # noqa: N803
+           W: float | Sequence[float] | None = None, I: float | Sequence[float] | None = None,  # noqa: N803
+           **kw: Any) -> FixedCost:
         """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``;
         each a number or one value per stage (``F=[8, 8, 8, 8.8]``).
 
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
 
         Raises:
-            ConfigError: a value that is not a finite number, a keyword it does
-                not take (named as this method's), or see the class.
+            ConfigError: F or B missing, a value that is not a finite number, a keyword it
+                does not take (named as this method's, with the closest it takes), or see the class.
         """
         # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
-        _check_ms_keywords(kw)
+        _check_ms_keywords(kw)  # first: a misspelt B (BB=2) is named as such, not as a missing B
+        missing = [name for name, value in (("F", F), ("B", B)) if value is None]
+        if missing:
+            raise ConfigError(f"cost model: FixedCost.ms() needs {' and '.join(missing)} (ms), e.g. FixedCost.ms(F=1, B=2)")
+        assert F is not None and B is not None
         f, b = _ms_to_ns("F", F), _ms_to_ns("B", B)
         w = None if W is None else _ms_to_ns("W", W)
         i = None if I is None else _ms_to_ns("I", I)

@@ -238,3 +238,15 @@ def test_numpy_integers_are_sizes_and_become_ints():
     assert json.loads(json.dumps(c.describe()))["num_layers"] == 8  # describe() stays JSON
     f = FixedCost(forward_ns=1, backward_ns=2, activation_bytes=np.int64(4096), p2p_gbytes_per_s=1.0)
     assert type(f.activation_bytes) is int and f.duration_ns(Job(0, JobKind.SEND_F, 0), 2) == 4096
+
+
+def test_ms_names_a_misspelt_or_missing_duration():
+    # A fresh user's find: FixedCost.ms(F=1, BB=2) said "missing 1 required positional argument: 'B'".
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unexpected keyword argument 'BB' \(did you mean 'B'\?\)"):
+        FixedCost.ms(F=1, BB=2)
+    with pytest.raises(ConfigError, match=r"FixedCost.ms\(\) needs B \(ms\), e.g. FixedCost.ms\(F=1, B=2\)"):
+        FixedCost.ms(F=1)
+    with pytest.raises(ConfigError, match=r"needs F and B \(ms\)"):
+        FixedCost.ms()
