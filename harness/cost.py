@@ -110,6 +110,9 @@ def _bandwidth(value: float | None) -> None:
         _positive("p2p_gbytes_per_s (gigabytes per second; divide Gbit/s by 8)", value)
 
 
+#: :meth:`FixedCost.ms`'s default for F and B: not given (``None`` given is a bad value, said as such).
+_OMITTED: Any = object()
+
 #: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
 _MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
 #: The fields :meth:`FixedCost.ms` passes through as they are.
@@ -347,7 +350,7 @@ class FixedCost:
         return f, i + w, i, w
 
     @classmethod
-    def ms(cls, F: float | Sequence[float] | None = None, B: float | Sequence[float] | None = None,  # noqa: N803
+    def ms(cls, F: Any = _OMITTED, B: Any = _OMITTED,  # noqa: N803 - F, B: a number or one per stage
            W: float | Sequence[float] | None = None, I: float | Sequence[float] | None = None,  # noqa: N803
            **kw: Any) -> FixedCost:
         """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``;
@@ -361,10 +364,9 @@ class FixedCost:
         """
         # Checked here, in the caller's names and unit: the constructor's checks would speak of forward_ns.
         _check_ms_keywords(kw)  # first: a misspelt B (BB=2) is named as such, not as a missing B
-        missing = [name for name, value in (("F", F), ("B", B)) if value is None]
+        missing = [name for name, value in (("F", F), ("B", B)) if value is _OMITTED]
         if missing:
             raise ConfigError(f"cost model: FixedCost.ms() needs {' and '.join(missing)} (ms), e.g. FixedCost.ms(F=1, B=2)")
-        assert F is not None and B is not None
         f, b = _ms_to_ns("F", F), _ms_to_ns("B", B)
         w = None if W is None else _ms_to_ns("W", W)
         i = None if I is None else _ms_to_ns("I", I)
