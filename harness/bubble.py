@@ -116,7 +116,8 @@ class _FreeTransfers:
         return getattr(self._cost, name)
 
 
-def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = None) -> BubbleDecomposition:
+def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = None,
+              makespan_ns: int | None = None) -> BubbleDecomposition:
     """The decomposition of a step of ``step_ns`` of ``plan`` under ``cost``.
 
     Args:
@@ -128,27 +129,40 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
             the work is then what ran, not what the cost model says (a ``compute``
             workload's GEMMs last what the machine makes of them), with the cost
             model's share of recomputation in it. ``None``: the cost model's durations.
+        makespan_ns: ``plan``'s analytic makespan under ``cost``
+            (:func:`harness.analytics.simulate`, no ``edge`` delays) where the caller has it
+            (a ``sim`` run's step); ``None`` simulates it.
     """
+    import numpy as np
+
     from harness.analytics import durations, simulate
+    from harness.schedule.model import KIND_CODE
 
     n_stages = plan.schedule.num_stages
     p = plan.schedule.num_ranks
-    dur = durations(plan, cost)
+    dur = np.asarray(durations(plan, cost), dtype=np.int64)
+    cols = plan.arrays
+    moving = np.isin(cols.kind, [KIND_CODE[k] for k in JobKind if k.is_comm or k.is_data_parallel])
+    compute = ~moving
+    extra = np.zeros(plan.num_jobs, dtype=np.int64)
     recompute_of = getattr(cost, "recompute_ns", None)
-    work, rec = [0] * p, [0] * p
-    cache: dict[tuple[int, JobKind], int] = {}
-    for j, job in enumerate(plan.jobs):
-        if job.kind.is_comm or job.kind.is_data_parallel:
-            continue
-        r = plan.rank[j]
-        extra = 0
-        if callable(recompute_of) and job.kind in (JobKind.B, JobKind.I):
-            key = (job.stage, job.kind)
-            if key not in cache:
-                cache[key] = int(recompute_of(job, n_stages))
-            extra = cache[key]
-        work[r] += dur[j] - extra
-        rec[r] += extra
+    if callable(recompute_of):
+        kinds = tuple(JobKind)
+        for code in (KIND_CODE[JobKind.B], KIND_CODE[JobKind.I]):
+            mine = np.flatnonzero(cols.kind == code)
+            if not len(mine):
+                continue
+            stages, first, inverse = np.unique(cols.stage[mine], return_index=True, return_inverse=True)
+            mbs = cols.microbatch[mine[first]].tolist()  # asked once per stage, with its first job
+            per_stage = np.array([int(recompute_of(Job(int(k), kinds[code], None if b < 0 else b), n_stages))
+                                  for k, b in zip(stages.tolist(), mbs)], dtype=np.int64)
+            extra[mine] = per_stage[inverse]
+    rank = cols.rank[compute]
+    work_a = np.zeros(p, dtype=np.int64)
+    np.add.at(work_a, rank, (dur - extra)[compute])
+    rec_a = np.zeros(p, dtype=np.int64)
+    np.add.at(rec_a, rank, extra[compute])
+    work, rec = work_a.tolist(), rec_a.tolist()
     from harness.overlap import groups_of
 
     if busy_ns is None and groups_of(plan.schedule):
@@ -157,8 +171,8 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
         from harness.overlap import busy_union
 
         tl = simulate(plan, cost)
-        at = [j for j, job in enumerate(plan.jobs) if not (job.kind.is_comm or job.kind.is_data_parallel)]
-        model_busy = busy_union([plan.rank[j] for j in at], [tl.start[j] for j in at], [tl.end[j] for j in at], p)
+        at = np.flatnonzero(compute)
+        model_busy = busy_union(cols.rank[at], np.asarray(tl.start, dtype=np.int64)[at], np.asarray(tl.end, dtype=np.int64)[at], p)
         for r in range(p):
             work[r] = int(model_busy[r]) - rec[r]
     if busy_ns is not None:
@@ -170,10 +184,10 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
             work[r] = int(busy_ns[r]) - rec[r]
     ideal = sum(work) / p
     h = max(range(p), key=lambda r: work[r] + rec[r])
-    has_comm = any(job.kind.is_comm or job.kind.is_data_parallel for job in plan.jobs)
     comm = 0
-    if has_comm:
-        comm = simulate(plan, cost).makespan_ns - simulate(plan, _FreeTransfers(cost)).makespan_ns
+    if moving.any():
+        full = simulate(plan, cost).makespan_ns if makespan_ns is None else makespan_ns
+        comm = full - simulate(plan, _FreeTransfers(cost)).makespan_ns
     imbalance = work[h] - ideal
     schedule = step_ns - ideal - imbalance - rec[h] - comm
     return BubbleDecomposition(int(step_ns), ideal, imbalance, rec[h], int(comm), schedule, h, work)

@@ -31,6 +31,15 @@ __all__ = ["CriticalPath", "RankWaiting", "critical_path", "median_step", "waiti
 _COMPUTE = ("F", "B", "I", "W", "OPT")
 
 
+def _kinds() -> tuple[Any, ...]:
+    from harness.schedule.model import JobKind
+
+    return tuple(JobKind)
+
+
+_KINDS = _kinds()
+
+
 @dataclass(frozen=True)
 class CriticalPath:
     """The chain of jobs that fixes one step's length.
@@ -88,60 +97,144 @@ def median_step(records: Any) -> int:
     return int(records.steps[times.index(median)])
 
 
-#: The last :func:`_step_view` (its records, plan, step, job count and answer): the critical path and
-#: the waiting split of one run ask for the same view one after the other. Holding the objects
-#: themselves keeps their ids from being reused while the entry lives.
+#: The last :func:`_step_view` (its columns, plan, step and answer): the critical path and the waiting
+#: split of one run ask for the same view one after the other. Holding the objects themselves keeps
+#: their ids from being reused while the entry lives.
 _LAST_VIEW: list[Any] = []
 
 
-def _step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
-    """Plan job index -> its record in ``step``; the step's start and end (ns)."""
-    if _LAST_VIEW and _LAST_VIEW[0] is records and _LAST_VIEW[1] is plan and _LAST_VIEW[2:4] == [step, len(records.jobs)]:
-        return _LAST_VIEW[4]  # type: ignore[no-any-return]
-    view = _build_step_view(records, plan, step)
-    _LAST_VIEW[:] = [records, plan, step, len(records.jobs), view]
+@dataclass(frozen=True)
+class _StepView:
+    """One recorded step's jobs laid out by plan job index ``j``: ``present[j]`` whether it was
+    recorded, then its ``start``/``end`` (ns, run time base) and ``rank``: memoryviews of the arrays
+    (a Python int or bool per index, fast, no copy)."""
+
+    present: Any
+    start: Any
+    end: Any
+    rank: Any
+    t0: int
+    t1: int
+    arrays: tuple[Any, Any, Any, Any]  # the same four as numpy arrays
+
+
+def _step_view(records: Any, plan: Any, step: int) -> _StepView:
+    """The plan's jobs as recorded in ``step``, with the step's start and end (ns)."""
+    cols = records.columns
+    if _LAST_VIEW and _LAST_VIEW[0] is cols and _LAST_VIEW[1] is plan and _LAST_VIEW[2] == step:
+        return _LAST_VIEW[3]  # type: ignore[no-any-return]
+    view = _build_step_view(cols, records, plan, step)
+    _LAST_VIEW[:] = [cols, plan, step, view]
     return view
 
 
-def _build_step_view(records: Any, plan: Any, step: int) -> tuple[dict[int, Any], int, int]:
+def _build_step_view(cols: Any, records: Any, plan: Any, step: int) -> _StepView:
+    import numpy as np
+
+    from harness.records import KINDS
+
     k = records.steps.index(step)
-    by_key = {(j.stage, j.kind, j.microbatch): j for j in records.jobs if j.step == step}
-    found = {}
-    for i, (stage, kind, mb) in enumerate(plan.jobs):
-        rec = by_key.get((stage, kind.value, mb))
-        if rec is not None:
-            found[i] = rec
-    return found, int(records.step_start_ns[k]), int(records.step_end_ns[k])
+    n = plan.num_jobs
+    rows = np.flatnonzero((cols.step == step) & (cols.kind < len(KINDS)))  # an import's own kinds are no plan job's
+    arrays = plan.arrays
+    width = int(max(arrays.microbatch.max(initial=-1), cols.microbatch[rows].max(initial=-1))) + 2
+    n_kinds = len(KINDS)
+
+    def key(stage: Any, kind: Any, mb: Any) -> Any:
+        return (stage.astype(np.int64) * n_kinds + kind) * width + (mb + 1)
+
+    plan_key = key(arrays.stage, arrays.kind, arrays.microbatch)
+    rec_key = key(cols.stage[rows], cols.kind[rows], cols.microbatch[rows])
+    order = np.asarray(plan.order, dtype=np.int64)
+    if len(rows) == n and np.array_equal(plan_key[order], rec_key):
+        index = order  # the step's jobs in the plan's enqueue order, as the executor and the replay record them
+    else:
+        by_key = np.argsort(plan_key, kind="stable")
+        pos = np.searchsorted(plan_key[by_key], rec_key)
+        pos[pos >= n] = 0
+        found = plan_key[by_key][pos] == rec_key if n else np.zeros(len(rows), dtype=bool)
+        index = by_key[pos[found]]
+        rows = rows[found]
+    present = np.zeros(n, dtype=bool)
+    start = np.zeros(n, dtype=np.int64)
+    end = np.zeros(n, dtype=np.int64)
+    rank = np.zeros(n, dtype=np.int64)
+    present[index] = True  # a job recorded twice in a step: its last record counts
+    start[index] = cols.start_ns[rows]
+    end[index] = cols.end_ns[rows]
+    rank[index] = cols.rank[rows]
+    return _StepView(_view(present), _view(start), _view(end), _view(rank), int(records.step_start_ns[k]),
+                     int(records.step_end_ns[k]), (present, start, end, rank))
 
 
-def _stream_prev(plan: Any) -> list[int]:
+#: The last :func:`_stream_prev` (its plan and answer), for the same reason as :data:`_LAST_VIEW`.
+_LAST_PREV: list[Any] = []
+
+
+def _prev_of(plan: Any) -> Any:
+    if not (_LAST_PREV and _LAST_PREV[0] is plan):
+        _LAST_PREV[:] = [plan, _stream_prev(plan), _plan_csr(plan)]
+    return _LAST_PREV[1]
+
+
+def _csr_of(plan: Any) -> tuple[Any, Any, Any, Any]:
+    """The plan's dependency CSR columns (:class:`~harness.plan.PlanArrays`) as int64 memoryviews."""
+    if not (_LAST_PREV and _LAST_PREV[0] is plan):
+        _prev_of(plan)
+    return _LAST_PREV[2]  # type: ignore[no-any-return]
+
+
+def _stream_prev(plan: Any) -> Any:
     """Per job, the job before it on its stream in enqueue order (-1 for the first)."""
-    last: dict[int, int] = {}
-    prev = [-1] * plan.num_jobs
-    stream = plan.stream
-    for j in plan.order:
-        s = stream[j]
-        prev[j] = last.get(s, -1)
-        last[s] = j
-    return prev
+    import numpy as np
+
+    order = np.asarray(plan.order, dtype=np.int64)
+    prev = np.full(plan.num_jobs, -1, dtype=np.int64)
+    if len(order):
+        stream = plan.arrays.stream[order]
+        by_stream = np.argsort(stream, kind="stable")  # per stream, enqueue order kept
+        o, s = order[by_stream], stream[by_stream]
+        same = s[1:] == s[:-1]
+        prev[o[1:][same]] = o[:-1][same]
+    return _view(prev)
 
 
-def _binding(j: int, rec: dict[int, Any], plan: Any, prev: list[int]) -> tuple[int, int, bool]:
+def _label(plan: Any, j: int) -> str:
+    """Job ``j``'s text form (``"2F0"``) from the plan's columns, without making its job list."""
+    a = plan.arrays
+    mb = int(a.microbatch[j])
+    return f"{int(a.stage[j])}{_KINDS[int(a.kind[j])].value}{'' if mb < 0 else mb}"
+
+
+def _binding(j: int, view: _StepView, plan: Any, prev: Any) -> tuple[int, int, bool]:
     """The constraint that released job ``j``: ``(job, time, is_dependency)``, or ``(-1, -1, False)``."""
     best, t_best, dep = -1, -1, False
-    for d in plan.deps[j]:
-        r = rec.get(d)
-        if r is not None and r.end_ns >= t_best:
-            best, t_best, dep = d, r.end_ns, True
-    for d in plan.start_deps[j]:
-        r = rec.get(d)
-        if r is not None and r.start_ns >= t_best:
-            best, t_best, dep = d, r.start_ns, True
-    p = prev[j]
-    r = rec.get(p) if p >= 0 else None
-    if r is not None and r.end_ns > t_best:  # strictly later: a dependency wins a tie
-        best, t_best, dep = p, r.end_ns, False
+    present, start, end = view.present, view.start, view.end
+    ptr, idx, sptr, sidx = _csr_of(plan)
+    for k in range(ptr[j], ptr[j + 1]):
+        d = idx[k]
+        if present[d] and end[d] >= t_best:
+            best, t_best, dep = d, end[d], True
+    for k in range(sptr[j], sptr[j + 1]):
+        d = sidx[k]
+        if present[d] and start[d] >= t_best:
+            best, t_best, dep = d, start[d], True
+    q = prev[j]
+    if q >= 0 and present[q] and end[q] > t_best:  # strictly later: a dependency wins a tie
+        best, t_best, dep = q, end[q], False
     return best, t_best, dep
+
+
+def _view(array: Any) -> Any:
+    """A memoryview of a contiguous numpy array: indexing it gives Python ints (or bools), fast."""
+    return memoryview(array)
+
+
+def _plan_csr(plan: Any) -> tuple[Any, Any, Any, Any]:
+    import numpy as np
+
+    a = plan.arrays
+    return tuple(_view(np.ascontiguousarray(x, dtype=np.int64)) for x in (a.deps_ptr, a.deps_idx, a.start_ptr, a.start_idx))  # type: ignore[return-value]
 
 
 def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalPath:
@@ -155,22 +248,25 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
     Raises:
         ValueError: ``step`` is not among the recorded ones, or it recorded no job of the plan.
     """
+    import numpy as np
+
     step = median_step(records) if step is None else step
     if step not in records.steps:
         raise ValueError(f"step {step} was not recorded (recorded: {records.steps})")
-    rec, t0, _ = _step_view(records, plan, step)
-    if not rec:
+    view = _step_view(records, plan, step)
+    present, _, end_a, _ = view.arrays
+    if not present.any():
         raise ValueError(f"step {step} recorded no job of the plan")
-    prev = _stream_prev(plan)
-    j = max(rec, key=lambda i: (rec[i].end_ns, -i))
-    end = rec[j].end_ns
+    prev = _prev_of(plan)
+    ends = np.where(present, end_a, np.iinfo(np.int64).min)
+    j = int(np.argmax(ends))  # the last to end; the first such in plan order
+    end = view.end[j]
     chain: list[int] = []
     gaps: list[int] = []
     while j >= 0:
         chain.append(j)
-        b, t, _ = _binding(j, rec, plan, prev)
-        start = rec[j].start_ns
-        gaps.append(start - (t if b >= 0 else t0))
+        b, t, _ = _binding(j, view, plan, prev)
+        gaps.append(view.start[j] - (t if b >= 0 else view.t0))
         j = b
     chain.reverse()
     gaps.reverse()
@@ -178,29 +274,40 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
 
     # the union of the chain's intervals: an overlapped group's jobs on it (a backward released by its
     # forward's start) count once
-    busy = busy_union([0] * len(chain), [rec[i].start_ns for i in chain], [rec[i].end_ns for i in chain], 1)[0]
-    return CriticalPath(step, [rec[i].label for i in chain], [rec[i].rank for i in chain], gaps, end - t0, busy)
+    busy = busy_union([0] * len(chain), [view.start[i] for i in chain], [view.end[i] for i in chain], 1)[0]
+    return CriticalPath(step, [_label(plan, i) for i in chain], [view.rank[i] for i in chain], gaps, end - view.t0, busy)
 
 
 def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaiting]:
     """Per rank, its idle time in ``step`` (default: :func:`median_step`) split by what it waited for.
 
+    Each rank's compute jobs are sorted by start; a gap is where a job starts after the union of
+    the intervals before it ends (numpy, one sort); only the gaps are looked at one by one.
+
     Raises:
         ValueError: ``step`` is not among the recorded ones.
     """
+    import numpy as np
+
+    from harness.schedule.model import KIND_CODE, JobKind
+
     step = median_step(records) if step is None else step
     if step not in records.steps:
         raise ValueError(f"step {step} was not recorded (recorded: {records.steps})")
-    rec, t0, t1 = _step_view(records, plan, step)
-    prev = _stream_prev(plan)
-    jobs = plan.jobs
+    view = _step_view(records, plan, step)
+    t0, t1 = view.t0, view.t1
+    prev = _prev_of(plan)
+    kind_of = plan.arrays.kind
+    compute_codes = np.array([KIND_CODE[JobKind(k)] for k in _COMPUTE], dtype=np.int64)
+    present, start_a, end_a, rank_a = view.arrays
+    mine_all = np.flatnonzero(present & np.isin(plan.arrays.kind, compute_codes))
+    rank_all, start_all, end_all = rank_a[mine_all], start_a[mine_all], end_a[mine_all]
+    order = np.lexsort((end_all, start_all, rank_all))  # per rank, by start then end
+    mine_all, rank_all, start_all, end_all = mine_all[order], rank_all[order], start_all[order], end_all[order]
+    bounds = np.searchsorted(rank_all, np.arange(plan.schedule.num_ranks + 1))
     out = []
-    by_rank: dict[int, list[int]] = {}
-    for i, x in rec.items():  # one pass: a scan per rank would be p x jobs
-        if x.kind in _COMPUTE:
-            by_rank.setdefault(x.rank, []).append(i)
     for r in range(plan.schedule.num_ranks):
-        mine = sorted(by_rank.get(r, []), key=lambda i: (rec[i].start_ns, rec[i].end_ns))
+        lo, hi = int(bounds[r]), int(bounds[r + 1])
         parts: dict[str, int] = {}
 
         def add(why: str, ns: int, parts: dict[str, int] = parts) -> None:
@@ -208,24 +315,28 @@ def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaitin
                 parts[why] = parts.get(why, 0) + ns
 
         covered = t0  # the union of the rank's compute intervals so far ends here
-        for n, i in enumerate(mine):
-            start, stop = rec[i].start_ns, rec[i].end_ns
-            if start > covered:
-                gap = start - covered
+        if hi > lo:
+            a, b = start_all[lo:hi], end_all[lo:hi]
+            reach = np.maximum(np.maximum.accumulate(b), t0)
+            before = np.concatenate(([t0], reach[:-1]))
+            for n in np.flatnonzero(a > before).tolist():
+                gap = int(a[n] - before[n])
                 if n == 0:
                     add("warm-up", gap)
+                    continue
+                i = int(mine_all[lo + n])
+                dep_b, _t, is_dep = _binding(i, view, plan, prev)
+                if dep_b < 0 or not is_dep:
+                    add("host gap", gap)
+                elif _KINDS[int(kind_of[dep_b])].is_comm:
+                    ptr, idx, sptr, sidx = _csr_of(plan)
+                    sources = [sidx[k] for k in range(sptr[dep_b], sptr[dep_b + 1])] + [idx[k] for k in range(ptr[dep_b], ptr[dep_b + 1])]
+                    peer = next((view.rank[d] for d in sources if view.present[d]), view.rank[dep_b])
+                    add(f"waiting for a transfer from rank {peer}", gap)
                 else:
-                    b, _t, is_dep = _binding(i, rec, plan, prev)
-                    if b < 0 or not is_dep:
-                        add("host gap", gap)
-                    elif jobs[b].kind.is_comm:
-                        src = rec[b]
-                        peer = next((rec[d].rank for d in list(plan.start_deps[b]) + list(plan.deps[b]) if d in rec), src.rank)
-                        add(f"waiting for a transfer from rank {peer}", gap)
-                    else:
-                        add(f"waiting for rank {rec[b].rank}'s {rec[b].kind}", gap)
-            covered = max(covered, stop)
+                    add(f"waiting for rank {view.rank[dep_b]}'s {_KINDS[int(kind_of[dep_b])].value}", gap)
+            covered = int(reach[-1])
         if t1 > covered:
-            add("cool-down" if mine else "no job this step", t1 - covered)
+            add("cool-down" if hi > lo else "no job this step", t1 - covered)
         out.append(RankWaiting(r, sum(parts.values()), parts))
     return out

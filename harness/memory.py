@@ -138,17 +138,20 @@ def _table(cost: Any, num_stages: int) -> tuple[list[list[int]], list[int]]:
 def memory_profile_of_arrays(
     rank: Sequence[int], stage: Sequence[int], kind: Sequence[str], start: Sequence[int], end: Sequence[int],
     cost: Any, num_stages: int, stage_to_rank: Sequence[int], limit_bytes: int | None = None, timeline: bool = True,
+    kind_tokens: Sequence[str] = (),
 ) -> MemoryProfile:
     """The memory profile of jobs given as columns (any order; non-compute kinds are ignored).
 
     Args:
         rank, stage, kind, start, end: one entry per job; ``kind`` a job kind token
-            (``"F"``...), ``start``/``end`` in ns.
+            (``"F"``...), or an int array of indices into ``kind_tokens``
+            (:class:`~harness.records.JobColumns`), ``start``/``end`` in ns.
         cost: a cost model with a memory model (:func:`has_memory_model`).
         num_stages: the pipeline's stage count.
         stage_to_rank: the rank of each stage (static bytes are summed per rank).
         limit_bytes: the device memory per rank, if the case gives one.
         timeline: also return the step function per rank (else only the peaks).
+        kind_tokens: the tokens ``kind``'s codes index, where ``kind`` is codes.
 
     Raises:
         ConfigError: see :func:`_table`.
@@ -160,8 +163,12 @@ def memory_profile_of_arrays(
     static = [0] * p
     for k, r in enumerate(stage_to_rank):
         static[r] += static_stage[k]
-    code = {k: i for i, k in enumerate(_COMPUTE_KINDS)}
-    kc = np.array([code.get(k, -1) for k in kind], dtype=np.int64)
+    if isinstance(kind, np.ndarray) and kind.dtype.kind == "i":  # codes into kind_tokens (JobColumns)
+        lut = np.array([_COMPUTE_KINDS.index(k) if k in _COMPUTE_KINDS else -1 for k in kind_tokens], dtype=np.int64)
+        kc = lut[kind]
+    else:
+        code = {k: i for i, k in enumerate(_COMPUTE_KINDS)}
+        kc = np.array([code.get(k, -1) for k in kind], dtype=np.int64)
     keep = kc >= 0
     st = np.asarray(stage, dtype=np.int64)[keep]
     kc = kc[keep]
@@ -202,10 +209,9 @@ def memory_profile(records: Any, cost: Any, num_stages: int, stage_to_rank: Sequ
     ``None`` when ``cost`` has no memory model (see :func:`memory_profile_of_arrays`)."""
     if not has_memory_model(cost):
         return None
-    jobs = records.jobs
-    return memory_profile_of_arrays([j.rank for j in jobs], [j.stage for j in jobs], [j.kind for j in jobs],
-                                    [j.start_ns for j in jobs], [j.end_ns for j in jobs], cost, num_stages,
-                                    stage_to_rank, limit_bytes, timeline)
+    cols = records.columns
+    return memory_profile_of_arrays(cols.rank, cols.stage, cols.kind, cols.start_ns, cols.end_ns, cost, num_stages,
+                                    stage_to_rank, limit_bytes, timeline, kind_tokens=cols.kinds)
 
 
 def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False) -> MemoryProfile | None:

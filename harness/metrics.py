@@ -15,14 +15,14 @@ does not.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.records import JobRecord, RunRecords
+from harness.overlap import busy_union
+from harness.records import JobColumns, JobRecord, RunRecords
 from harness.stats import SampleStats, summarize
 
-__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "held_peaks", "metrics_to_dict", "peak_inflight_of"]
+__all__ = ["RunMetrics", "StepMetrics", "compute_metrics", "held_peaks", "metrics_to_dict", "peak_inflight_of", "peak_inflight_of_columns"]
 
 #: Job kinds that do not keep a rank busy: transfers (on their own streams) and PyTorch's
 #: data-parallel actions ``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD`` (communication for FSDP/DDP,
@@ -104,20 +104,30 @@ def peak_inflight_of(jobs: list[JobRecord], num_ranks: int, per: str = "rank") -
     per rank (``per="rank"``, length ``num_ranks``; chunks of a rank add up) or
     per stage (``per="stage"``, length = highest stage + 1). A backward split into
     ``I`` and ``W`` frees at ``W``'s end. At equal times a release is counted
-    before an acquisition. Numpy over the jobs' columns: one sort, ``O(n log n)``."""
+    before an acquisition. Numpy over the jobs' columns: one sort, ``O(n log n)``
+    (:func:`peak_inflight_of_columns`)."""
+    return peak_inflight_of_columns(JobColumns.from_jobs(jobs, []), num_ranks, per)
+
+
+def peak_inflight_of_columns(cols: JobColumns, num_ranks: int, per: str = "rank") -> list[int]:
+    """:func:`peak_inflight_of` of jobs given as :class:`~harness.records.JobColumns`."""
     import numpy as np
 
     by_stage = per == "stage"
-    size = (max((j.stage for j in jobs), default=-1) + 1) if by_stage else num_ranks
-    held = [j for j in jobs if j.kind in _HOLDS]
-    if not held:
+    size = (int(cols.stage.max()) + 1 if len(cols) else 0) if by_stage else num_ranks
+    lut = np.full(len(cols.kinds), -1, dtype=np.int8)
+    for i, token in enumerate(cols.kinds):
+        lut[i] = _HOLDS.get(token, -1)
+    coded = lut[cols.kind]
+    held = coded >= 0
+    if not held.any():
         return [0] * size
-    kind = np.array([_HOLDS[j.kind] for j in held], np.int8)
-    stage = np.array([j.stage for j in held], np.int64)
-    mb = np.array([j.microbatch if j.microbatch is not None else -1 for j in held], np.int64)
-    key = stage if by_stage else np.array([j.rank for j in held], np.int64)
-    start = np.array([j.start_ns for j in held], np.int64)
-    end = np.array([j.end_ns for j in held], np.int64)
+    kind = coded[held]
+    stage = cols.stage[held]
+    mb = cols.microbatch[held]
+    key = stage if by_stage else cols.rank[held]
+    start = cols.start_ns[held]
+    end = cols.end_ns[held]
     is_w = kind == 3
     # (stage, micro-batch) pairs whose backward is split: their I releases nothing, their W does
     width = int(mb.max()) + 2
@@ -179,33 +189,36 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
     """
     if not records.steps:
         raise ValueError("no recorded steps to analyse")
+    import numpy as np
+
     p = records.num_ranks
-    by_step: dict[int, list[JobRecord]] = defaultdict(list)
-    for j in records.jobs:
-        by_step[j.step].append(j)
+    cols = records.columns
+    busy_rows = ~cols.kind_mask(NOT_BUSY)
+    overlapping = any("/overlap" in s for s in records.streams)  # overlapping jobs (groups, imports): time busy, not work summed
+    by_step = np.argsort(cols.step, kind="stable")
+    sorted_steps = cols.step[by_step]
     out: list[StepMetrics] = []
     for step, start, end in zip(records.steps, records.step_start_ns, records.step_end_ns):
-        jobs = by_step.get(step, [])
+        lo, hi = np.searchsorted(sorted_steps, [step, step + 1])
+        rows = by_step[lo:hi]
+        jobs = cols.select(rows)
         step_time = end - start
-        busy = [0] * p
-        first: list[int | None] = [None] * p
-        last = [0] * p
-        for j in jobs:
-            if j.kind not in NOT_BUSY:
-                r = j.rank
-                busy[r] += j.end_ns - j.start_ns
-                f = first[r]
-                if f is None or j.start_ns < f:
-                    first[r] = j.start_ns
-                if j.end_ns > last[r]:
-                    last[r] = j.end_ns
-        if any("/overlap" in s for s in records.streams):  # overlapping jobs (groups, imports): time busy, not work summed
-            from harness.overlap import busy_union
-
-            compute = [j for j in jobs if j.kind not in NOT_BUSY]
-            busy = busy_union([j.rank for j in compute], [j.start_ns for j in compute], [j.end_ns for j in compute], p)
-        spans = [last[r] - f if (f := first[r]) is not None else 0 for r in range(p)]
-        idle = [max(0, step_time - b) for b in busy]
+        mine = busy_rows[rows]
+        rank, a, b = jobs.rank[mine], jobs.start_ns[mine], jobs.end_ns[mine]
+        if overlapping:
+            busy = busy_union(rank, a, b, p)
+        else:
+            sums = np.zeros(p, dtype=np.int64)
+            np.add.at(sums, rank, b - a)
+            busy = sums.tolist()
+        first = np.full(p, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, rank, a)
+        last = np.zeros(p, dtype=np.int64)
+        np.maximum.at(last, rank, b)
+        has = np.zeros(p, dtype=bool)
+        has[rank] = True
+        spans = np.where(has, last - np.where(has, first, 0), 0).tolist()
+        idle = [max(0, step_time - x) for x in busy]
         total_idle, total_busy = sum(idle), sum(busy)
         out.append(
             StepMetrics(
@@ -215,12 +228,12 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
                 idle_ns=idle,
                 bubble_ratio=total_idle / (p * step_time) if step_time > 0 else 0.0,
                 bubble_over_ideal=total_idle / total_busy if total_busy > 0 else 0.0,
-                peak_inflight=peak_inflight_of(jobs, p),
+                peak_inflight=peak_inflight_of_columns(jobs, p),
                 span_bubble_ratio=(sum(spans) - total_busy) / sum(spans) if sum(spans) > 0 else 0.0,
             )
         )
     times = [s.step_time_ns for s in out]
-    n_jobs_per_step = len(records.jobs) / len(records.steps)
+    n_jobs_per_step = records.num_jobs / len(records.steps)
     return RunMetrics(
         steps=out,
         step_time_median_ns=float(statistics.median(times)),
@@ -231,7 +244,7 @@ def compute_metrics(records: RunRecords) -> RunMetrics:
         bubble_over_ideal=float(statistics.median(s.bubble_over_ideal for s in out)),
         peak_inflight=[max(s.peak_inflight[r] for s in out) for r in range(p)],
         span_bubble_ratio=float(statistics.median(s.span_bubble_ratio for s in out)),
-        peak_inflight_per_stage=peak_inflight_of(records.jobs, p, per="stage"),
+        peak_inflight_per_stage=peak_inflight_of_columns(cols, p, per="stage"),
         enqueue_ns_per_job=(float(statistics.median(records.enqueue_ns)) / n_jobs_per_step
                             if n_jobs_per_step and records.enqueue_ns else 0.0),
         step_time_stats=summarize(times),

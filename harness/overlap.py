@@ -276,23 +276,42 @@ def apply(plan: Plan) -> Plan:
     return out
 
 
-def busy_union(rank: list[int], start: list[int], end: list[int], p: int) -> list[int]:
+def busy_union(rank: Any, start: Any, end: Any, p: int) -> list[int]:
     """Per rank, the length (ns) of the union of its jobs' ``[start, end)`` intervals: a rank
-    running an overlapped group (:mod:`harness.overlap`) is busy once while both jobs run."""
+    running an overlapped group (:mod:`harness.overlap`) is busy once while both jobs run.
+
+    Args:
+        rank, start, end: one entry per job (lists or int64 arrays of one length; ns).
+        p: ranks (the length of the result).
+
+    One sort by rank and start, then a per-rank running maximum of the ends: each job adds
+    the part of it past every earlier job's end, ``O(n log n)`` in numpy.
+    """
+    import numpy as np
+
+    rk = np.asarray(rank, dtype=np.int64)
+    a = np.asarray(start, dtype=np.int64)
+    b = np.asarray(end, dtype=np.int64)
     out = [0] * p
-    by_rank: dict[int, list[tuple[int, int]]] = {}
-    for r, a, b in zip(rank, start, end):
-        by_rank.setdefault(r, []).append((a, b))
-    for r, spans in by_rank.items():
-        total, reach = 0, None
-        for a, b in sorted(spans):
-            if reach is None or a >= reach:
-                total += b - a
-                reach = b
-            elif b > reach:
-                total += b - reach
-                reach = b
-        out[r] = total
+    if not len(rk):
+        return out
+    order = np.lexsort((a, rk))
+    rk, a, b = rk[order], a[order], b[order]
+    # a running maximum that restarts per rank: lift each rank's times above the previous rank's
+    lo, hi = int(min(a.min(), b.min())), int(max(a.max(), b.max()))
+    lift = (rk - int(rk.min())) * (hi - lo + 1) - lo
+    reach = np.maximum.accumulate(b + lift) - lift
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    first = np.ones(len(rk), dtype=bool)
+    first[1:] = rk[1:] != rk[:-1]
+    before[first] = np.iinfo(np.int64).min
+    part = b - np.maximum(a, before)
+    part[part < 0] = 0
+    sums = np.zeros(int(rk.max()) + 1, dtype=np.int64)
+    np.add.at(sums, rk, part)
+    for r in range(min(p, len(sums))):
+        out[r] = int(sums[r])
     return out
 
 

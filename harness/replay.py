@@ -14,7 +14,6 @@ no host time is spent enqueueing, so ``enqueue_ns`` is 0 per job and per step.
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -22,14 +21,10 @@ import numpy as np
 from harness.analytics import simulate
 from harness.cost import CostModel
 from harness.plan import Plan
-from harness.records import JobRecord, RunRecords
-from harness.schedule.model import JobKind
+from harness.records import JobColumns, RunRecords
 from harness.window import ProfilingWindow
 
 __all__ = ["replay"]
-
-_KIND_VALUES = tuple(k.value for k in JobKind)
-
 
 def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, delays: list[int] | None = None) -> RunRecords:
     """The records of ``plan`` run on the sim ``device`` for ``window``'s steps (see module doc).
@@ -54,21 +49,14 @@ def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, de
     order = np.asarray(plan.order, dtype=np.int64)
     cols = plan.arrays
     used = plan.streams_used()
-    records = RunRecords(backend=device.name, device=device.describe(), num_ranks=plan.schedule.num_ranks,
-                         streams=[plan.stream_names[s] for s in used], warmup_steps=window.warmup_steps)
+    streams = [plan.stream_names[s] for s in used]
     start = np.asarray(timeline.start, dtype=np.int64)[order]
     end = np.asarray(timeline.end, dtype=np.int64)[order]
     makespan = int(end.max()) if len(end) else 0
-    names = plan.stream_names
-    static = (
-        cols.rank[order].tolist(),
-        [names[s] for s in cols.stream[order].tolist()],
-        cols.stage[order].tolist(),
-        [_KIND_VALUES[k] for k in cols.kind[order].tolist()],
-        [None if b < 0 else b for b in cols.microbatch[order].tolist()],
-        cols.chunk[order].tolist(),
-    )
-    n = len(order)
+    # the plan's stream ids -> indices into the records' streams
+    to_used = np.full(len(plan.stream_names), -1, dtype=np.int64)
+    to_used[np.asarray(used, dtype=np.int64)] = np.arange(len(used), dtype=np.int64)
+    steps, offsets = [], []
     base: int | None = None
     for k, step in enumerate(window.steps()):
         if not window.is_recorded(step):
@@ -76,11 +64,24 @@ def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, de
         if base is None:
             base = k
         offset = (k - base) * makespan
-        records.jobs.extend(map(JobRecord, *static, repeat(step, n), (start + offset).tolist(), (end + offset).tolist(), repeat(0, n)))
-        records.steps.append(step)
-        records.step_start_ns.append(offset)
-        records.step_end_ns.append(offset + makespan)
-        records.enqueue_ns.append(0)
+        steps.append(step)
+        offsets.append(offset)
         window.observe(step, makespan)
-    records.window = window.outcome()
-    return records
+    n, reps = len(order), len(steps)
+    shift = np.repeat(np.asarray(offsets, dtype=np.int64), n)
+    columns = JobColumns(
+        rank=np.tile(cols.rank[order].astype(np.int64), reps),
+        stream=np.tile(to_used[cols.stream[order]], reps),
+        stage=np.tile(cols.stage[order].astype(np.int64), reps),
+        kind=np.tile(cols.kind[order].astype(np.int64), reps),  # plan kind codes are KINDS' indices
+        microbatch=np.tile(cols.microbatch[order].astype(np.int64), reps),
+        chunk=np.tile(cols.chunk[order].astype(np.int64), reps),
+        step=np.repeat(np.asarray(steps, dtype=np.int64), n),
+        start_ns=np.tile(start, reps) + shift,
+        end_ns=np.tile(end, reps) + shift,
+        enqueue_ns=np.zeros(n * reps, dtype=np.int64),
+        streams=tuple(streams),
+    )
+    return RunRecords(backend=device.name, device=device.describe(), num_ranks=plan.schedule.num_ranks, streams=streams,
+                      steps=steps, step_start_ns=list(offsets), step_end_ns=[o + makespan for o in offsets],
+                      enqueue_ns=[0] * reps, warmup_steps=window.warmup_steps, window=window.outcome(), columns=columns)

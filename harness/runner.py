@@ -24,7 +24,7 @@ from harness.memory import MemoryProfile, format_bytes, has_memory_model, memory
 from harness.metrics import RunMetrics, compute_metrics
 from harness.plan import Plan, build_plan
 from harness.records import RunRecords
-from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 from harness.stability import Flag, fidelity, stability_flags
 from harness.text import safe_text
 from harness.window import AdaptiveWindow, FixedWindow, ProfilingWindow
@@ -124,10 +124,13 @@ def is_builtin_order(schedule: Schedule) -> bool:
     placement: only then do that schedule's closed forms apply. ``False`` for other
     names, for a pass's output (``split_backward`` keeps the name) and for a user's
     schedule that borrows a built-in's name."""
-    from harness.schedule.builders import build_schedule, builder_info
+    from harness.schedule.builders import build_schedule, builder_info, built_as
 
     try:
         info = builder_info(schedule.name)
+        if built_as(schedule) == (info.name, schedule.num_ranks, schedule.num_microbatches,
+                                  schedule.chunks_per_rank if info.takes_chunks else 1, False):
+            return True  # this very object is what the builder returned for these sizes
         built = build_schedule(info.name, schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank if info.takes_chunks else 1)
     except HarnessError:
         return False
@@ -140,7 +143,8 @@ def is_builtin_order(schedule: Schedule) -> bool:
     return compute(built.ranks) == compute(schedule.ranks)
 
 
-def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm_model: str = "stream") -> dict[str, Any]:
+def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm_model: str = "stream",
+               source: Schedule | None = None) -> dict[str, Any]:
     """Closed-form figures for what ran, where the papers' setting holds.
 
     The setting: every stage has the same F/B/I/W durations, transfers take no
@@ -150,7 +154,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
     contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
     and ``peak_inflight`` (per rank) where :mod:`harness.theory` knows a closed
     form, for a schedule whose jobs are the named built-in's
-    (:func:`is_builtin_order`); empty otherwise.
+    (:func:`is_builtin_order`; of ``source``, the schedule before the communication model
+    added its jobs, where given: the lowering keeps every rank's compute order); empty otherwise.
     """
     s = plan.schedule
     n = s.num_stages
@@ -161,15 +166,23 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
     per_stage = {tuple(cost.duration_ns(Job(k, kind, 0), n) for kind in kinds) for k in range(n)}
     if len(per_stage) != 1:
         return {}
-    if any(j.kind is JobKind.OPT for j in plan.jobs):
+    import numpy as np
+
+    cols = plan.arrays
+    if (cols.kind == KIND_CODE[JobKind.OPT]).any():
         return {}
     # a transfer's cost depends on its stage and kind, not its micro-batch (checked by durations()): ask once each
-    moving = {(j.stage, j.kind): j for j in plan.jobs if j.kind.is_comm or j.kind.is_data_parallel}
-    if any(cost.duration_ns(j, n) > 0 for j in moving.values()):
-        return {}
+    moving_codes = [KIND_CODE[k] for k in JobKind if k.is_comm or k.is_data_parallel]
+    moving = np.flatnonzero(np.isin(cols.kind, moving_codes))
+    _, first = np.unique(cols.stage[moving] * len(KIND_CODE) + cols.kind[moving], return_index=True)
+    all_kinds = tuple(JobKind)
+    for j in moving[first].tolist():
+        mb = int(cols.microbatch[j])
+        if cost.duration_ns(Job(int(cols.stage[j]), all_kinds[int(cols.kind[j])], None if mb < 0 else mb), n) > 0:
+            return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
         return {}
-    if not is_builtin_order(s):  # a pass (split_backward) or a user's schedule under a built-in's name
+    if not is_builtin_order(source if source is not None else s):  # a pass (split_backward) or a user's schedule under a built-in's name
         return {}
     t_f, _t_full, t_b, t_w = next(iter(per_stage))
     v = s.chunks_per_rank
@@ -367,11 +380,13 @@ def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     return dataclasses.replace(case, cost=CheckedCost(case.cost, where))
 
 
-def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any) -> BubbleDecomposition:
+def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any, delays: list[int] | None = None) -> BubbleDecomposition:
     """The median step's decomposition: on ``sim`` from the cost model, on a timed backend from the
     median step's measured busy time per rank (:func:`harness.bubble.decompose`)."""
     if records.backend == "sim":
-        return decompose(round(metrics.step_time_median_ns), plan, cost)
+        median = round(metrics.step_time_median_ns)
+        # every sim step is the plan's analytic timeline; with edge delays it is not the undelayed one
+        return decompose(median, plan, cost, makespan_ns=median if delays is None else None)
     from harness.critical_path import median_step
 
     k = records.steps.index(median_step(records))
@@ -392,9 +407,11 @@ def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
     for name in ("overlap_ns", "overlap_ratio"):
         if getattr(inner, name, None) is not None and not groups_of(schedule):
             notes.append(f"{name} is set, but {schedule.name} has no overlapped F&B groups (OVERLAP_F_B): it changes nothing")
-    kinds = {job.kind.value for _, _, job in schedule.jobs() if job.kind.is_data_parallel}
-    for name, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"), ("reduce_grad_ns", "REDUCE_GRAD")):
-        if getattr(inner, name, 0) and kind not in kinds:
+    fields = [(name, kind) for name, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"), ("reduce_grad_ns", "REDUCE_GRAD"))
+              if getattr(inner, name, 0)]
+    kinds = {job.kind.value for _, _, job in schedule.jobs() if job.kind.is_data_parallel} if fields else set()
+    for name, kind in fields:
+        if kind not in kinds:
             notes.append(f"{name} is set, but {schedule.name} has no {kind} job: it changes nothing")
     return notes
 
@@ -550,7 +567,7 @@ def run_case(
         records=records,
         metrics=metrics,
         # mpi moves real buffers: the closed forms' free transfers do not hold
-        theory={} if records.backend == "mpi" else theory_for(case, plan, records.device.get("workload"), model),
+        theory={} if records.backend == "mpi" else theory_for(case, plan, records.device.get("workload"), model, source),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,
@@ -562,7 +579,7 @@ def run_case(
         usage=usage,
         fidelity=fidelity(metrics.step_time_stats, predicted) if predicted and metrics.step_time_stats else None,
         memory=memory,
-        decomposition=_decomposition(records, metrics, plan, case.cost),
+        decomposition=_decomposition(records, metrics, plan, case.cost, delays),
         cost_model=case.cost,
         critical_path=critical_path(records, plan),
         waiting=waiting(records, plan),

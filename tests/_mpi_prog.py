@@ -54,6 +54,7 @@ def main(argv: list[str]) -> int:
         doc["step_end_ns"] = rec.step_end_ns
         doc["jobs"] = [[j.rank, j.stream, j.stage, j.kind, j.microbatch, j.step, j.start_ns, j.end_ns] for j in rec.jobs]
         doc["step_time_median_ns"] = result.metrics.step_time_median_ns
+        doc["step_time_min_ns"] = result.metrics.step_time_min_ns
         doc["warnings"] = result.warnings
     Path(out, f"rank{rank}.json").write_text(json.dumps(doc), encoding="utf-8")
     if code:

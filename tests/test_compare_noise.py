@@ -8,7 +8,6 @@ passes every check ``compare`` makes; only the backend says ``cpu``.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -51,7 +50,7 @@ def noisy_case(case_id, step_times_ns, flags=()):
     records.jobs = jobs
     records.step_start_ns = starts
     records.step_end_ns = [s + max(j.end_ns for j in jobs if j.step == step) - s for s, step in zip(starts, records.steps)]
-    records = replace(records, backend="cpu", device={"workload": "sleep"})
+    records = records.replace(backend="cpu", device={"workload": "sleep"})
     result = CaseResult(case_id, case_id, schedule, records, compute_metrics(records), cost=COST.describe(), plan=plan,
                         flags=list(flags))
     return case_to_dict(result)

@@ -89,30 +89,42 @@ def _version() -> str:
         return "unknown"
 
 
+def _dependency_rows(plan: Any) -> list[list[str]]:
+    """``[from, to, "end" | "start"]`` per dependency of ``plan``: per job in plan order, its end
+    dependencies, then its start dependencies (from the CSR columns, no loop per job)."""
+    import numpy as np
+
+    a = plan.arrays
+    n = plan.num_jobs
+    if not n:
+        return []
+    labels = np.array([str(job) for job in plan.jobs], dtype=object)
+    dst_end = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.deps_ptr))
+    dst_start = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.start_ptr))
+    src = np.concatenate((a.deps_idx, a.start_idx)).astype(np.int64)
+    dst = np.concatenate((dst_end, dst_start))
+    kind = np.concatenate((np.zeros(len(dst_end), np.int8), np.ones(len(dst_start), np.int8)))
+    order = np.lexsort((kind, dst))  # per job, its end dependencies first (stable: in their given order)
+    names = np.array(["end", "start"], dtype=object)
+    return list(map(list, zip(labels[src[order]].tolist(), labels[dst[order]].tolist(), names[kind[order]].tolist())))
+
+
 def case_to_dict(result: CaseResult) -> dict[str, Any]:
     """Serialize one case result (see module doc for the layout)."""
     rec = result.records
     schedule = result.schedule
-    stream_index = {name: i for i, name in enumerate(rec.streams)}
-    cols: dict[str, list[Any]] = {c: [] for c in JOB_COLUMNS}
-    for j in rec.jobs:
-        cols["rank"].append(j.rank)
-        cols["stream"].append(stream_index[j.stream])
-        cols["stage"].append(j.stage)
-        cols["kind"].append(j.kind)
-        cols["microbatch"].append(j.microbatch)
-        cols["chunk"].append(j.chunk)
-        cols["step"].append(j.step)
-        cols["start_ns"].append(j.start_ns)
-        cols["end_ns"].append(j.end_ns)
-    cols["enqueue_ns"] = [j.enqueue_ns for j in rec.jobs]
+    jc = rec.columns
+    # the columns' stream table starts with the records' streams; a job on any other stream has no track
+    if len(jc.streams) != len(rec.streams):
+        extra = next(i for i, name in enumerate(jc.streams) if i >= len(rec.streams) or name != rec.streams[i])
+        raise KeyError(jc.streams[extra])
+    cols: dict[str, list[Any]] = {
+        "rank": jc.rank.tolist(), "stream": jc.stream.tolist(), "stage": jc.stage.tolist(), "kind": jc.kind_tokens().tolist(),
+        "microbatch": jc.microbatch_list(), "chunk": jc.chunk.tolist(), "step": jc.step.tolist(),
+        "start_ns": jc.start_ns.tolist(), "end_ns": jc.end_ns.tolist(), "enqueue_ns": jc.enqueue_ns.tolist(),
+    }
     plan = result.plan if result.plan is not None else build_plan(schedule)
-    deps: list[list[str]] = []
-    for k in range(plan.num_jobs):
-        for d in plan.deps[k]:
-            deps.append([str(plan.jobs[d]), str(plan.jobs[k]), "end"])
-        for d in plan.start_deps[k]:
-            deps.append([str(plan.jobs[d]), str(plan.jobs[k]), "start"])
+    deps = _dependency_rows(plan)
     m = result.metrics
     return {
         "id": result.case_id,

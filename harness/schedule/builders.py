@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import numbers
 import traceback
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,6 +182,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
         raise ConfigError(f"the builder of schedule {info.name!r} ({_where(info.build)}) raised {type(exc).__name__}: {exc}{at}") from None
     _check_built(info, schedule, num_ranks, num_microbatches, chunks)
+    _remember(schedule, (info.name, num_ranks, num_microbatches, chunks if info.takes_chunks else 1, bool(options)))
     if info.takes_chunks:
         return schedule
     fixed = schedule.chunks_per_rank
@@ -189,6 +191,28 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         hint = " (use an interleaved schedule for v > 1)" if fixed == 1 else f"; leave v at 1 or give {fixed}"
         raise ConfigError(f"schedule {info.name!r} has {what} per rank; got v={chunks}{hint}")
     return schedule
+
+
+#: id -> (weak reference, how it was built) of the schedules :func:`build_schedule` returned.
+_BUILT: dict[int, tuple[weakref.ref[Schedule], tuple[str, int, int, int, bool]]] = {}
+
+
+def _remember(schedule: Schedule, how: tuple[str, int, int, int, bool]) -> None:
+    key = id(schedule)
+
+    def forget(ref: weakref.ref[Schedule], key: int = key) -> None:
+        if _BUILT.get(key, (None,))[0] is ref:
+            del _BUILT[key]
+
+    _BUILT[key] = (weakref.ref(schedule, forget), how)
+
+
+def built_as(schedule: Schedule) -> tuple[str, int, int, int, bool] | None:
+    """How :func:`build_schedule` made ``schedule`` (this very object, not an equal one):
+    ``(name, p, m, v, with_options)``, ``v`` 1 for a builder that takes no chunks; ``None`` for
+    a schedule it did not return (a file's, a pass's output, a user's)."""
+    entry = _BUILT.get(id(schedule))
+    return entry[1] if entry is not None and entry[0]() is schedule else None
 
 
 def builder_options(info: BuilderInfo) -> tuple[list[inspect.Parameter], bool]:

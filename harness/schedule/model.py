@@ -467,7 +467,7 @@ class Schedule:
     @property
     def has_comm(self) -> bool:
         """Whether the schedule carries explicit send/receive jobs."""
-        arrays = self.__dict__.get("_arrays")  # made from the rows, or the rows are made from it
+        arrays = _job_arrays(self)  # made from the rows (once, cached), or the rows are made from it
         if arrays is not None:
             return bool(((arrays.kind >= _COMM_CODES[0]) & (arrays.kind <= _COMM_CODES[1])).any())
         return any(j is not None and j.kind.is_comm for jobs in self.ranks for j in jobs)
