@@ -239,6 +239,17 @@ _FIELDS = ("backend", "device", "num_ranks", "streams", "steps", "step_start_ns"
            "warmup_steps", "window")
 
 
+def _same_jobs(a: JobColumns, b: JobColumns) -> bool:
+    """Whether two column sets hold the same jobs in the same order (their tables may differ)."""
+    import numpy as np
+
+    numbers = ("rank", "stage", "microbatch", "chunk", "step", "start_ns", "end_ns", "enqueue_ns")
+    if not all(np.array_equal(getattr(a, f), getattr(b, f)) for f in numbers):
+        return False
+    names_a, names_b = np.array(a.streams, dtype=object), np.array(b.streams, dtype=object)
+    return bool(np.array_equal(a.kind_tokens(), b.kind_tokens()) and np.array_equal(names_a[a.stream], names_b[b.stream]))
+
+
 class RunRecords:
     """Everything a run measured.
 
@@ -337,8 +348,11 @@ class RunRecords:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RunRecords):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS if f != "jobs") and self.num_jobs == other.num_jobs \
-            and list(self.jobs) == list(other.jobs)
+        if not (all(getattr(self, f) == getattr(other, f) for f in _FIELDS if f != "jobs") and self.num_jobs == other.num_jobs):
+            return False
+        if self._jobs is not None and other._jobs is not None:
+            return list(self._jobs) == list(other._jobs)
+        return _same_jobs(self.columns, other.columns)  # without making either list
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -34,6 +34,11 @@ def _same(fast, slow) -> None:
         return [(j.rank, j.stream, j.stage, j.kind, j.microbatch, j.chunk, j.step, j.start_ns, j.end_ns) for j in r.jobs]
 
     assert strip(fast) == strip(slow)
+    # the replay made columns only; the executor's list gives the same columns
+    a, b = fast.columns, slow.columns
+    for name in ("rank", "stream", "stage", "kind", "microbatch", "chunk", "step", "start_ns", "end_ns"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert (a.streams, a.kinds) == (b.streams, b.kinds)
     assert (fast.steps, fast.step_start_ns, fast.step_end_ns, fast.streams) == (slow.steps, slow.step_start_ns, slow.step_end_ns, slow.streams)
     assert (fast.backend, fast.device, fast.num_ranks, fast.warmup_steps) == (slow.backend, slow.device, slow.num_ranks, slow.warmup_steps)
     assert fast.window is not None and slow.window is not None
