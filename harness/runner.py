@@ -212,7 +212,7 @@ def _memory_theory(cost: Any, plan: Plan, peaks: list[int]) -> dict[str, Any]:
     if len(per_stage) != 1:
         return {}
     act, freed_by_i = next(iter(per_stage))
-    if freed_by_i and any(j.kind is JobKind.I for j in plan.jobs):
+    if freed_by_i and (plan.arrays.kind == KIND_CODE[JobKind.I]).any():
         return {}
     static = [0] * s.num_ranks
     for k, r in enumerate(s.stage_to_rank):

@@ -98,7 +98,10 @@ def _dependency_rows(plan: Any) -> list[list[str]]:
     n = plan.num_jobs
     if not n:
         return []
-    labels = np.array([str(job) for job in plan.jobs], dtype=object)
+    from harness.records import KINDS
+
+    tokens = [KINDS[k] for k in a.kind.tolist()]
+    labels = np.array([f"{s}{k}{'' if b < 0 else b}" for s, k, b in zip(a.stage.tolist(), tokens, a.microbatch.tolist())], dtype=object)
     dst_end = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.deps_ptr))
     dst_start = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.start_ptr))
     src = np.concatenate((a.deps_idx, a.start_idx)).astype(np.int64)
