@@ -241,7 +241,8 @@ def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) ->
 
     out: list[str] = []
     if records.backend in ("cpu", "mpi") and records.device.get("workload") == "sleep":  # an mpi rank runs a cpu device
-        durations = sorted(j.end_ns - j.start_ns for j in records.jobs if j.kind in ("F", "B", "I", "W"))
+        cols = records.columns
+        durations = sorted((cols.end_ns - cols.start_ns)[cols.kind_mask(("F", "B", "I", "W"))].tolist())
         steps = [b - a for a, b in zip(records.step_start_ns, records.step_end_ns)]
         if durations and durations[len(durations) // 2] < CPU_SHORTEST_TRUSTED_NS:
             out.append(
