@@ -185,7 +185,7 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
     ideal = sum(work) / p
     h = max(range(p), key=lambda r: work[r] + rec[r])
     comm = 0
-    if moving.any():
+    if (dur[moving] > 0).any():  # transfers that all take 0 ns delay nothing: the step with free transfers is this one
         full = simulate(plan, cost).makespan_ns if makespan_ns is None else makespan_ns
         comm = full - simulate(plan, _FreeTransfers(cost)).makespan_ns
     imbalance = work[h] - ideal
