@@ -272,7 +272,8 @@ class RunRecords:
             relative error of the median reached), ``None`` for records not
             made by the executor (imports).
 
-    Give either ``jobs`` or ``columns``, not both.
+    Give either ``jobs`` or ``columns``, not both. The records keep their own copy of a given
+    list (a :class:`JobList`): add jobs later through ``records.jobs``, not the list passed in.
 
     Raises:
         ValueError: both ``jobs`` and ``columns`` given.
