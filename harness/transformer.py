@@ -44,6 +44,29 @@ def _layer_split_choices(num_layers: int, num_stages: int) -> str:
             f"or a layout such as {'E' + layout + 'L'!r}")
 
 
+def _check_arguments(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse a misspelt or missing argument of ``cls`` (a dataclass) with a :class:`ConfigError`
+    naming it, the closest field name, and the required ones."""
+    import dataclasses
+    import difflib
+
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = [f.name for f in fields]
+    for key in kwargs:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"cost model: {cls.__name__}() got an unexpected keyword argument {key!r}{hint}; "
+                              f"it takes {', '.join(names)}")
+    if len(args) > len(names):
+        raise ConfigError(f"cost model: {cls.__name__}() takes at most {len(names)} arguments, got {len(args)}")
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    given = set(names[: len(args)]) | set(kwargs)
+    missing = [name for name in required if name not in given]
+    if missing:
+        raise ConfigError(f"cost model: {cls.__name__}() needs {', '.join(missing)} (required: {', '.join(required)})")
+
+
 @dataclass(frozen=True)
 class TransformerCost:
     """Durations and memory of a GPT-style decoder over the pipeline's stages.
@@ -161,6 +184,11 @@ class TransformerCost:
     reduce_grad_ns: int = 0
     overlap_ns: int | None = None
     overlap_ratio: float | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TransformerCost:
+        if args or kwargs:  # (pickle and copy make the object with no arguments, then set its fields)
+            _check_arguments(cls, args, kwargs)  # before the dataclass's __init__, whose TypeError names no choices
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

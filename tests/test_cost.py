@@ -250,3 +250,17 @@ def test_ms_names_a_misspelt_or_missing_duration():
         FixedCost.ms(F=1)
     with pytest.raises(ConfigError, match=r"needs F and B \(ms\)"):
         FixedCost.ms()
+
+
+def test_transformer_cost_names_a_misspelt_or_missing_argument():
+    typo = r"unexpected keyword argument 'hiden_size' \(did you mean 'hidden_size'\?\); it takes hidden_size, seq_len"
+    with pytest.raises(ConfigError, match=typo):
+        TransformerCost(hiden_size=1024, seq_len=2048, micro_batch_size=1, num_layers=24, tflops=100)
+    missing = r"TransformerCost\(\) needs num_layers, tflops \(required: hidden_size, seq_len, micro_batch_size, num_layers, tflops\)"
+    with pytest.raises(ConfigError, match=missing):
+        TransformerCost(1024, 2048, micro_batch_size=1)
+    import copy
+    import pickle
+
+    cost = TransformerCost(1024, 2048, 1, 24, 100, recompute="full")
+    assert pickle.loads(pickle.dumps(cost)) == cost == copy.deepcopy(cost)  # made again without arguments: no check
