@@ -184,6 +184,12 @@ def _profiling_window(config: pytest.Config) -> range | AdaptiveWindow:
         if not text.isascii() or not text.strip().isdigit():
             raise ConfigError(f"--profile-min-steps {text!r}: expected a whole number of steps, e.g. 5")
         options["min_steps"] = int(text)
+    flags = {"target": "--profile-target", "max_time_ns": "--profile-max-time", "min_steps": "--profile-min-steps"}
+    for key, value in options.items():  # a value out of range: say which option gave it
+        try:
+            AdaptiveWindow(**{key: value})
+        except ConfigError as exc:
+            raise ConfigError(f"{flags[key]}: {exc}") from None
     return AdaptiveWindow(**options)
 
 
