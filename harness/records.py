@@ -80,6 +80,9 @@ KINDS: tuple[str, ...] = _kinds()
 ``kind`` code below ``len(KINDS)`` means the same kind as in a plan's columns."""
 
 
+_NUMBER_COLUMNS = ("rank", "stream", "stage", "kind", "microbatch", "chunk", "step", "start_ns", "end_ns", "enqueue_ns")
+
+
 @dataclass(frozen=True, eq=False)
 class JobColumns:
     """The jobs of a run as numpy columns, one entry per job, in the records' job order.
@@ -90,6 +93,8 @@ class JobColumns:
         kind: ``int64``, an index into ``kinds``.
         microbatch: ``int64``, -1 for a job without one (``OPT``, data-parallel jobs).
         start_ns, end_ns, enqueue_ns: ``int64``, ns (see :class:`JobRecord`).
+
+    The arrays are made read-only (``writeable=False``): change jobs through ``records.jobs``.
         streams: the stream names ``stream`` indexes (the records' ``streams``, then any other
             name a job carries, in order of first appearance).
         kinds: the kind tokens ``kind`` indexes: :data:`KINDS`, then any other token a job
@@ -108,6 +113,10 @@ class JobColumns:
     enqueue_ns: np.ndarray
     streams: tuple[str, ...]
     kinds: tuple[str, ...] = KINDS
+
+    def __post_init__(self) -> None:
+        for name in _NUMBER_COLUMNS:  # read-only, as a plan's columns: the list made from them would no longer agree
+            getattr(self, name).setflags(write=False)
 
     def __len__(self) -> int:
         return len(self.rank)

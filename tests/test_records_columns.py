@@ -58,6 +58,8 @@ def test_records_made_from_columns_make_the_list_once_on_first_read():
     assert rec.jobs == _jobs()
     assert rec.jobs is rec.jobs
     assert rec.columns is cols  # reading the list does not remake the columns
+    with pytest.raises(ValueError, match="read-only"):
+        cols.start_ns[0] = 7  # the list made from them would no longer agree
 
 
 def test_a_changed_list_gives_new_columns():
@@ -161,3 +163,10 @@ def test_is_builtin_order_knows_the_builders_own_schedules_and_compares_the_othe
     swapped[3][0], swapped[3][1] = swapped[3][1], swapped[3][0]  # 3B0 before 3F0 on the last rank
     assert not is_builtin_order(Schedule("1F1B", 8, built.stage_to_rank, swapped))
     assert built_as(build_schedule("1F1B", 4, 8, optimizer=True))[4] is True  # with options: compared, not trusted
+
+
+def test_run_case_names_a_backend_that_is_not_a_name():
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"backend must be a name such as 'sim', got None; valid backends: auto, sim, cpu"):
+        run_case(PipelineCase("1F1B", stages=2, microbatches=2), None)  # type: ignore[arg-type]

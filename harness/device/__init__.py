@@ -150,6 +150,8 @@ def resolve_backend(requested: str) -> BackendChoice:
         BackendUnavailable: ``cuda`` was asked for and cannot run here; the
             message says why and how to install PyCUDA.
     """
+    if not isinstance(requested, str):
+        raise ConfigError(f"backend must be a name such as 'sim', got {requested!r}; valid backends: {', '.join(BACKENDS)}")
     name = requested.strip().lower()
     if name not in BACKENDS:
         raise ConfigError(f"unknown backend {requested!r}; valid backends: {', '.join(BACKENDS)}")
