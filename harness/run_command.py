@@ -96,9 +96,15 @@ def run(args: argparse.Namespace) -> int:
     if session is not None:
         session.add(result)
         files = session.write()
+        from harness.summary import case_notes
+
         m = result.metrics
-        print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms, "
+        fid = result.fidelity
+        against = "" if fid is None else f" ({fid['change']:+.1%} vs the cost model's {fid['predicted_step_ns'] / 1e6:.3f} ms)"
+        print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms{against}, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
+        for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
+            print(line)
     return 0
 
 

@@ -17,7 +17,7 @@ from harness.memory import format_bytes
 from harness.runner import CaseResult
 from harness.text import shown_in_terminal
 
-__all__ = ["case_table"]
+__all__ = ["case_notes", "case_table"]
 
 _HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
@@ -77,8 +77,13 @@ def case_table(results: Sequence[CaseResult]) -> list[str]:
         cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
         return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    lines = [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND]
-    lines += [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
+    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *case_notes(results)]
+
+
+def case_notes(results: Sequence[CaseResult]) -> list[str]:
+    """The lines under the table: each case's notes, "does not fit" marks, ``unstable``/``contended``
+    flags with their reasons, and a count of the flagged cases (empty when there is nothing to say)."""
+    lines = [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
     lines += [f"does not fit: {shown_in_terminal(r.label)}: {r.does_not_fit}" for r in results if r.does_not_fit]
     flagged = [r for r in results if r.flags]
     lines += [f"{f.kind}: {shown_in_terminal(r.label)}: {f.reason}" for r in flagged for f in r.flags]

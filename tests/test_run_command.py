@@ -18,6 +18,20 @@ def test_run_writes_the_report_of_one_case(tmp_path: Path, capsys: pytest.Captur
     assert case["backend"] == "sim" and case["metrics"]["step_time_median_ns"] == 15_000_000
 
 
+def test_run_prints_the_notes_and_flags_under_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # jobs of 0.1 and 0.2 ms on cpu: thread hand-offs dominate, as the pytest summary says in a note
+    assert main(["run", "1F1B", "-p", "2", "-m", "2", "--forward-ms", "0.1", "--backward-ms", "0.2", "--backend", "cpu",
+                 "--steps", "1:4", "--out", str(tmp_path / "rep")]) == 0
+    first, *rest = capsys.readouterr().out.splitlines()
+    (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
+    predicted = case["fidelity"]["predicted_step_ns"]
+    assert predicted == 900_000  # (m + p - 1) x (F + B) = 3 x 0.3 ms
+    assert first.startswith("1F1B p=2 m=2 on cpu: median step ") and f"vs the cost model's {predicted / 1e6:.3f} ms)" in first
+    assert rest[0].startswith("note: 1F1B p=2 m=2: median job ") and "use --backend=sim for exact figures" in rest[0]
+    assert [line for line in rest if not line.startswith("note: ")] == [
+        line for line in rest if line.split(":")[0] in ("unstable", "contended", "does not fit") or " flagged " in line]
+
+
 def test_run_names_a_bad_backend(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "tpu"]) == 2
     assert "unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi" in capsys.readouterr().err
