@@ -561,6 +561,15 @@ class _BenchmarkRegressionGuard:
             return None
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # after pytest's own summary (it calls no pytest_terminal_summary after collection errors): the last word
+    hc = config.stash.get(_KEY, None)
+    if hc is not None and hc.profile and not hc.results:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            _say_collection_errors(tr, hc)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hc = session.config.stash.get(_KEY, None)
     if hc is None or hc.session is None or not hc.session.results:
@@ -605,6 +614,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         session = config.stash.get(_SESSION, None)
         if session is not None:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+
+def _say_collection_errors(tr: Any, hc: HarnessConfig) -> None:
+    """With --profile-jobs, files that failed to collect stop pytest before any case runs: say that no
+    report was written and how to run the other cases."""
+    failed = [r for r in tr.stats.get("error", []) if isinstance(r, pytest.CollectReport)]
+    if failed:
+        names = ", ".join(sorted({str(r.nodeid) or "." for r in failed})[:5]) + (", ..." if len(failed) > 5 else "")
+        tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}), so pytest ran no case and "
+                      f"reports in {_shown(hc.report_dir)}/ were left as they were; fix them, or pass "
+                      "--continue-on-collection-errors to run and report the other cases", yellow=True)
 
 
 def _write_summary(tr: Any, hc: HarnessConfig) -> None:

@@ -77,7 +77,7 @@ def test_benchmark_json_carries_measured_step_times(pytester):
     assert b["stats"]["median"] == pytest.approx(0.012)  # 12 ms simulated step, in seconds
     assert b["extra_info"]["bubble_ratio"] == pytest.approx(0.25)
     assert b["extra_info"]["stages"] == 2 and b["extra_info"]["backend"] == "sim"
-    assert not (pytester.path / "reports").exists()  # no --profile-jobs, no reports
+    assert not (pytester.path / "reports" / "index.html").exists()  # no --profile-jobs, no reports
 
 
 def test_auto_backend_says_why_in_the_header(pytester):
@@ -454,7 +454,7 @@ def test_ctrl_c_during_the_summary_without_reports(pytester):
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert result.stdout.str().count("pipeline cases summary interrupted (Ctrl-C)\n") == 1
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
-    assert not (pytester.path / "reports").exists()
+    assert not (pytester.path / "reports" / "index.html").exists()
 
 
 @pytest.mark.timeout(300)  # a run that never says it waits would block the read
@@ -685,3 +685,17 @@ def test_a_bad_trace_option_is_refused_without_profile_jobs_too(pytester):
     result = pytester.runpytest("--backend=sim", "--trace-steps=abc", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--trace-steps" in result.stderr.str()
+
+
+def test_files_that_fail_to_collect_are_named_with_what_became_of_the_report(pytester):
+    pytester.makepyfile(test_cases=CASES, test_broken="def test_x(:\n    pass\n")
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.stdout.lines[-1] == (
+        "pipeline-harness: 1 file(s) failed to collect (test_broken.py), so pytest ran no case and reports in reports/ were left "
+        "as they were; fix them, or pass --continue-on-collection-errors to run and report the other cases")
+    assert not (pytester.path / "reports" / "index.html").exists()
+    # with pytest's flag the other cases run and are reported, and no such line is written
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:randomly", "--continue-on-collection-errors")
+    assert (pytester.path / "reports" / "index.html").exists()
+    assert not [line for line in result.stdout.lines if "failed to collect" in line]
