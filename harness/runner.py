@@ -455,6 +455,15 @@ def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> 
                 f"{', '.join(f'rank {r} {lab}' for r, lab in extra) or 'none'}; missing: "
                 f"{', '.join(f'rank {r} {lab}' for r, lab in missing) or 'none'}): give the schedule, p, m and v the run used")
 
+def _in_case(case: PipelineCase, exc: ConfigError) -> ConfigError:
+    """``exc`` naming the case's line and label, once: a checked cost model's own errors name them already."""
+    named = f"case {case.label()!r}: "
+    message = str(exc)
+    if message.startswith(named) or (case.declared_at and message.startswith(f"{case.declared_at}: {named}")):
+        return case.with_site(exc)
+    return case.with_site(ConfigError(f"{named}{message}"))
+
+
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -506,7 +515,7 @@ def run_case(
         model = comm.check_comm_model(case.resolved_comm_model(comm_model))
         comm.check_backend(model, choice.name)
     except ConfigError as exc:
-        raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
+        raise _in_case(case, exc) from None
     source = case.compute_schedule()
     try:
         # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
@@ -514,7 +523,7 @@ def run_case(
         wanted = True if mpi_records and model == "stream" and case.comm is None else case.comm
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
-        raise case.with_site(ConfigError(f"case {case.label()!r}: {exc}")) from None
+        raise _in_case(case, exc) from None
     notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
         plan = build_plan(schedule)

@@ -181,3 +181,35 @@ def test_cases_are_hashable_and_equal_cases_hash_alike():
     given = build_schedule("1F1B", 2, 4)
     assert hash(PipelineCase(given)) == hash(PipelineCase(build_schedule("1F1B", 2, 4)))
     assert len({PipelineCase(Path("x.csv")), PipelineCase("x.csv")}) == 1  # a path-like string is a Path
+
+
+def test_a_custom_cost_models_error_names_the_case_once():
+    import math
+
+    from harness import PipelineCase
+    from harness.errors import ConfigError
+    from harness.runner import run_case
+
+    class Weird:
+        def duration_ns(self, job, num_stages):
+            return math.nan if job.kind.is_comm else 1000
+
+        def flops(self, job, num_stages):
+            return 0.0
+
+        def nbytes(self, job, num_stages):
+            return 0
+
+        def is_uniform(self, num_stages):
+            return True
+
+        def describe(self):
+            return {"model": "Weird"}
+
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=Weird(), comm=True, name="weird")
+    with pytest.raises(ConfigError) as info:
+        run_case(case, "sim")
+    message = str(info.value)
+    site = f"{Path(__file__).relative_to(Path.cwd())}:" if Path(__file__).is_relative_to(Path.cwd()) else ""
+    assert "case 'weird': cost model Weird: duration_ns(0SEND_F0) gave nan ns" in message, message
+    assert message.count("case 'weird'") == 1 and message.count(": case ") <= 1 and (not site or message.startswith(site)), message
