@@ -206,7 +206,7 @@ def test_a_custom_cost_models_error_names_the_case_once():
         def describe(self):
             return {"model": "Weird"}
 
-    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=Weird(), comm=True, name="weird")
+    case = PipelineCase("1F1B", stages=2, microbatches=2, cost=Weird(), name="weird")  # comm=None asks the transfer's cost
     with pytest.raises(ConfigError) as info:
         run_case(case, "sim")
     message = str(info.value)
