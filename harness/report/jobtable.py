@@ -9,7 +9,9 @@ Everything here is linear in the number of jobs (plus a sort), whatever ``p``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,7 @@ class JobTable:
     label_stage: list[int]
     label_kind: list[int]
     label_microbatch: list[int]
+    _deps: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -88,6 +91,25 @@ class JobTable:
         return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
                    label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)
+
+    def dep_ids(self, deps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as
+        label ids: ``(source, target, from_start)``, int64, int64 and bool arrays of shape ``(d,)``;
+        -1 for a job text that is not among ``labels`` (the last of equal texts, as a dict keeps).
+        Looked up in C (``map`` over one dict), no Python call per dependency; remembered for ``deps``.
+
+        Raises:
+            TypeError, IndexError: a dependency is not a sequence of three items.
+        """
+        if self._deps is not None and self._deps[0] is deps:
+            return self._deps[1]
+        index = dict(zip(self.labels, range(len(self.labels))))
+        d = len(deps)
+        src = np.fromiter(map(index.get, map(itemgetter(0), deps), repeat(-1)), dtype=np.int64, count=d)
+        dst = np.fromiter(map(index.get, map(itemgetter(1), deps), repeat(-1)), dtype=np.int64, count=d)
+        start = np.fromiter(map("start".__eq__, map(itemgetter(2), deps)), dtype=bool, count=d)
+        self._deps = (deps, (src, dst, start))
+        return src, dst, start
 
     def sub_tracks(self) -> np.ndarray:
         """Per job, its sub-track within its stream (0 unless jobs of the stream overlap):
