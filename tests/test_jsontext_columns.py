@@ -12,7 +12,7 @@ def test_int_texts_are_percent_d_in_the_table_and_past_it():
     small = np.array([0, 1, 9, 10, 255, SMALL_INTS - 1], dtype=np.int64)
     assert int_texts(small) == ["0", "1", "9", "10", "255", str(SMALL_INTS - 1)]
     wide = np.array([-1, SMALL_INTS, 2**31, -(2**63), 2**63 - 1, 7], dtype=np.int64)  # not all small: orjson
-    assert int_texts(wide) == ["%d" % x for x in wide.tolist()]
+    assert int_texts(wide) == [str(x) for x in wide.tolist()]
     assert int_texts(np.zeros(0, dtype=np.int64)) == []
 
 

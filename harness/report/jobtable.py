@@ -51,6 +51,8 @@ class JobTable:
     label_kind: list[int]
     label_microbatch: list[int]
     _deps: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(default=None, repr=False, compare=False)
+    _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -92,6 +94,25 @@ class JobTable:
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
                    label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)
 
+    def _text_index(self) -> dict[str, int]:
+        """Job text -> the last label id of that text."""
+        if self._index is None:
+            self._index = dict(zip(self.labels, range(len(self.labels))))
+        return self._index
+
+    def text_ids(self) -> np.ndarray:
+        """Per job (int64, shape ``(n,)``), its label id with labels of one text merged into the last
+        such id, the one :meth:`dep_ids` gives (texts collide only for imported kinds ending in digits:
+        stage 1, kind ``F1``, micro-batch 2 and stage 1, kind ``F``, micro-batch 12 are both ``1F12``)."""
+        if self._text_ids is None:
+            index = self._text_index()
+            if len(index) == len(self.labels):
+                self._text_ids = self.label
+            else:
+                canon = np.asarray([index[x] for x in self.labels], dtype=np.int64)
+                self._text_ids = canon[self.label]
+        return self._text_ids
+
     def dep_ids(self, deps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as
         label ids: ``(source, target, from_start)``, int64, int64 and bool arrays of shape ``(d,)``;
@@ -103,7 +124,7 @@ class JobTable:
         """
         if self._deps is not None and self._deps[0] is deps:
             return self._deps[1]
-        index = dict(zip(self.labels, range(len(self.labels))))
+        index = self._text_index()
         d = len(deps)
         src = np.fromiter(map(index.get, map(itemgetter(0), deps), repeat(-1)), dtype=np.int64, count=d)
         dst = np.fromiter(map(index.get, map(itemgetter(1), deps), repeat(-1)), dtype=np.int64, count=d)
