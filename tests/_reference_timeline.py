@@ -1,13 +1,14 @@
-"""The page's timeline data as harness.report.html.timeline_data wrote it before issue 13's column
-version (frozen at commit 0d550c7, with harness/report/grid.py's place_slots of then): the reference
-the new one must equal, value for value."""
+"""The page's data as harness.report.html wrote it before issue 13's column version (frozen at
+commit 0d550c7: timeline_data with harness/report/grid.py's place_slots of then, the busy bars, and
+harness/report/cost_table.py's overlap_stretch): the reference the new one must equal, value for value."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
-from harness.report.cost_table import cost_durations, overlap_stretch
+from harness.report.cost_table import _group_rule, _ms, _rebuild, cost_durations
 from harness.report.grid import GridCycleError
 from harness.report.html import kind_table
 from harness.report.layout import rank_labels, stream_slots
@@ -173,3 +174,92 @@ def _memory_lanes(case: dict[str, Any], base: int) -> dict[str, Any] | None:
     return {"lines": lines, "peak": peaks, "limit": limit if isinstance(limit, int) else None, "top": top}
 
 
+
+
+def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
+    jobs = case["jobs"]
+    steps = case["steps"]
+    p = int(case["schedule"]["p"])
+    if not steps:
+        return []
+    busy: dict[tuple[int, int], int] = defaultdict(int)
+    for i in range(len(jobs["kind"])):
+        if jobs["kind"][i] not in _COMM:
+            busy[(jobs["rank"][i], jobs["stage"][i])] += jobs["end_ns"][i] - jobs["start_ns"][i]
+    per_step = case["metrics"].get("per_step") or []
+    step_time = sum(b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])) / len(steps)
+    labels = rank_labels(case)
+    out = []
+    for r in range(p):
+        segs = []
+        for (rank, stage), ns in sorted(busy.items()):
+            if rank == r:
+                mean = ns / len(steps)
+                segs.append({"stage": stage, "ns": mean, "pct": 100 * mean / step_time if step_time else 0.0})
+        if per_step and all(r < len(s["idle_ns"]) and r < len(s["busy_ns"]) for s in per_step):
+            idle = sum(s["idle_ns"][r] for s in per_step) / len(per_step)
+            busy_r = sum(s["busy_ns"][r] for s in per_step) / len(per_step)
+            summed = sum(s["ns"] for s in segs)
+            if summed > busy_r > 0:  # overlapping imported jobs: busy is their union, scale the stages to it
+                for s in segs:
+                    s["ns"] *= busy_r / summed
+                    s["pct"] *= busy_r / summed
+        else:
+            idle = max(0.0, step_time - sum(s["ns"] for s in segs))
+        total_pct = sum(s["pct"] for s in segs)
+        out.append({"rank": r, "label": labels[r], "segs": segs, "idle_ns": idle,
+                    "idle_pct": max(0.0, min(100.0 - min(total_pct, 100.0), 100 * idle / step_time if step_time else 0.0)),
+                    "busy_ns": sum(s["ns"] for s in segs)})
+    return out
+
+
+def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
+    """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
+    a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
+    stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
+    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.overlap.group_ns`), and
+    each job is stretched by ``G / max(d)`` (:func:`harness.overlap.stretched`), so on ``sim`` its measured
+    duration is the cost model's times that factor.
+
+    Args:
+        case: a results-document case with ``cost``, ``deps`` and ``jobs``.
+
+    Returns:
+        ``{"0F3": "in an overlapped F&B group with 7B1 ...", ...}``; empty without groups or without a
+        cost model that can be rebuilt (:func:`cost_durations`).
+    """
+    table = cost_durations(case)
+    cost = case.get("cost")
+    if not table or not isinstance(cost, dict):
+        return {}
+    firsts: dict[str, list[str]] = {}
+    for src, dst, edge in case.get("deps") or []:
+        # a group's later jobs start with its first; a receive starting with its send is no group
+        if edge == "start" and not any(t in str(src) or t in str(dst) for t in ("SEND", "RECV")):
+            firsts.setdefault(str(src), [str(src)]).append(str(dst))
+    if not firsts:
+        return {}
+    from harness.errors import ConfigError
+    from harness.overlap import group_ns
+    from harness.schedule.model import parse_job
+
+    model = _rebuild(cost)
+    num_stages = int(case["schedule"]["p"]) * int(case["schedule"]["v"])
+    rule = _group_rule(cost)
+    out: dict[str, str] = {}
+    for members in firsts.values():
+        try:
+            jobs = tuple(parse_job(label) for label in members)
+            alone = tuple(table[f"{j.stage},{j.kind.value}"] for j in jobs)
+            g = group_ns(model, jobs, alone, num_stages)
+        except (ConfigError, KeyError, ValueError):
+            continue
+        longest = max(alone)
+        factor = g / longest if longest else 1.0
+        for label, d in zip(members, alone):
+            others = ", ".join(x for x in members if x != label)
+            head = f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}), so "
+            out[label] = head + (f"each job is stretched ×{factor:.4g}: this one {_ms(d)} → {_ms(round(d * factor))} ms"
+                                 if g != longest else "no job is stretched")
+    return out

@@ -126,3 +126,34 @@ def test_the_page_embeds_the_same_json_as_json_dumps_of_the_lists():
     kinds = kind_table(doc["cases"])
     want = htmlsafe_json_dumps([reference_timeline(c, kinds) for c in doc["cases"]], **COMPACT)
     assert str(want)[1:-1] in html  # the cases' data inside the payload, as json.dumps wrote it
+
+
+def _paddle_case(tmp_path) -> dict:
+    def line(t, mb, a, b):
+        return f"Profiler Info: Job ({mb}), type = {t}, micro_batch_id = {mb}, job_start_time = {a:.6f}, job_end_time = {b:.6f}"
+
+    (tmp_path / "workerlog.0").write_text("\n".join([line("forward", 0, 1000, 1004), line("forward", 1, 1001, 1002),
+                                                     line("backward", 0, 1006, 1008), line("optimizer", 0, 1008, 1009)]) + "\n")
+    (tmp_path / "workerlog.1").write_text("\n".join([line("forward", 0, 1004.5, 1005.5), line("backward", 0, 1005.5, 1006)]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return import_paddle_logs(tmp_path)
+
+
+def test_the_whole_page_is_the_same_bytes_as_before(tmp_path, monkeypatch):
+    import _reference_timeline as ref
+
+    import harness.report.html as html_mod
+
+    c = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=4, tflops=1, recompute="full")
+    cases = [_case("DualPipeV", comm_model="stream"), _case("1F1B", comm_model="edge"), _case("ZB-H1", cost=FixedCost.ms(F=1, B=2, W=1)),
+             case_to_dict(run_case(PipelineCase("1F1B", 2, 3, cost=c), "sim")), _paddle_case(tmp_path)]
+    assert any(ref.overlap_stretch(x) for x in cases)  # DualPipeV's F&B groups: tooltips of the stretch
+    doc = results_document(cases)
+    tables = [JobTable.from_case(x) for x in doc["cases"]]
+    new, new_with_tables = render_index(doc), render_index(doc, tables=tables)
+    monkeypatch.setattr(html_mod, "timeline_columns", lambda case, kinds, table=None: ref.timeline_data(case, kinds))
+    monkeypatch.setattr(html_mod, "_stage_bars", lambda case, table=None: ref._stage_bars(case))
+    monkeypatch.setattr(html_mod, "page_json", json.dumps)
+    old = render_index(doc)
+    assert new == old and new_with_tables == old

@@ -12,6 +12,9 @@ timed backend the difference is the model's error for that job.
 from __future__ import annotations
 
 import dataclasses
+import re
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["cost_durations", "durations_text", "model_notes", "overlap_stretch"]
@@ -133,6 +136,9 @@ def _group_rule(cost: dict[str, Any]) -> str:
     return "max of its jobs, the default"
 
 
+_TRANSFER = re.compile("SEND|RECV")
+
+
 def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
     a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
@@ -148,16 +154,23 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
         ``{"0F3": "in an overlapped F&B group with 7B1 ...", ...}``; empty without groups or without a
         cost model that can be rebuilt (:func:`cost_durations`).
     """
-    table = cost_durations(case)
     cost = case.get("cost")
-    if not table or not isinstance(cost, dict):
+    if not isinstance(cost, dict):
         return {}
+    deps = case.get("deps") or []
+    # A group's later jobs start with its first; a receive starting with its send is no group. Sifted
+    # in C (compress, map), the few groups' dependencies in Python.
+    starts = list(compress(deps, map("start".__eq__, map(itemgetter(2), deps))))
+    transfer = _TRANSFER.search
+    plain = [not (a or b) for a, b in zip(map(transfer, map(str, map(itemgetter(0), starts))),
+                                          map(transfer, map(str, map(itemgetter(1), starts))))]
     firsts: dict[str, list[str]] = {}
-    for src, dst, edge in case.get("deps") or []:
-        # a group's later jobs start with its first; a receive starting with its send is no group
-        if edge == "start" and not any(t in str(src) or t in str(dst) for t in ("SEND", "RECV")):
-            firsts.setdefault(str(src), [str(src)]).append(str(dst))
+    for src, dst, _ in compress(starts, plain):
+        firsts.setdefault(str(src), [str(src)]).append(str(dst))
     if not firsts:
+        return {}
+    table = cost_durations(case)
+    if not table:
         return {}
     from harness.errors import ConfigError
     from harness.overlap import group_ns

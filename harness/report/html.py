@@ -30,13 +30,13 @@ Size: timeline data is columnar and compact (see :func:`timeline_data`): about
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_text
 from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
 from harness.report.cost_table import cost_durations, durations_text, model_notes
+from harness.report.jobtable import JobTable
 from harness.report.layout import rank_labels
 from harness.report.timeline import page_json, timeline_columns, timeline_data
 
@@ -102,17 +102,23 @@ def _tick(values: list[int]) -> int:
     return 1
 
 
-def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
+def _stage_bars(case: dict[str, Any], table: JobTable | None = None) -> list[dict[str, Any]]:
     """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
-    jobs = case["jobs"]
+    import numpy as np
+
     steps = case["steps"]
     p = int(case["schedule"]["p"])
     if not steps:
         return []
-    busy: dict[tuple[int, int], int] = defaultdict(int)
-    for i in range(len(jobs["kind"])):
-        if jobs["kind"][i] not in _COMM:
-            busy[(jobs["rank"][i], jobs["stage"][i])] += jobs["end_ns"][i] - jobs["start_ns"][i]
+    t = JobTable.from_case(case) if table is None else table
+    compute = ~np.asarray([k in _COMM for k in t.kinds] or [False], dtype=bool)[t.kind] if t.n else np.zeros(0, bool)
+    span = int(t.stage.max()) + 1 if t.n else 1
+    size = (max(p, int(t.rank.max()) + 1 if t.n else 0)) * span
+    key = t.rank[compute] * span + t.stage[compute]  # (rank, stage) of every job that is not a transfer, summed in int64
+    sums = np.zeros(size, np.int64)
+    np.add.at(sums, key, (t.end_ns - t.start_ns)[compute])
+    present = np.bincount(key, minlength=size) > 0
+    busy = {(k // span, k % span): ns for k, ns in zip(np.flatnonzero(present).tolist(), sums[present].tolist())}
     per_step = case["metrics"].get("per_step") or []
     step_time = sum(b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])) / len(steps)
     labels = rank_labels(case)
@@ -270,7 +276,7 @@ def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
                      f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%"}
 
 
-def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> dict[str, Any]:
+def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, table: JobTable | None = None) -> dict[str, Any]:
     m = case["metrics"]
     th = case.get("theory") or {}
     bubble_theory = th.get("bubble_ratio")
@@ -322,7 +328,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "window": (case.get("window") or {}).get("description") if isinstance(case.get("window"), dict) else None,
         "trace": trace_href,
         "hta": hta_href,
-        "bars": _stage_bars(case),
+        "bars": _stage_bars(case, table),
     }
 
 
@@ -391,7 +397,7 @@ def render_index(
     trace_hrefs: dict[str, str] | None = None,
     title: str = "Pipeline schedules",
     hta_hrefs: dict[str, str] | None = None,
-    tables: list[Any] | None = None,
+    tables: list[JobTable | None] | None = None,
 ) -> str:
     """Render the review page of a results document to an HTML string.
 
@@ -412,8 +418,9 @@ def render_index(
     env = _environment()
     cases = doc["cases"]
     kinds = kind_table(cases)
-    rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"])) for c in cases]
-    timelines = [timeline_columns(c, kinds, tables[k] if tables else None) for k, c in enumerate(cases)]
+    tables = tables or [None] * len(cases)
+    rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"]), tables[k]) for k, c in enumerate(cases)]
+    timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
     pairs = pair_changes(cases)
     pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(
