@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from itertools import compress
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import add, itemgetter, not_
 from typing import Any
 
 __all__ = ["cost_durations", "durations_text", "model_notes", "overlap_stretch"]
@@ -161,11 +161,9 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
     # A group's later jobs start with its first; a receive starting with its send is no group. Sifted
     # in C (compress, map), the few groups' dependencies in Python.
     starts = list(compress(deps, map("start".__eq__, map(itemgetter(2), deps))))
-    transfer = _TRANSFER.search
-    plain = [not (a or b) for a, b in zip(map(transfer, map(str, map(itemgetter(0), starts))),
-                                          map(transfer, map(str, map(itemgetter(1), starts))))]
+    pair_texts = map(add, map(add, map(str, map(itemgetter(0), starts)), repeat("|")), map(str, map(itemgetter(1), starts)))
     firsts: dict[str, list[str]] = {}
-    for src, dst, _ in compress(starts, plain):
+    for src, dst, _ in compress(starts, map(not_, map(_TRANSFER.search, pair_texts))):
         firsts.setdefault(str(src), [str(src)]).append(str(dst))
     if not firsts:
         return {}

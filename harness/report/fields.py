@@ -14,6 +14,8 @@ Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from operator import is_not
 from typing import Any
 
 from harness.schedule.model import JobKind
@@ -113,12 +115,30 @@ def _flags_problem(flags: Any) -> str | None:
     return None
 
 
-def case_field_problem(case: dict[str, Any]) -> str | None:
-    """The first wrong-typed or out-of-range field of ``case``, described as
-    ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
+def _surrogate_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
+    """:func:`harness.text.first_surrogate` of ``case`` outside ``skip``: orjson, which refuses any
+    surrogate, encodes the case in C first; only where it refuses is the case walked for the path."""
+    import orjson
+
     from harness.text import first_surrogate
 
-    unsafe = first_surrogate(case, "", skip=frozenset({"jobs", "deps"}))  # the big columns are checked by type below
+    try:
+        orjson.dumps({k: v for k, v in case.items() if k not in skip})
+        return None
+    except (TypeError, ValueError):  # a surrogate, or something else orjson does not write (a non-str key...)
+        return first_surrogate(case, "", skip=skip)
+
+
+def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) -> str | None:
+    """The first wrong-typed or out-of-range field of ``case``, described as
+    ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit.
+
+    Args:
+        case: a results-document case.
+        tables: where given, the case's jobs in columns (:class:`harness.report.jobtable.JobTable`),
+            built once its job columns are known to fit, are appended to it (the renderers reuse them).
+    """
+    unsafe = _surrogate_field(case, frozenset({"jobs", "deps"}))  # the big columns are checked by type below
     if unsafe:
         return f"{unsafe} holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
     checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
@@ -175,11 +195,13 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
         return f"jobs.kind[{k}] is {_show(jobs['kind'][k])}, expected one of {', '.join(sorted(known))}"
     if known is None and "" in jobs["kind"]:
         return f"jobs.kind[{jobs['kind'].index('')}] is '' (str), expected a job type"
-    bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None)
+    given = list(filter(partial(is_not, None), jobs["microbatch"]))  # in C: the range first, the index only if it is out
+    lo, hi = min(given, default=0), max(given, default=0)
+    bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None) if lo < 0 else None
     if bad is not None:
         return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 or more (or null)"
     m = sched["m"]
-    if known is not None:  # a run's micro-batches are 0..m-1; an import keeps wrong ids as logged (with a warning)
+    if known is not None and hi >= m:  # a run's micro-batches are 0..m-1; an import keeps wrong ids as logged (with a warning)
         bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x >= m), None)
         if bad is not None:
             return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 to {m - 1} (schedule.m is {m})"
@@ -190,6 +212,12 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
+    table = None
+    if tables is not None:
+        from harness.report.jobtable import JobTable
+
+        table = JobTable.from_case(case)
+        tables.append(table)
     metrics = case.get("metrics")
     if not isinstance(metrics, dict):
         return f"metrics is {_show(metrics)}, expected an object"
@@ -237,7 +265,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if deps is not None:
         if not isinstance(deps, list):
             return f"deps is {_show(deps)}, expected a list"
-        if deps and _deps_fit(deps, jobs):  # the common case, in C loops; the loop below names what is wrong
+        if deps and _deps_fit(deps, jobs, table):  # the common case, in C loops; the loop below names what is wrong
             return None
         labels: set[str] | None = None
         for k, dep in enumerate(deps):
@@ -251,9 +279,10 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     return None
 
 
-def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
+def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
     """Whether every dependency is ``[job text, job text, "end" | "start"]`` naming jobs of
-    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job)."""
+    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job;
+    with ``table``, the case's :class:`~harness.report.jobtable.JobTable`, its label ids)."""
     from itertools import chain
     from operator import itemgetter
 
@@ -261,12 +290,21 @@ def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
         return False
     if not set(map(itemgetter(2), deps)) <= {"end", "start"}:
         return False
+    if table is not None:
+        src, dst, _ = table.dep_ids(deps)
+        return bool((src >= 0).all() and (dst >= 0).all())
     labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in set(zip(jobs["stage"], jobs["kind"], jobs["microbatch"]))}
     return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
 
 
-def check_cases(doc: dict[str, Any], source: str = "results") -> None:
+def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] | None = None) -> None:
     """Check every case of ``doc`` (see :func:`case_field_problem`).
+
+    Args:
+        doc: a results document.
+        source: names the input in error messages.
+        tables: where given, each case's jobs in columns are appended to it, in case order
+            (:class:`harness.report.jobtable.JobTable`: the renderers use them).
 
     Raises:
         InputFormatError: names ``source``, the case (by id and position) and the field.
@@ -275,7 +313,7 @@ def check_cases(doc: dict[str, Any], source: str = "results") -> None:
 
     first: dict[str, int] = {}
     for i, case in enumerate(doc["cases"]):
-        problem = case_field_problem(case)
+        problem = case_field_problem(case, tables)
         if problem:
             raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
         j = first.setdefault(case["id"], i)

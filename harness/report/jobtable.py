@@ -21,6 +21,18 @@ from harness.report.layout import job_label, track_overflow
 __all__ = ["JobTable"]
 
 
+def _label_texts(stage: list[int], kind: list[int], microbatch: list[int], kinds: list[str]) -> list[str]:
+    """``job_label(stage[i], kinds[kind[i]], microbatch[i] or None where -1)`` for every i, made from
+    columns (:func:`harness.report.jsontext.join_rows`) where no kind holds the separator used."""
+    from harness.report.jsontext import int_texts, join_rows, microbatch_texts, pick
+
+    sep = "\n"
+    if not stage or any(sep in k for k in kinds):
+        return [job_label(s, kinds[k], None if b < 0 else b) for s, k, b in zip(stage, kind, microbatch)]
+    mb_name, _ = microbatch_texts(np.asarray(microbatch, dtype=np.int64))
+    return join_rows([int_texts(np.asarray(stage, dtype=np.int64)), pick(kinds, np.asarray(kind, dtype=np.int64)), mb_name], sep).split(sep)
+
+
 @dataclass
 class JobTable:
     """The jobs of one case, in the case's job order (``n`` jobs).
@@ -53,6 +65,7 @@ class JobTable:
     _deps: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(default=None, repr=False, compare=False)
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _finders: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -72,9 +85,13 @@ class JobTable:
         def ints(name: str) -> np.ndarray:
             return np.asarray(jobs[name], dtype=np.int64).reshape(n)
 
-        codes: dict[str, int] = {}
-        kind = np.fromiter((codes.setdefault(k, len(codes)) for k in jobs["kind"]), dtype=np.int64, count=n)
-        mb = np.fromiter((-1 if x is None else x for x in jobs["microbatch"]), dtype=np.int64, count=n)
+        kind_col, mb_col = jobs["kind"], jobs["microbatch"]
+        codes = {k: c for c, k in enumerate(dict.fromkeys(kind_col))}  # in order of first appearance
+        kind = np.fromiter(map(codes.__getitem__, kind_col), dtype=np.int64, count=n)
+        if None in mb_col:
+            mb = np.fromiter((-1 if x is None else x for x in mb_col), dtype=np.int64, count=n)
+        else:
+            mb = np.asarray(mb_col, dtype=np.int64).reshape(n)
         stage = ints("stage")
         kinds = list(codes)
         if n:
@@ -89,7 +106,7 @@ class JobTable:
         else:
             label = np.zeros(0, dtype=np.int64)
             u_mb, u_kind, u_stage = [], [], []
-        labels = [job_label(s, kinds[k], None if b < 0 else b) for s, k, b in zip(u_stage, u_kind, u_mb)]
+        labels = _label_texts(u_stage, u_kind, u_mb, kinds)
         return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
                    label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)
@@ -112,6 +129,31 @@ class JobTable:
                 canon = np.asarray([index[x] for x in self.labels], dtype=np.int64)
                 self._text_ids = canon[self.label]
         return self._text_ids
+
+    def find(self, step: np.ndarray, label: np.ndarray, by_text: bool = False) -> np.ndarray:
+        """Per query ``(step[k], label[k])`` (int64 arrays, shape ``(q,)``), the index of the last job
+        (in job order) of that step value and label id, or -1 (label -1, or no such job). With
+        ``by_text``, labels of one text count as one (:meth:`text_ids`; ``label`` from :meth:`dep_ids`).
+        One sort of the jobs per table, then binary searches."""
+        got = self._finders.get(by_text)
+        if got is None:
+            step_values, step_code = np.unique(self.step, return_inverse=True)
+            nl = max(1, len(self.labels))
+            key = step_code.reshape(self.n) * nl + (self.text_ids() if by_text else self.label)
+            order = np.argsort(key, kind="stable")
+            sk = key[order]
+            last = np.ones(len(sk), dtype=bool)
+            last[:-1] = sk[1:] != sk[:-1]
+            got = self._finders[by_text] = (step_values, sk[last], order[last])
+        step_values, uk, ui = got
+        if not len(uk) or not len(label):
+            return np.full(len(label), -1, dtype=np.int64)
+        nl = max(1, len(self.labels))
+        spos = np.minimum(np.searchsorted(step_values, step), len(step_values) - 1)
+        ok = (step_values[spos] == step) & (label >= 0)
+        q = np.where(ok, spos * nl + label, -1)
+        pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
+        return np.where(ok & (uk[pos] == q), ui[pos], -1).astype(np.int64)
 
     def dep_ids(self, deps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as

@@ -454,7 +454,8 @@ def write_report(
 
     opts = trace_options or TraceOptions()
 
-    check_cases(doc, source)  # wrong-typed fields: refuse before creating anything
+    tables: list[JobTable] = []
+    check_cases(doc, source, tables)  # wrong-typed fields: refuse before creating anything; each case's job columns, once
     out_dir = Path(out_dir)
     check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
     created = _first_missing(out_dir)
@@ -469,13 +470,10 @@ def write_report(
             hta_hrefs: dict[str, str] = {}
             taken: set[str] = set()
             cases = doc["cases"]
-            tables: list[JobTable | None] = []
-            for n, case in enumerate(cases, 1):
+            for n, (case, table) in enumerate(zip(cases, tables), 1):
                 cid = str(case.get("id", f"#{n}"))
                 try:
                     stem = case_filename(cid, taken)
-                    table = JobTable.from_case(case)  # built once for the trace, HTA and the page
-                    tables.append(table)
                     if traces:
                         traced = first_steps(case, opts.steps)
                         _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
@@ -492,7 +490,7 @@ def write_report(
                 if progress:
                     progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
             try:
-                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables)
+                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=list(tables))
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
             (stage / "index.html").write_text(html, encoding="utf-8")

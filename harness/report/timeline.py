@@ -63,27 +63,6 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
     return data
 
 
-def _find_jobs(table: JobTable, step_of: np.ndarray, label: np.ndarray) -> np.ndarray:
-    """Per query ``(step_of[k], label[k])`` (int64 arrays, shape ``(q,)``; ``label`` from
-    :meth:`JobTable.dep_ids`), the index of the last job of that step and job text, or -1 (a label
-    id -1 or a step without it)."""
-    step_values, step_code = np.unique(table.step, return_inverse=True)
-    nl = max(1, len(table.labels))
-    key = step_code.reshape(table.n) * nl + table.text_ids()
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    last = np.ones(len(sk), dtype=bool)
-    last[:-1] = sk[1:] != sk[:-1]
-    uk, ui = sk[last], order[last]
-    if not len(uk):
-        return np.full(len(label), -1, dtype=np.int64)
-    spos = np.minimum(np.searchsorted(step_values, step_of), len(step_values) - 1)
-    ok = (step_values[spos] == step_of) & (label >= 0)
-    q = np.where(ok, spos * nl + label, -1)
-    pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
-    return np.where(ok & (uk[pos] == q), ui[pos], -1).astype(np.int64)
-
-
 def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
     """Per recorded step (in ``case["steps"]`` order), per dependency (in ``case["deps"]`` order)
     whose two jobs the step holds: ``[src job, dst job, from_start]``, job indices in the case's
@@ -95,7 +74,7 @@ def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
     out = []
     for step in case["steps"]:
         at = np.full(len(deps), step, dtype=np.int64)
-        a, b = _find_jobs(table, at, src), _find_jobs(table, at, dst)
+        a, b = table.find(at, src, by_text=True), table.find(at, dst, by_text=True)
         ok = (a >= 0) & (b >= 0)
         out.append(np.stack([a[ok], b[ok], start[ok].astype(np.int64)], axis=1))
     return np.concatenate(out)
@@ -196,7 +175,7 @@ def _critical_jobs(cp: dict[str, Any], table: JobTable, pos: np.ndarray) -> np.n
     if not texts or not isinstance(step, (int, float)) or step != int(step) or not table.n:
         return np.zeros(0, dtype=np.int64)
     label, _, _ = table.dep_ids([[x, x, "end"] for x in texts])
-    found = _find_jobs(table, np.full(len(texts), int(step), dtype=np.int64), label)
+    found = table.find(np.full(len(texts), int(step), dtype=np.int64), label, by_text=True)
     return pos[found[found >= 0]]
 
 

@@ -222,9 +222,16 @@ def _job_rows(table: JobTable, placed: _Placed, recompute: dict[tuple[int, str],
     """The job events (each followed by its ``recompute`` sub-slice where the cost model recomputes),
     in chunks of :data:`CHUNK_ROWS` jobs, each column's numbers made in C (:func:`join_rows`)."""
     in_name, to_ts, to_stage, to_step = _kind_texts(table.kinds)
-    rec_lab = np.asarray([int(recompute.get((st, table.kinds[k])) or 0) for st, k in zip(table.label_stage, table.label_kind)] or [0],
-                         dtype=np.int64)
-    rec = rec_lab[table.label] if table.n else np.zeros(0, dtype=np.int64)
+    rec = np.zeros(table.n, dtype=np.int64)
+    code = {kind: k for k, kind in enumerate(table.kinds)}
+    wanted = [(st, code[kind], int(ns or 0)) for (st, kind), ns in recompute.items() if kind in code and ns]
+    if wanted and table.n:  # per (stage, kind) the recomputed ns, looked up per job
+        span = max(int(table.stage.max()), *(st for st, _, _ in wanted)) + 1
+        by_pair = np.zeros((span, len(table.kinds)), dtype=np.int64)
+        for st, k, ns in wanted:
+            if st >= 0:
+                by_pair[st, k] = ns
+        rec = by_pair[table.stage, table.kind]
     for lo in range(0, table.n, CHUNK_ROWS):
         cut = slice(lo, min(table.n, lo + CHUNK_ROWS))
         kind = table.kind[cut]
@@ -275,31 +282,13 @@ def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterat
     deps = case.get("deps") or []
     if not deps or not table.n:
         return
-    nl = len(table.labels)
     src, dst, at_start = table.dep_ids(deps)
     at_end = ~at_start
-    step_values, step_code = np.unique(table.step, return_inverse=True)
-    key = step_code.reshape(table.n) * nl + table.label
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    last = np.ones(len(sk), dtype=bool)
-    last[:-1] = sk[1:] != sk[:-1]
-    uk, ui = sk[last], order[last]  # per (step, job text): its last job
-
-    def find(q: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
-        return np.where((q >= 0) & (uk[pos] == q), ui[pos], -1)
-
     mid = [f',"pid":{pid},"tid":{tid},"ts":' for pid, tid in placed.track_ids]
     flow_id, first = 1, True
-    wanted = np.asarray(case["steps"], dtype=np.int64)
-    spos = np.minimum(np.searchsorted(step_values, wanted), len(step_values) - 1)
-    scode = np.where(step_values[spos] == wanted, spos, -1)
-    for code in scode.tolist():  # step by step, dependency by dependency
-        if code < 0:
-            continue
-        a = find(np.where(src >= 0, code * nl + src, -1))
-        b = find(np.where(dst >= 0, code * nl + dst, -1))
+    for step in case["steps"]:  # step by step, dependency by dependency
+        at = np.full(len(deps), step, dtype=np.int64)
+        a, b = table.find(at, src), table.find(at, dst)
         ok = (a >= 0) & (b >= 0)
         a, b, end_side = a[ok], b[ok], at_end[ok]
         for lo in range(0, len(a), CHUNK_ROWS):
