@@ -41,3 +41,22 @@ def test_pick_and_microbatch_texts():
     assert pick(["F", "B"], np.array([1, 0, 1])) == ["B", "F", "B"]
     assert microbatch_texts(np.array([3, -1, 70000])) == (["3", "", "70000"], ["3", "null", "70000"])
     assert microbatch_texts(np.array([2, 0])) == (["2", "0"], ["2", "0"])
+
+
+def test_dependency_texts_resolve_to_label_ids_by_hash_and_by_dict():
+    from harness.report.jobtable import JobTable
+
+    jobs = {"rank": [0, 0, 1], "stream": [0, 0, 1], "stage": [0, 0, 1], "kind": ["F", "B", "F"], "microbatch": [0, 0, 0],
+            "chunk": [0, 0, 0], "step": [0, 0, 0], "start_ns": [0, 5, 2], "end_ns": [1, 6, 3]}
+    table = JobTable.from_case({"jobs": jobs})
+    src, dst, start = table.dep_ids([["0F0", "1F0", "end"], ["1F0", "0B0", "start"], ["0F0", "9X9", "end"], ["", "0F00", "end"]])
+    labels = table.labels
+    assert [labels[i] for i in src[:2]] == ["0F0", "1F0"] and [labels[i] for i in dst[:2]] == ["1F0", "0B0"]
+    assert src[2:].tolist() == [labels.index("0F0"), -1] and dst[2:].tolist() == [-1, -1]  # unknown and near texts: -1
+    assert start.tolist() == [False, True, False, False]
+    # Two labels of one text (an imported kind ending in a digit): the dict's answer, the last id of the text.
+    clash = {**jobs, "kind": ["F1", "F", "F"], "microbatch": [0, 10, 0]}  # "0F10" twice
+    t2 = JobTable.from_case({"jobs": clash})
+    ids, _, _ = t2.dep_ids([["0F10", "1F0", "end"]])
+    assert ids.tolist() == [max(i for i, x in enumerate(t2.labels) if x == "0F10")]
+    assert len(set(t2.text_ids().tolist())) == 2  # the two jobs of one text count as one

@@ -18,9 +18,11 @@ from functools import partial
 from operator import is_not
 from typing import Any
 
+import numpy as np
+
 from harness.schedule.model import JobKind
 
-__all__ = ["case_field_problem", "check_cases"]
+__all__ = ["case_field_problem", "check_cases", "float_view"]
 
 _INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
 #: The pytest outcomes a case may carry (harness.plugin sets them).
@@ -67,11 +69,13 @@ def _show(x: Any) -> str:
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
 
 
-def _first_true(test: Callable[..., Any], *columns: list[int]) -> int | None:
+def _first_true(test: Callable[..., Any], *columns: list[int], table: np.ndarray | None = None) -> int | None:
     """The first index where ``test`` (over numpy arrays of the integer ``columns``) holds,
-    or ``None``: one vectorized pass over the job columns instead of a Python loop."""
-    import numpy as np
-
+    or ``None``: one vectorized pass over the job columns instead of a Python loop. ``table``:
+    the one column already as an int64 array, where the caller has it."""
+    if table is not None:
+        hits = np.flatnonzero(test(table))
+        return int(hits[0]) if len(hits) else None
     try:
         arrays = [np.asarray(c, dtype=np.int64) for c in columns]
     except OverflowError:  # an integer past 64 bits: compare as Python objects
@@ -182,9 +186,18 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
         problem = _list_problem("jobs.enqueue_ns", jobs["enqueue_ns"], _is_number)
         if problem:
             return problem
+    table = None
+    if tables is not None:  # the columns have their types: in columns once, for these checks and the renderers
+        from harness.report.jobtable import JobTable
+
+        try:
+            table = JobTable.from_case(case)
+        except OverflowError:  # an integer past 64 bits: checked below as Python objects, refused by the renderers
+            table = None
+        tables.append(table)
     n_streams = len(case["streams"])
     for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
-        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col])
+        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col], table=None if table is None else getattr(table, col))
         if bad is not None:
             return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected {'0' if hi == 1 else f'0 to {hi - 1}'}"
     # A run's jobs are the harness's kinds; an import keeps the job types it does not map
@@ -209,15 +222,13 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
     if not set(jobs["step"]) <= recorded:
         k = next(i for i, x in enumerate(jobs["step"]) if x not in recorded)
         return f"jobs.step[{k}] is {jobs['step'][k]}, which is not among the case's steps"
-    bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
+    if table is not None:
+        hits = np.flatnonzero(table.end_ns < table.start_ns)
+        bad = int(hits[0]) if len(hits) else None
+    else:
+        bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
-    table = None
-    if tables is not None:
-        from harness.report.jobtable import JobTable
-
-        table = JobTable.from_case(case)
-        tables.append(table)
     metrics = case.get("metrics")
     if not isinstance(metrics, dict):
         return f"metrics is {_show(metrics)}, expected an object"
@@ -386,3 +397,14 @@ def _per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, in
             if bad is not None:
                 return f"{where}.{key}[{bad}] is {values[bad]!r}, expected 0 to the step time ({time!r} ns)"
     return None
+
+
+def float_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without what :func:`check_cases` found to hold no float: each case's integer and text job
+    columns and its dependencies (shallow copies; ``doc`` is unchanged). Searching this view for NaN
+    instead of ``doc`` finds the same fields, by the same paths, without the millions of job entries.
+    Only for a document :func:`check_cases` passed."""
+    plain = frozenset({*_INT_COLUMNS, "microbatch", "kind"})
+    cases = [{**c, "jobs": {k: v for k, v in c["jobs"].items() if k not in plain}, "deps": []} if isinstance(c, dict) else c
+             for c in doc.get("cases") or []]
+    return {**doc, "cases": cases}

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import itemgetter
+from operator import eq, itemgetter
 from typing import Any
 
 import numpy as np
 
+from harness.report.jsontext import pick
 from harness.report.layout import job_label, track_overflow
 
 __all__ = ["JobTable"]
@@ -65,6 +66,7 @@ class JobTable:
     _deps: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(default=None, repr=False, compare=False)
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _hashed: tuple[np.ndarray, np.ndarray] | bool | None = field(default=None, repr=False, compare=False)
     _finders: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -117,15 +119,45 @@ class JobTable:
             self._index = dict(zip(self.labels, range(len(self.labels))))
         return self._index
 
+    def _hashes(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The labels' string hashes sorted, and the label id of each; ``None`` where two labels share
+        a hash (equal texts, or a true collision): then only the dict tells them apart."""
+        if self._hashed is None:
+            h = np.fromiter(map(hash, self.labels), dtype=np.int64, count=len(self.labels))
+            order = np.argsort(h, kind="stable")
+            sh = h[order]
+            self._hashed = (sh, order) if not (sh[1:] == sh[:-1]).any() else False
+        return self._hashed if isinstance(self._hashed, tuple) else None
+
+    def _ids_of(self, names: list[str]) -> np.ndarray:
+        """Per text of ``names``, its label id (the last one of that text), or -1. By the texts' hashes
+        (computed in C, matched by binary search) and one string comparison per match, so the labels'
+        dict is never built; through the dict where labels share a hash."""
+        hashed = self._hashes()
+        if hashed is None:
+            index = self._text_index()
+            return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        sh, order = hashed
+        if not len(sh) or not names:
+            return np.full(len(names), -1, dtype=np.int64)
+        q = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
+        pos = np.minimum(np.searchsorted(sh, q), len(sh) - 1)
+        ids = np.where(sh[pos] == q, order[pos], -1)
+        hit = np.flatnonzero(ids >= 0)
+        asked = names if len(hit) == len(names) else pick(names, hit)
+        same = np.fromiter(map(eq, asked, pick(self.labels, ids[hit])), dtype=bool, count=len(hit))  # a hash is no proof
+        ids[hit[~same]] = -1
+        return ids.astype(np.int64)
+
     def text_ids(self) -> np.ndarray:
         """Per job (int64, shape ``(n,)``), its label id with labels of one text merged into the last
         such id, the one :meth:`dep_ids` gives (texts collide only for imported kinds ending in digits:
         stage 1, kind ``F1``, micro-batch 2 and stage 1, kind ``F``, micro-batch 12 are both ``1F12``)."""
         if self._text_ids is None:
-            index = self._text_index()
-            if len(index) == len(self.labels):
+            if self._hashes() is not None or len(self._text_index()) == len(self.labels):
                 self._text_ids = self.label
             else:
+                index = self._text_index()
                 canon = np.asarray([index[x] for x in self.labels], dtype=np.int64)
                 self._text_ids = canon[self.label]
         return self._text_ids
@@ -159,17 +191,17 @@ class JobTable:
         """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as
         label ids: ``(source, target, from_start)``, int64, int64 and bool arrays of shape ``(d,)``;
         -1 for a job text that is not among ``labels`` (the last of equal texts, as a dict keeps).
-        Looked up in C (``map`` over one dict), no Python call per dependency; remembered for ``deps``.
+        Matched in C by the texts' hashes, then compared (:meth:`_ids_of`), no Python call per dependency;
+        remembered for ``deps``.
 
         Raises:
             TypeError, IndexError: a dependency is not a sequence of three items.
         """
         if self._deps is not None and self._deps[0] is deps:
             return self._deps[1]
-        index = self._text_index()
         d = len(deps)
-        src = np.fromiter(map(index.get, map(itemgetter(0), deps), repeat(-1)), dtype=np.int64, count=d)
-        dst = np.fromiter(map(index.get, map(itemgetter(1), deps), repeat(-1)), dtype=np.int64, count=d)
+        src = self._ids_of(list(map(itemgetter(0), deps)))
+        dst = self._ids_of(list(map(itemgetter(1), deps)))
         start = np.fromiter(map("start".__eq__, map(itemgetter(2), deps)), dtype=bool, count=d)
         self._deps = (deps, (src, dst, start))
         return src, dst, start

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: Rows formatted and written per chunk (bounds the text held in memory).
-CHUNK_ROWS = 65_536
+CHUNK_ROWS = 4096
 
 
 class JsonStrings:
@@ -240,16 +240,22 @@ def _first_non_finite(value: Any, name: str) -> str | None:
     return None
 
 
-def dumps_document(doc: Any, fallback: Callable[[Any], str] | None = None) -> bytes:
+def dumps_document(doc: Any, fallback: Callable[[Any], str] | None = None, scan: Any = None) -> bytes:
     """``doc`` as compact UTF-8 JSON bytes, through orjson.
 
     Integers beyond 64 bits and non-string keys, which orjson refuses, go through
     ``json.dumps`` (``fallback``) instead.
 
+    Args:
+        doc: the document.
+        fallback: the encoder of documents orjson refuses (default: ``json.dumps``, compact).
+        scan: what is searched for non-finite floats, where the caller knows part of ``doc``
+            holds none (:func:`harness.report.fields.float_view`); default ``doc``.
+
     Raises:
         ValueError: a NaN or infinite float (names where in the document).
     """
-    where = _first_non_finite(doc, "document")
+    where = _first_non_finite(doc if scan is None else scan, "document")
     if where:
         raise ValueError(f"Out of range float values are not JSON compliant: {where}")
     try:

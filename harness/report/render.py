@@ -446,7 +446,7 @@ def write_report(
     time is waited for (``progress`` says so): the folder then holds the report
     of the render that published last, whole.
     """
-    from harness.report.fields import check_cases
+    from harness.report.fields import check_cases, float_view
     from harness.report.hta import write_hta_traces
     from harness.report.html import render_index
     from harness.report.jobtable import JobTable
@@ -454,7 +454,7 @@ def write_report(
 
     opts = trace_options or TraceOptions()
 
-    tables: list[JobTable] = []
+    tables: list[JobTable | None] = []
     check_cases(doc, source, tables)  # wrong-typed fields: refuse before creating anything; each case's job columns, once
     out_dir = Path(out_dir)
     check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
@@ -470,10 +470,11 @@ def write_report(
             hta_hrefs: dict[str, str] = {}
             taken: set[str] = set()
             cases = doc["cases"]
-            for n, (case, table) in enumerate(zip(cases, tables), 1):
+            for n, case in enumerate(cases, 1):
                 cid = str(case.get("id", f"#{n}"))
                 try:
                     stem = case_filename(cid, taken)
+                    table = tables[n - 1] = tables[n - 1] or JobTable.from_case(case)  # None: an integer past 64 bits (raises)
                     if traces:
                         traced = first_steps(case, opts.steps)
                         _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
@@ -490,12 +491,12 @@ def write_report(
                 if progress:
                     progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
             try:
-                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=list(tables))
+                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
             (stage / "index.html").write_text(html, encoding="utf-8")
             if write_results:
-                data = dumps_document(doc)
+                data = dumps_document(doc, scan=float_view(doc))  # the checked job columns hold no float
                 _say_size(notice, "results.json", len(data), opts, ["record fewer steps or smaller cases"])
                 atomic_write_bytes(stage / "results.json", data)
             # Everything rendered: move into place, file by file (each move is atomic),
