@@ -210,10 +210,10 @@ def _critical_text(case: dict[str, Any]) -> str | None:
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
 
 
-def _cost_jobs(case: dict[str, Any]) -> str:
+def _cost_jobs(case: dict[str, Any], table: JobTable | None = None) -> str:
     """The overview's per-job durations of the cost model, where they add to its label: a
     transformer's computed durations, or a fixed model's per-stage ranges and split backward."""
-    text = durations_text(cost_durations(case))
+    text = durations_text(cost_durations(case, table))
     fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
     return text if not fixed or "–" in text or " I " in f" {text}" else ""
 
@@ -304,7 +304,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
         "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
         "cost": cost_label(case.get("cost")),
-        "cost_jobs": _cost_jobs(case),
+        "cost_jobs": _cost_jobs(case, table),
         "cost_notes": model_notes(case),
         "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
         "span_bubble": m.get("span_bubble_ratio"),

@@ -162,8 +162,8 @@ def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = 
         "slot": slot,
         "gridError": grid_error,
         "cp": _critical_jobs(cp, t, pos_a),
-        "cost": cost_durations(case),
-        "olap": overlap_stretch(case),
+        "cost": cost_durations(case, t),
+        "olap": overlap_stretch(case, t),
     }
 
 

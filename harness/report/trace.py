@@ -24,7 +24,8 @@ logs do that), the later one goes on an extra thread ``<stream> (overlap)``,
 so every track nests strictly.
 
 The file is written from columns (:mod:`harness.report.jobtable`,
-:mod:`harness.report.jsontext`): one format per event shape, filled from lists,
+:mod:`harness.report.jsontext`): per event shape, the number columns' texts made in C
+interleaved with the constant text between the fields (:func:`~harness.report.jsontext.join_rows`),
 streamed in chunks; its text is what ``json.dumps(case_trace(case), separators=(",", ":"))``
 of the same events would be, byte for byte. Every step of it is linear in the
 jobs (and the dependencies times the steps, for flows).
