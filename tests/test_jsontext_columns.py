@@ -60,3 +60,35 @@ def test_dependency_texts_resolve_to_label_ids_by_hash_and_by_dict():
     ids, _, _ = t2.dep_ids([["0F10", "1F0", "end"]])
     assert ids.tolist() == [max(i for i, x in enumerate(t2.labels) if x == "0F10")]
     assert len(set(t2.text_ids().tolist())) == 2  # the two jobs of one text count as one
+
+
+def test_the_float_view_still_finds_a_nan_where_the_checks_allow_floats():
+    import pytest
+
+    from harness.case import PipelineCase
+    from harness.report.fields import check_cases, float_view
+    from harness.report.jsontext import dumps_document
+    from harness.report.results import case_to_dict, results_document
+    from harness.runner import run_case
+
+    doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 2, comm=True), "sim"))])
+    check_cases(doc)
+    view = float_view(doc)
+    assert "start_ns" not in view["cases"][0]["jobs"] and doc["cases"][0]["jobs"]["start_ns"]  # a view; the document kept whole
+    assert dumps_document(doc, scan=view) == dumps_document(doc)
+    doc["cases"][0]["jobs"]["enqueue_ns"] = [float("nan")] * len(doc["cases"][0]["jobs"]["kind"])  # numbers: may be NaN
+    with pytest.raises(ValueError, match=r"document\.cases\[0\]\.jobs\.enqueue_ns\[0\]"):
+        dumps_document(doc, scan=float_view(doc))
+
+
+def test_trim_heap_runs_where_glibc_has_it():
+    import platform
+    import sys
+
+    from harness.report.heap import trim_heap
+
+    took = trim_heap()
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert isinstance(took, float) and took >= 0
+    elif not sys.platform.startswith("linux"):
+        assert took is None

@@ -129,7 +129,7 @@ class JobTable:
             self._hashed = (sh, order) if not (sh[1:] == sh[:-1]).any() else False
         return self._hashed if isinstance(self._hashed, tuple) else None
 
-    def _ids_of(self, names: list[str]) -> np.ndarray:
+    def ids_of(self, names: list[str]) -> np.ndarray:
         """Per text of ``names``, its label id (the last one of that text), or -1. By the texts' hashes
         (computed in C, matched by binary search) and one string comparison per match, so the labels'
         dict is never built; through the dict where labels share a hash."""
@@ -141,7 +141,9 @@ class JobTable:
         if not len(sh) or not names:
             return np.full(len(names), -1, dtype=np.int64)
         q = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
-        pos = np.minimum(np.searchsorted(sh, q), len(sh) - 1)
+        by_q = np.argsort(q)  # sorted queries: a binary search that walks the table in order (3x faster at 1 M)
+        pos = np.empty(len(q), dtype=np.int64)
+        pos[by_q] = np.minimum(np.searchsorted(sh, q[by_q]), len(sh) - 1)
         ids = np.where(sh[pos] == q, order[pos], -1)
         hit = np.flatnonzero(ids >= 0)
         asked = names if len(hit) == len(names) else pick(names, hit)
@@ -191,7 +193,7 @@ class JobTable:
         """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as
         label ids: ``(source, target, from_start)``, int64, int64 and bool arrays of shape ``(d,)``;
         -1 for a job text that is not among ``labels`` (the last of equal texts, as a dict keeps).
-        Matched in C by the texts' hashes, then compared (:meth:`_ids_of`), no Python call per dependency;
+        Matched in C by the texts' hashes, then compared (:meth:`ids_of`), no Python call per dependency;
         remembered for ``deps``.
 
         Raises:
@@ -200,8 +202,8 @@ class JobTable:
         if self._deps is not None and self._deps[0] is deps:
             return self._deps[1]
         d = len(deps)
-        src = self._ids_of(list(map(itemgetter(0), deps)))
-        dst = self._ids_of(list(map(itemgetter(1), deps)))
+        src = self.ids_of(list(map(itemgetter(0), deps)))
+        dst = self.ids_of(list(map(itemgetter(1), deps)))
         start = np.fromiter(map("start".__eq__, map(itemgetter(2), deps)), dtype=bool, count=d)
         self._deps = (deps, (src, dst, start))
         return src, dst, start

@@ -447,6 +447,7 @@ def write_report(
     of the render that published last, whole.
     """
     from harness.report.fields import check_cases, float_view
+    from harness.report.heap import trim_heap
     from harness.report.hta import write_hta_traces
     from harness.report.html import render_index
     from harness.report.jobtable import JobTable
@@ -454,6 +455,7 @@ def write_report(
 
     opts = trace_options or TraceOptions()
 
+    trim_heap()  # a run's freed memory, fragmented, slows every allocation of the render (harness.report.heap)
     tables: list[JobTable | None] = []
     check_cases(doc, source, tables)  # wrong-typed fields: refuse before creating anything; each case's job columns, once
     out_dir = Path(out_dir)

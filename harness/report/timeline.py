@@ -174,7 +174,7 @@ def _critical_jobs(cp: dict[str, Any], table: JobTable, pos: np.ndarray) -> np.n
     step = cp.get("step")
     if not texts or not isinstance(step, (int, float)) or step != int(step) or not table.n:
         return np.zeros(0, dtype=np.int64)
-    label, _, _ = table.dep_ids([[x, x, "end"] for x in texts])
+    label = table.ids_of(texts)
     found = table.find(np.full(len(texts), int(step), dtype=np.int64), label, by_text=True)
     return pos[found[found >= 0]]
 
