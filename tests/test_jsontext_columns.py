@@ -92,3 +92,20 @@ def test_trim_heap_runs_where_glibc_has_it():
         assert isinstance(took, float) and took >= 0
     elif not sys.platform.startswith("linux"):
         assert took is None
+
+
+def test_a_job_time_past_64_bits_is_refused_naming_the_case_and_field(tmp_path):
+    import pytest
+
+    from harness.case import PipelineCase
+    from harness.errors import InputFormatError
+    from harness.report.render import write_report
+    from harness.report.results import case_to_dict, results_document
+    from harness.runner import run_case
+
+    doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 2), "sim"))])
+    doc["cases"][0]["jobs"]["end_ns"][3] = 2**70
+    with pytest.raises(InputFormatError, match=r"case '1F1B p=2 m=2' \(#0\): jobs\.end_ns\[3\] is 1180591620717411303424 \(int\), "
+                                              r"expected an integer of 64 bits"):
+        write_report(tmp_path / "r", doc)
+    assert not (tmp_path / "r").exists()

@@ -140,7 +140,8 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
     Args:
         case: a results-document case.
         tables: where given, the case's jobs in columns (:class:`harness.report.jobtable.JobTable`),
-            built once its job columns are known to fit, are appended to it (the renderers reuse them).
+            built once its job columns are known to fit, are appended to it (the renderers reuse them);
+            a job column entry past 64 bits, which they cannot hold, is then a problem too.
     """
     unsafe = _surrogate_field(case, frozenset({"jobs", "deps"}))  # the big columns are checked by type below
     if unsafe:
@@ -192,8 +193,8 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
 
         try:
             table = JobTable.from_case(case)
-        except OverflowError:  # an integer past 64 bits: checked below as Python objects, refused by the renderers
-            table = None
+        except OverflowError:  # an integer past 64 bits, which the renderers cannot hold: named
+            return _wide_int_problem(jobs)
         tables.append(table)
     n_streams = len(case["streams"])
     for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
@@ -288,6 +289,16 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
                 if label not in labels:
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
+
+
+def _wide_int_problem(jobs: dict[str, Any]) -> str:
+    """The first job column entry past 64 bits (the reports keep job columns as int64)."""
+    lo, hi = -(2**63), 2**63 - 1
+    for col in (*_INT_COLUMNS, "microbatch"):
+        k = next((i for i, x in enumerate(jobs[col]) if type(x) is int and not lo <= x <= hi), None)
+        if k is not None:
+            return f"jobs.{col}[{k}] is {_show(jobs[col][k])}, expected an integer of 64 bits ({lo} to {hi})"
+    return "a job column holds an integer past 64 bits"  # pragma: no cover - from_case overflows only on those columns
 
 
 def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
