@@ -98,7 +98,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         OSError: see :func:`atomic_write`.
     """
     with atomic_binary(path) as fh:
-        fh.write(data)
+        view = memoryview(data)
+        for lo in range(0, len(view), 1 << 20):  # 1 MiB at a time: measured faster than one write of 100 MB here
+            fh.write(view[lo:lo + (1 << 20)])
     return path
 
 

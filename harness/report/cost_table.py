@@ -12,6 +12,9 @@ timed backend the difference is the model's error for that job.
 from __future__ import annotations
 
 import dataclasses
+import re
+from itertools import compress, repeat
+from operator import add, itemgetter, not_
 from typing import Any
 
 __all__ = ["cost_durations", "durations_text", "model_notes", "overlap_stretch"]
@@ -31,12 +34,14 @@ def _rebuild(cost: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def cost_durations(case: dict[str, Any]) -> dict[str, int] | None:
+def cost_durations(case: dict[str, Any], jobs_table: Any = None) -> dict[str, int] | None:
     """Per ``"stage,kind"`` the cost model's duration (ns) of that job, for every stage and kind
     the case's jobs have (kinds outside the schedule model, such as an import's ``lr``, left out).
 
     Args:
         case: a results-document case with its ``cost`` description and ``jobs`` columns.
+        jobs_table: the case's jobs in columns, where the caller has them
+            (:class:`harness.report.jobtable.JobTable`: its distinct (stage, kind) pairs by one count).
 
     Returns:
         ``{"0,F": 1000000, ...}``, or ``None`` when the case carries no cost model that can be
@@ -57,7 +62,15 @@ def cost_durations(case: dict[str, Any]) -> dict[str, int] | None:
     num_stages = int(case["schedule"]["p"]) * int(case["schedule"]["v"])
     jobs = case["jobs"]
     out: dict[str, int] = {}
-    for stage, kind in sorted(set(zip(jobs["stage"], jobs["kind"]))):
+    if jobs_table is not None and jobs_table.n:
+        import numpy as np
+
+        k = len(jobs_table.kinds)
+        seen = np.flatnonzero(np.bincount(jobs_table.stage * k + jobs_table.kind)).tolist()
+        pairs = sorted((x // k, jobs_table.kinds[x % k]) for x in seen)
+    else:
+        pairs = sorted(set(zip(jobs["stage"], jobs["kind"])))
+    for stage, kind in pairs:
         try:
             job_kind = JobKind(kind)
             no_mb = job_kind is JobKind.OPT or job_kind.is_data_parallel  # one per stage, no micro-batch
@@ -133,7 +146,10 @@ def _group_rule(cost: dict[str, Any]) -> str:
     return "max of its jobs, the default"
 
 
-def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
+_TRANSFER = re.compile("SEND|RECV")
+
+
+def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, str]:
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
     a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
     stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
@@ -143,21 +159,38 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
 
     Args:
         case: a results-document case with ``cost``, ``deps`` and ``jobs``.
+        jobs_table: the case's jobs in columns, where the caller has them
+            (:class:`harness.report.jobtable.JobTable`): its dependency ids sift the candidates.
 
     Returns:
         ``{"0F3": "in an overlapped F&B group with 7B1 ...", ...}``; empty without groups or without a
         cost model that can be rebuilt (:func:`cost_durations`).
     """
-    table = cost_durations(case)
     cost = case.get("cost")
-    if not table or not isinstance(cost, dict):
+    if not isinstance(cost, dict):
         return {}
+    deps = case.get("deps") or []
+    # A group's later jobs start with its first; a receive starting with its send is no group. Sifted
+    # in C (compress, map), the few groups' dependencies in Python.
+    if jobs_table is not None and deps:  # start dependencies whose jobs are no transfers, by label ids
+        import numpy as np
+
+        src, dst, at_start = jobs_table.dep_ids(deps)
+        moves = np.asarray([bool(_TRANSFER.search(k)) for k in jobs_table.kinds] or [False], dtype=bool)
+        label_moves = moves[np.asarray(jobs_table.label_kind, dtype=np.int64)] if jobs_table.labels else np.zeros(1, bool)
+        unknown = (src < 0) | (dst < 0)  # a text no job has: decided by its text below
+        keep = at_start & (unknown | ~(label_moves[np.maximum(src, 0)] | label_moves[np.maximum(dst, 0)]))
+        starts = [deps[i] for i in np.flatnonzero(keep).tolist()]
+    else:
+        starts = list(compress(deps, map("start".__eq__, map(itemgetter(2), deps))))
+    pair_texts = map(add, map(add, map(str, map(itemgetter(0), starts)), repeat("|")), map(str, map(itemgetter(1), starts)))
     firsts: dict[str, list[str]] = {}
-    for src, dst, edge in case.get("deps") or []:
-        # a group's later jobs start with its first; a receive starting with its send is no group
-        if edge == "start" and not any(t in str(src) or t in str(dst) for t in ("SEND", "RECV")):
-            firsts.setdefault(str(src), [str(src)]).append(str(dst))
+    for src, dst, _ in compress(starts, map(not_, map(_TRANSFER.search, pair_texts))):
+        firsts.setdefault(str(src), [str(src)]).append(str(dst))
     if not firsts:
+        return {}
+    table = cost_durations(case, jobs_table)
+    if not table:
         return {}
     from harness.errors import ConfigError
     from harness.overlap import group_ns

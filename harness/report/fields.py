@@ -14,11 +14,15 @@ Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from operator import is_not
 from typing import Any
+
+import numpy as np
 
 from harness.schedule.model import JobKind
 
-__all__ = ["case_field_problem", "check_cases"]
+__all__ = ["case_field_problem", "check_cases", "float_view"]
 
 _INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
 #: The pytest outcomes a case may carry (harness.plugin sets them).
@@ -65,11 +69,13 @@ def _show(x: Any) -> str:
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
 
 
-def _first_true(test: Callable[..., Any], *columns: list[int]) -> int | None:
+def _first_true(test: Callable[..., Any], *columns: list[int], table: np.ndarray | None = None) -> int | None:
     """The first index where ``test`` (over numpy arrays of the integer ``columns``) holds,
-    or ``None``: one vectorized pass over the job columns instead of a Python loop."""
-    import numpy as np
-
+    or ``None``: one vectorized pass over the job columns instead of a Python loop. ``table``:
+    the one column already as an int64 array, where the caller has it."""
+    if table is not None:
+        hits = np.flatnonzero(test(table))
+        return int(hits[0]) if len(hits) else None
     try:
         arrays = [np.asarray(c, dtype=np.int64) for c in columns]
     except OverflowError:  # an integer past 64 bits: compare as Python objects
@@ -113,12 +119,31 @@ def _flags_problem(flags: Any) -> str | None:
     return None
 
 
-def case_field_problem(case: dict[str, Any]) -> str | None:
-    """The first wrong-typed or out-of-range field of ``case``, described as
-    ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit."""
+def _surrogate_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
+    """:func:`harness.text.first_surrogate` of ``case`` outside ``skip``: orjson, which refuses any
+    surrogate, encodes the case in C first; only where it refuses is the case walked for the path."""
+    import orjson
+
     from harness.text import first_surrogate
 
-    unsafe = first_surrogate(case, "", skip=frozenset({"jobs", "deps"}))  # the big columns are checked by type below
+    try:
+        orjson.dumps({k: v for k, v in case.items() if k not in skip})
+        return None
+    except (TypeError, ValueError):  # a surrogate, or something else orjson does not write (a non-str key...)
+        return first_surrogate(case, "", skip=skip)
+
+
+def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) -> str | None:
+    """The first wrong-typed or out-of-range field of ``case``, described as
+    ``"<field path> is <value> (<type>), expected ..."``; ``None`` when all fit.
+
+    Args:
+        case: a results-document case.
+        tables: where given, the case's jobs in columns (:class:`harness.report.jobtable.JobTable`),
+            built once its job columns are known to fit, are appended to it (the renderers reuse them);
+            a job column entry past 64 bits, which they cannot hold, is then a problem too.
+    """
+    unsafe = _surrogate_field(case, frozenset({"jobs", "deps"}))  # the big columns are checked by type below
     if unsafe:
         return f"{unsafe} holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
     checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
@@ -162,9 +187,18 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
         problem = _list_problem("jobs.enqueue_ns", jobs["enqueue_ns"], _is_number)
         if problem:
             return problem
+    table = None
+    if tables is not None:  # the columns have their types: in columns once, for these checks and the renderers
+        from harness.report.jobtable import JobTable
+
+        try:
+            table = JobTable.from_case(case)
+        except OverflowError:  # an integer past 64 bits, which the renderers cannot hold: named
+            return _wide_int_problem(jobs)
+        tables.append(table)
     n_streams = len(case["streams"])
     for col, hi in (("stream", n_streams), ("rank", p), ("stage", p * v), ("chunk", v)):
-        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col])
+        bad = _first_true(lambda a, hi=hi: (a < 0) | (a >= hi), jobs[col], table=None if table is None else getattr(table, col))
         if bad is not None:
             return f"jobs.{col}[{bad}] is {jobs[col][bad]}, expected {'0' if hi == 1 else f'0 to {hi - 1}'}"
     # A run's jobs are the harness's kinds; an import keeps the job types it does not map
@@ -175,11 +209,13 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
         return f"jobs.kind[{k}] is {_show(jobs['kind'][k])}, expected one of {', '.join(sorted(known))}"
     if known is None and "" in jobs["kind"]:
         return f"jobs.kind[{jobs['kind'].index('')}] is '' (str), expected a job type"
-    bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None)
+    given = list(filter(partial(is_not, None), jobs["microbatch"]))  # in C: the range first, the index only if it is out
+    lo, hi = min(given, default=0), max(given, default=0)
+    bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x < 0), None) if lo < 0 else None
     if bad is not None:
         return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 or more (or null)"
     m = sched["m"]
-    if known is not None:  # a run's micro-batches are 0..m-1; an import keeps wrong ids as logged (with a warning)
+    if known is not None and hi >= m:  # a run's micro-batches are 0..m-1; an import keeps wrong ids as logged (with a warning)
         bad = next((k for k, x in enumerate(jobs["microbatch"]) if x is not None and x >= m), None)
         if bad is not None:
             return f"jobs.microbatch[{bad}] is {jobs['microbatch'][bad]}, expected 0 to {m - 1} (schedule.m is {m})"
@@ -187,7 +223,11 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if not set(jobs["step"]) <= recorded:
         k = next(i for i, x in enumerate(jobs["step"]) if x not in recorded)
         return f"jobs.step[{k}] is {jobs['step'][k]}, which is not among the case's steps"
-    bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
+    if table is not None:
+        hits = np.flatnonzero(table.end_ns < table.start_ns)
+        bad = int(hits[0]) if len(hits) else None
+    else:
+        bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
     metrics = case.get("metrics")
@@ -237,7 +277,7 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     if deps is not None:
         if not isinstance(deps, list):
             return f"deps is {_show(deps)}, expected a list"
-        if deps and _deps_fit(deps, jobs):  # the common case, in C loops; the loop below names what is wrong
+        if deps and _deps_fit(deps, jobs, table):  # the common case, in C loops; the loop below names what is wrong
             return None
         labels: set[str] | None = None
         for k, dep in enumerate(deps):
@@ -251,9 +291,20 @@ def case_field_problem(case: dict[str, Any]) -> str | None:
     return None
 
 
-def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
+def _wide_int_problem(jobs: dict[str, Any]) -> str:
+    """The first job column entry past 64 bits (the reports keep job columns as int64)."""
+    lo, hi = -(2**63), 2**63 - 1
+    for col in (*_INT_COLUMNS, "microbatch"):
+        k = next((i for i, x in enumerate(jobs[col]) if type(x) is int and not lo <= x <= hi), None)
+        if k is not None:
+            return f"jobs.{col}[{k}] is {_show(jobs[col][k])}, expected an integer of 64 bits ({lo} to {hi})"
+    return "a job column holds an integer past 64 bits"  # pragma: no cover - from_case overflows only on those columns
+
+
+def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
     """Whether every dependency is ``[job text, job text, "end" | "start"]`` naming jobs of
-    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job)."""
+    ``jobs``, checked without a Python call per dependency (job texts made once per distinct job;
+    with ``table``, the case's :class:`~harness.report.jobtable.JobTable`, its label ids)."""
     from itertools import chain
     from operator import itemgetter
 
@@ -261,12 +312,21 @@ def _deps_fit(deps: list[Any], jobs: dict[str, Any]) -> bool:
         return False
     if not set(map(itemgetter(2), deps)) <= {"end", "start"}:
         return False
+    if table is not None:
+        src, dst, _ = table.dep_ids(deps)
+        return bool((src >= 0).all() and (dst >= 0).all())
     labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in set(zip(jobs["stage"], jobs["kind"], jobs["microbatch"]))}
     return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
 
 
-def check_cases(doc: dict[str, Any], source: str = "results") -> None:
+def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] | None = None) -> None:
     """Check every case of ``doc`` (see :func:`case_field_problem`).
+
+    Args:
+        doc: a results document.
+        source: names the input in error messages.
+        tables: where given, each case's jobs in columns are appended to it, in case order
+            (:class:`harness.report.jobtable.JobTable`: the renderers use them).
 
     Raises:
         InputFormatError: names ``source``, the case (by id and position) and the field.
@@ -275,7 +335,7 @@ def check_cases(doc: dict[str, Any], source: str = "results") -> None:
 
     first: dict[str, int] = {}
     for i, case in enumerate(doc["cases"]):
-        problem = case_field_problem(case)
+        problem = case_field_problem(case, tables)
         if problem:
             raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
         j = first.setdefault(case["id"], i)
@@ -348,3 +408,14 @@ def _per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, in
             if bad is not None:
                 return f"{where}.{key}[{bad}] is {values[bad]!r}, expected 0 to the step time ({time!r} ns)"
     return None
+
+
+def float_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without what :func:`check_cases` found to hold no float: each case's integer and text job
+    columns and its dependencies (shallow copies; ``doc`` is unchanged). Searching this view for NaN
+    instead of ``doc`` finds the same fields, by the same paths, without the millions of job entries.
+    Only for a document :func:`check_cases` passed."""
+    plain = frozenset({*_INT_COLUMNS, "microbatch", "kind"})
+    cases = [{**c, "jobs": {k: v for k, v in c["jobs"].items() if k not in plain}, "deps": []} if isinstance(c, dict) else c
+             for c in doc.get("cases") or []]
+    return {**doc, "cases": cases}

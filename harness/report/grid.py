@@ -20,7 +20,9 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["COMM_KINDS", "GridCycleError", "grid_slots", "place_slots"]
+import numpy as np
+
+__all__ = ["COMM_KINDS", "GridCycleError", "grid_slots", "place_in_order", "place_slots"]
 
 #: Job kinds that take no slot in the grid (transfers).
 COMM_KINDS = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
@@ -121,4 +123,53 @@ def place_slots(comm: list[bool], streams: list[list[int]], deps: list[int]) -> 
                 todo.append(j)
     if done < n:
         raise GridCycleError(next(i for i in range(n) if indeg[i] > 0))
+    return ready
+
+
+def place_in_order(comm: np.ndarray, chained: np.ndarray, deps: np.ndarray, start: np.ndarray, length: np.ndarray) -> list[int] | None:
+    """:func:`place_slots` for jobs whose streams are runs of consecutive indices, in one pass over
+    the edges in the order of the recorded times, no Python call per job.
+
+    Every slot is the longest path to its job (a compute job adds 1 after it, a transfer or a
+    start dependency 0), so any order in which every edge goes forward gives the same slots as
+    :func:`place_slots`. A recorded run starts a job after what it waits for (or with it, for a
+    start dependency), so ordering by start, then by how many jobs of the same start lead to a
+    job along the edges, is one; it is checked, never trusted.
+
+    Args:
+        comm: bool, shape ``(n,)``: the job is a transfer (takes no slot).
+        chained: bool, shape ``(n,)``: job ``i`` follows job ``i - 1`` on its stream in the same step.
+        deps: int64, shape ``(d, 3)``: ``src, dst, from_start`` (1: ``dst`` may start when ``src`` starts).
+        start, length: int64, shape ``(n,)``: each job's recorded start and duration (any unit).
+
+    Returns:
+        Per job its slot (n), as :func:`place_slots` gives; ``None`` when the times order no edge
+        list forward (an imported log's host stamps, a cycle): then use :func:`place_slots`.
+    """
+    n = len(comm)
+    nxt = np.flatnonzero(chained)
+    src = np.concatenate([nxt - 1, deps[:, 0]]).astype(np.int64)
+    dst = np.concatenate([nxt, deps[:, 1]]).astype(np.int64)
+    tied = np.flatnonzero(start[src] == start[dst])
+    depth = np.zeros(n, np.int64)
+    for _ in range(64):  # chains of jobs that start together are short: a send and its receive, an overlapped group
+        deeper = depth.copy()
+        np.maximum.at(deeper, dst[tied], depth[src[tied]] + 1)
+        if (deeper == depth).all():
+            break
+        depth = deeper
+    else:
+        return None
+    rank = np.empty(n, np.int64)
+    rank[np.lexsort((np.arange(n), length, depth, start))] = np.arange(n)
+    if len(src) and not (rank[src] < rank[dst]).all():
+        return None
+    step = np.where(comm, 0, 1)[src]
+    step[len(nxt):][deps[:, 2] != 0] = 0  # released at the source's start
+    order = np.argsort(rank[src], kind="stable")  # every edge into a job before any edge out of it
+    ready = [0] * n
+    for u, v, w in zip(src[order].tolist(), dst[order].tolist(), step[order].tolist()):
+        x = ready[u] + w
+        if x > ready[v]:
+            ready[v] = x
     return ready

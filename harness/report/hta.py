@@ -37,7 +37,7 @@ import numpy as np
 
 from harness._gcpause import gc_paused
 from harness.report.jobtable import JobTable
-from harness.report.jsontext import CHUNK_ROWS, document_parts, write_document
+from harness.report.jsontext import CHUNK_ROWS, document_parts, float_texts, int_texts, join_rows, microbatch_texts, pick, write_document
 from harness.report.layout import rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
 from harness.report.output import open_output
 
@@ -78,14 +78,10 @@ class _RankWriter:
         self.step_values, code = np.unique(t.step, return_inverse=True)
         self.step_code = code.reshape(t.n)
         self.stream_no = STREAM_BASE + np.asarray([s.tid for s in self.slots] or [0], dtype=np.int64)
-        self.templates = []
-        for kind in t.kinds:
-            inner = json.dumps(kind)[1:-1].replace("%", "%%")
-            prefix = COMM_KERNEL_PREFIX if kind in _COMM_KINDS else ""
-            for mb_name, mb_arg in (("", "null"), ("%d", "%d")):
-                self.templates.append(_LAUNCH + ", " + '{"ph": "X", "cat": "kernel", "name": "' + prefix + "%d" + inner + mb_name + '", '
-                                      '"pid": %d, "tid": %d, "ts": %r, "dur": %r, "args": {"stream": %d, "device": %d, "correlation": %d, '
-                                      '"external id": %d, "stage": %d, "microbatch": ' + mb_arg + ', "chunk": %d, "step": %d}}')
+        self.stream_text = [str(x) for x in self.stream_no.tolist()]
+        inner = [json.dumps(kind)[1:-1] for kind in t.kinds]
+        self.name_head = [(COMM_KERNEL_PREFIX if kind in _COMM_KINDS else "") for kind in t.kinds]
+        self.name_kind = inner
 
     def head(self, rank: int) -> tuple[list[dict[str, Any]], dict[int, int]]:
         """The rank's metadata and step events, and per step value the launch time (ns) of its jobs."""
@@ -114,7 +110,8 @@ class _RankWriter:
 
     def rows(self, rank: int, launch_of: dict[int, int]) -> Iterator[str]:
         """The rank's kernels, each after its launch, in job order (correlation ids from
-        :data:`CORRELATION_BASE`)."""
+        :data:`CORRELATION_BASE`), in chunks of :data:`CHUNK_ROWS` jobs joined from number columns
+        (:func:`harness.report.jsontext.join_rows`)."""
         t = self.table
         idx = self.by_rank[self.bounds[rank]:self.bounds[rank + 1]]
         if not len(idx):
@@ -129,16 +126,19 @@ class _RankWriter:
             launch = np.where(has_launch[code], launch_code[code], t.start_ns[j]) / 1000.0
             ts = t.start_ns[j] / 1000.0
             dur = t.end_ns[j] / 1000.0 - ts
-            corr = range(CORRELATION_BASE + lo, CORRELATION_BASE + lo + len(j))
-            tcode = (t.kind[j] * 2 + (t.microbatch[j] >= 0)).tolist()
-            stream = self.stream_no[t.stream[j]].tolist()
-            stage, mb, chunk, step = (x[j].tolist() for x in (t.stage, t.microbatch, t.chunk, t.step))
-            tpl = self.templates
-            text = ", ".join([
-                tpl[c] % ((pid, ln, k, k, s, m, pid, sn, x, d, sn, rank, k, k, s, m, ch, st) if c & 1
-                          else (pid, ln, k, k, s, pid, sn, x, d, sn, rank, k, k, s, ch, st))
-                for c, ln, k, s, m, sn, x, d, ch, st in zip(tcode, launch.tolist(), corr, stage, mb, stream, ts.tolist(), dur.tolist(), chunk, step)
-            ])
+            corr = int_texts(np.arange(CORRELATION_BASE + lo, CORRELATION_BASE + lo + len(j), dtype=np.int64))
+            kind = t.kind[j]
+            stream = pick(self.stream_text, t.stream[j])
+            stage = int_texts(t.stage[j])
+            mb_name, mb_arg = microbatch_texts(t.microbatch[j])
+            text = join_rows([
+                f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {pid}, "tid": {HOST_TID}, "ts": ',
+                float_texts(launch), ', "dur": 0.0, "args": {"correlation": ', corr, ', "external id": ', corr,
+                '}}, {"ph": "X", "cat": "kernel", "name": "', pick(self.name_head, kind), stage, pick(self.name_kind, kind), mb_name,
+                f'", "pid": {pid}, "tid": ', stream, ', "ts": ', float_texts(ts), ', "dur": ', float_texts(dur),
+                ', "args": {"stream": ', stream, f', "device": {rank}, "correlation": ', corr, ', "external id": ', corr,
+                ', "stage": ', stage, ', "microbatch": ', mb_arg, ', "chunk": ', int_texts(t.chunk[j]), ', "step": ', int_texts(t.step[j]), "}}",
+            ], ", ")
             yield text if lo == 0 else ", " + text
 
     def write(self, fh: IO[str], rank: int) -> None:
@@ -156,10 +156,6 @@ class _RankWriter:
         }
         head, tail = document_parts(doc, "traceEvents", None)
         write_document(fh, head, [[", ".join(json.dumps(e, allow_nan=False) for e in events)], self.rows(rank, launch_of)], tail, ", ")
-
-
-_LAUNCH = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": %d, "tid": ' + str(HOST_TID)
-           + ', "ts": %r, "dur": 0.0, "args": {"correlation": %d, "external id": %d}}')
 
 
 def hta_rank_text(case: dict[str, Any], rank: int) -> str:

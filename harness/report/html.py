@@ -30,15 +30,15 @@ Size: timeline data is columnar and compact (see :func:`timeline_data`): about
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness.report.atomic import atomic_write_text
 from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
-from harness.report.cost_table import cost_durations, durations_text, model_notes, overlap_stretch
-from harness.report.grid import GridCycleError, place_slots
-from harness.report.layout import rank_labels, stream_slots
+from harness.report.cost_table import cost_durations, durations_text, model_notes
+from harness.report.jobtable import JobTable
+from harness.report.layout import rank_labels
+from harness.report.timeline import page_json, timeline_columns, timeline_data
 
 __all__ = ["KINDS", "KIND_COLOURS", "chart_data", "render_index", "tick_label", "time_axis", "timeline_data", "value_label", "write_index"]
 
@@ -76,6 +76,7 @@ def _environment() -> Any:
     )
     # Compact JSON for the embedded data; tojson still escapes < > & '.
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
+    env.policies["json.dumps_function"] = page_json  # json.dumps' text, numpy job columns written in C
     env.filters["ms"] = lambda ns: "—" if ns is None else f"{ns / 1e6:,.3f}"
     env.filters["pct"] = lambda x: "—" if x is None else f"{100 * x:.1f}%"
     return env
@@ -101,140 +102,23 @@ def _tick(values: list[int]) -> int:
     return 1
 
 
-def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    """Compact data of one case for the canvas timeline.
-
-    Jobs are sorted by lane (stream) and start; ``nl[l]`` is the number of jobs
-    on lane ``l``; ``gap`` is each job's start minus the previous job's start on
-    its lane (the first: minus 0), ``dur`` its duration, both integers in units
-    of ``tick`` ns, relative to the first recorded step's start. ``mb`` is -1
-    for none. ``deps`` holds triples ``[src, dst, from_start]`` of sorted job
-    indices per recorded step; ``ov`` pairs of overlapping jobs (imported logs).
-    For the grid view and the controls: ``slot`` each job's grid slot
-    (:func:`harness.report.grid.place_slots`, as :func:`~harness.report.grid.grid_slots`;
-    ``None`` with ``gridError`` saying why),
-    ``lrank``/``lcomm`` each lane's rank and whether it carries transfers only,
-    ``cp`` the critical path's job indices (its step), ``cost`` the cost model's
-    duration per ``"stage,kind"`` in ns (:func:`harness.report.cost_table.cost_durations`), ``olap``
-    per job label of an overlapped F&B group how the group's time stretches it
-    (:func:`harness.report.cost_table.overlap_stretch`).
-
-    Args:
-        case: a results-document case.
-        kinds: the legend (default: :func:`kind_table` of this case).
-    """
+def _stage_bars(case: dict[str, Any], table: JobTable | None = None) -> list[dict[str, Any]]:
+    """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
     import numpy as np
 
-    kinds = kinds or kind_table([case])
-    kind_index = {k["name"]: i for i, k in enumerate(kinds)}
-    jobs = case["jobs"]
-    n = len(jobs["kind"])
-    base = min(case["step_start_ns"]) if case["step_start_ns"] else min(jobs["start_ns"], default=0)
-    # Columns in numpy: the per-job work below is a sort and array arithmetic, not a Python loop per job.
-    stream_a = np.array(jobs["stream"], np.int64)
-    start_a = np.array(jobs["start_ns"], np.int64)
-    end_a = np.array(jobs["end_ns"], np.int64)
-    order_a = np.lexsort((end_a, start_a, stream_a)) if n else np.zeros(0, np.int64)  # stable: ties keep job order
-    order = order_a.tolist()
-    pos_a = np.empty(n, np.int64)
-    pos_a[order_a] = np.arange(n)
-    pos = pos_a.tolist()
-    starts_a = start_a[order_a] - base
-    durs_a = end_a[order_a] - start_a[order_a]
-    step_bounds = [(a - base, b - base, s) for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])]
-    tick = 1
-    for unit in (1000, 100, 10):  # the coarsest unit that divides every start, duration and step bound (_tick)
-        if not (starts_a % unit).any() and not (durs_a % unit).any() and all(x % unit == 0 for a, b, _ in step_bounds for x in (a, b)):
-            tick = unit
-            break
-    lanes = case["streams"]
-    lane_sorted = stream_a[order_a]
-    nl = np.bincount(lane_sorted, minlength=len(lanes)).tolist() if n else [0] * len(lanes)
-    new_lane = np.ones(n, bool)
-    new_lane[1:] = lane_sorted[1:] != lane_sorted[:-1]
-    prev_start = np.concatenate(([0], starts_a[:-1])) if n else starts_a
-    gap = ((starts_a - np.where(new_lane, 0, prev_start)) // tick).tolist()
-    labels = [f"{st}{k}{'' if mb is None else mb}" for st, k, mb in zip(jobs["stage"], jobs["kind"], jobs["microbatch"])]
-    label_of: dict[tuple[int, str], int] = dict(zip(zip(jobs["step"], labels), pos))
-    deps: list[int] = []
-    for step in case["steps"]:
-        for src, dst, edge in case.get("deps", []):
-            a, b = label_of.get((step, src)), label_of.get((step, dst))
-            if a is not None and b is not None:
-                deps.extend((a, b, 1 if edge == "start" else 0))
-    slots = stream_slots(case)
-    names = rank_labels(case)
-    is_comm = np.array([k in _COMM for k in jobs["kind"]], bool)
-    comm_lane = [1] * len(lanes)
-    for lane in np.unique(stream_a[~is_comm]).tolist():
-        comm_lane[lane] = 0
-    # The grid on the sorted order: a lane's jobs of one step are consecutive, deps already indices.
-    step_sorted = np.array(jobs["step"], np.int64)[order_a]
-    cut = np.flatnonzero((lane_sorted[1:] != lane_sorted[:-1]) | (step_sorted[1:] != step_sorted[:-1])) + 1
-    streams: list[list[int]] = [part.tolist() for part in np.split(np.arange(n), cut)] if n else []
-    try:
-        slot: list[int] | None = place_slots(is_comm[order_a].tolist(), streams, deps)
-        grid_error = None
-    except GridCycleError as e:  # a recorded order the dependencies contradict (an import): no grid, said so
-        i = order[e.job]
-        slot, grid_error = None, (f"the recorded stream order and the dependencies form a cycle through {jobs['stage'][i]}"
-                                  f"{jobs['kind'][i]}{'' if jobs['microbatch'][i] is None else jobs['microbatch'][i]} of step {jobs['step'][i]}")
-    cp: dict[str, Any] = case["critical_path"] if isinstance(case.get("critical_path"), dict) else {}
-    return {
-        "id": case["id"],
-        "label": case.get("label", case["id"]),
-        "tick": tick,
-        "lanes": [f"{names[s.rank] if s.rank < len(names) else 'rank ' + str(s.rank)} · {s.name}" for s in slots],
-        "steps": [[a // tick, b // tick, s] for a, b, s in step_bounds],
-        "nl": nl,
-        "gap": gap,
-        "dur": (durs_a // tick).tolist(),
-        "kind": [kind_index.get(jobs["kind"][i], 0) for i in order],
-        "stage": [jobs["stage"][i] for i in order],
-        "mb": [-1 if jobs["microbatch"][i] is None else jobs["microbatch"][i] for i in order],
-        "chunk": [jobs["chunk"][i] for i in order],
-        "step": step_sorted.tolist(),
-        "deps": deps,
-        "ov": [pos[x] for pair in case.get("overlaps", []) for x in pair],
-        "mem": _memory_lanes(case, base),
-        "lrank": [s.rank for s in slots],
-        "lcomm": [1 if (comm_lane[k] and nl[k]) or s.name.startswith("comm") else 0 for k, s in enumerate(slots)],
-        "slot": slot,
-        "gridError": grid_error,
-        "cp": [label_of[(cp["step"], str(j))] for j in cp.get("jobs") or [] if (cp.get("step"), str(j)) in label_of],
-        "cost": cost_durations(case),
-        "olap": overlap_stretch(case),
-    }
-
-
-def _memory_lanes(case: dict[str, Any], base: int) -> dict[str, Any] | None:
-    """For the timeline's memory lanes: per rank the bytes held as a step function, times in µs
-    from the timeline's base, and the scale (the largest peak, or the limit if higher)."""
-    mem = case.get("memory")
-    if not isinstance(mem, dict) or not isinstance(mem.get("timeline"), list):
-        return None
-    lines = []
-    for line in mem["timeline"]:
-        if not isinstance(line, dict):
-            return None
-        lines.append({"t": [(t - base) / 1000 for t in line.get("t_ns", [])], "b": list(line.get("bytes", []))})
-    peaks = [int(x) for x in mem.get("peak_bytes") or [0]]
-    limit = mem.get("limit_bytes")
-    top = max(peaks + ([int(limit)] if isinstance(limit, int) else []) + [1])
-    return {"lines": lines, "peak": peaks, "limit": limit if isinstance(limit, int) else None, "top": top}
-
-
-def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
-    jobs = case["jobs"]
     steps = case["steps"]
     p = int(case["schedule"]["p"])
     if not steps:
         return []
-    busy: dict[tuple[int, int], int] = defaultdict(int)
-    for i in range(len(jobs["kind"])):
-        if jobs["kind"][i] not in _COMM:
-            busy[(jobs["rank"][i], jobs["stage"][i])] += jobs["end_ns"][i] - jobs["start_ns"][i]
+    t = JobTable.from_case(case) if table is None else table
+    compute = ~np.asarray([k in _COMM for k in t.kinds] or [False], dtype=bool)[t.kind] if t.n else np.zeros(0, bool)
+    span = int(t.stage.max()) + 1 if t.n else 1
+    size = (max(p, int(t.rank.max()) + 1 if t.n else 0)) * span
+    key = t.rank[compute] * span + t.stage[compute]  # (rank, stage) of every job that is not a transfer, summed in int64
+    sums = np.zeros(size, np.int64)
+    np.add.at(sums, key, (t.end_ns - t.start_ns)[compute])
+    present = np.bincount(key, minlength=size) > 0
+    busy = {(k // span, k % span): ns for k, ns in zip(np.flatnonzero(present).tolist(), sums[present].tolist())}
     per_step = case["metrics"].get("per_step") or []
     step_time = sum(b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])) / len(steps)
     labels = rank_labels(case)
@@ -326,10 +210,10 @@ def _critical_text(case: dict[str, Any]) -> str | None:
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
 
 
-def _cost_jobs(case: dict[str, Any]) -> str:
+def _cost_jobs(case: dict[str, Any], table: JobTable | None = None) -> str:
     """The overview's per-job durations of the cost model, where they add to its label: a
     transformer's computed durations, or a fixed model's per-stage ranges and split backward."""
-    text = durations_text(cost_durations(case))
+    text = durations_text(cost_durations(case, table))
     fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
     return text if not fixed or "–" in text or " I " in f" {text}" else ""
 
@@ -392,7 +276,7 @@ def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
                      f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%"}
 
 
-def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> dict[str, Any]:
+def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, table: JobTable | None = None) -> dict[str, Any]:
     m = case["metrics"]
     th = case.get("theory") or {}
     bubble_theory = th.get("bubble_ratio")
@@ -420,7 +304,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
         "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
         "cost": cost_label(case.get("cost")),
-        "cost_jobs": _cost_jobs(case),
+        "cost_jobs": _cost_jobs(case, table),
         "cost_notes": model_notes(case),
         "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
         "span_bubble": m.get("span_bubble_ratio"),
@@ -444,7 +328,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None) -> 
         "window": (case.get("window") or {}).get("description") if isinstance(case.get("window"), dict) else None,
         "trace": trace_href,
         "hta": hta_href,
-        "bars": _stage_bars(case),
+        "bars": _stage_bars(case, table),
     }
 
 
@@ -513,6 +397,7 @@ def render_index(
     trace_hrefs: dict[str, str] | None = None,
     title: str = "Pipeline schedules",
     hta_hrefs: dict[str, str] | None = None,
+    tables: list[JobTable | None] | None = None,
 ) -> str:
     """Render the review page of a results document to an HTML string.
 
@@ -521,6 +406,8 @@ def render_index(
         trace_hrefs: per case id, a link to its Chrome-trace JSON (relative to the page).
         title: the page title (escaped).
         hta_hrefs: per case id, a link to its folder of per-rank HTA traces.
+        tables: per case (in order), its jobs in columns where the caller has them
+            (:class:`harness.report.jobtable.JobTable`, or ``None``).
 
     Raises:
         KeyError, TypeError: a case lacks fields the page needs (validate with
@@ -531,8 +418,9 @@ def render_index(
     env = _environment()
     cases = doc["cases"]
     kinds = kind_table(cases)
-    rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"])) for c in cases]
-    timelines = [timeline_data(c, kinds) for c in cases]
+    tables = tables or [None] * len(cases)
+    rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"]), tables[k]) for k, c in enumerate(cases)]
+    timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
     pairs = pair_changes(cases)
     pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(

@@ -61,13 +61,14 @@ def stream_slots(case: dict[str, Any]) -> list[StreamSlot]:
     """Per stream of ``case`` (same order as ``case["streams"]``), its rank, tid and name."""
     streams: list[str] = case["streams"]
     jobs = case["jobs"]
+    named = [_RANK_PREFIX.match(name) for name in streams]
     first_rank: dict[int, int] = {}
-    for s, r in zip(jobs["stream"], jobs["rank"]):
-        first_rank.setdefault(s, r)
+    if not all(named):  # a stream without its rank in its name: the rank of its first job
+        for s, r in zip(jobs["stream"], jobs["rank"]):
+            first_rank.setdefault(s, r)
     per_rank: dict[int, int] = {}
     out: list[StreamSlot] = []
-    for i, name in enumerate(streams):
-        m = _RANK_PREFIX.match(name)
+    for i, (name, m) in enumerate(zip(streams, named)):
         rank, short = (int(m.group(1)), m.group(2)) if m else (first_rank.get(i, 0), name)
         tid = per_rank.get(rank, 0)
         per_rank[rank] = tid + 1

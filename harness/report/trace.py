@@ -24,7 +24,8 @@ logs do that), the later one goes on an extra thread ``<stream> (overlap)``,
 so every track nests strictly.
 
 The file is written from columns (:mod:`harness.report.jobtable`,
-:mod:`harness.report.jsontext`): one format per event shape, filled from lists,
+:mod:`harness.report.jsontext`): per event shape, the number columns' texts made in C
+interleaved with the constant text between the fields (:func:`~harness.report.jsontext.join_rows`),
 streamed in chunks; its text is what ``json.dumps(case_trace(case), separators=(",", ":"))``
 of the same events would be, byte for byte. Every step of it is linear in the
 jobs (and the dependencies times the steps, for flows).
@@ -40,7 +41,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,7 +48,17 @@ import numpy as np
 
 from harness._gcpause import gc_paused
 from harness.report.jobtable import JobTable
-from harness.report.jsontext import CHUNK_ROWS, document_parts, number_text, write_document
+from harness.report.jsontext import (
+    CHUNK_ROWS,
+    document_parts,
+    float_texts,
+    int_texts,
+    join_rows,
+    microbatch_texts,
+    number_text,
+    pick,
+    write_document,
+)
 from harness.report.layout import (
     rank_labels,
     rank_pid,
@@ -181,7 +191,8 @@ def _overflow_events(table: JobTable, slots: list[Any], sub: np.ndarray) -> list
 
 
 class _Placed:
-    """Per job: pid, tid, ts and end (µs floats), as the job events place them."""
+    """Per job: pid, tid, ts and end (µs floats), as the job events place them; ``track`` numbers
+    each (pid, tid) pair, and ``track_head[track]`` is the text a job event of it starts with."""
 
     def __init__(self, table: JobTable, slots: list[Any], sub: np.ndarray) -> None:
         slot_pid = np.asarray([rank_pid(s.rank) for s in slots] or [0], dtype=np.int64)
@@ -191,46 +202,56 @@ class _Placed:
         self.ts = table.start_ns / 1000.0
         self.end = table.end_ns / 1000.0
         self.dur = self.end - self.ts
+        levels = int(sub.max()) + 1 if len(sub) else 1
+        self.track = table.stream + len(slot_pid) * sub
+        s = len(slot_pid)
+        self.track_ids = [(int(slot_pid[k % s]), int(slot_tid[k % s]) + OVERFLOW_TID * (k // s)) for k in range(s * levels)]
+        self.track_head = [f'{{"ph":"X","pid":{pid},"tid":{tid},"name":"' for pid, tid in self.track_ids]
 
 
-def _job_templates(kinds: list[str]) -> tuple[list[str], list[str]]:
-    """Per kind code ``k``, the job event's format at ``2 * k`` (a job without micro-batch) and
-    ``2 * k + 1`` (with one), and likewise its ``recompute`` sub-slice's; fields: pid, tid,
-    stage, [micro-batch,] ts, dur, stage, [micro-batch,] chunk, step (recompute: pid, tid, ts,
-    dur, stage, [micro-batch,] ns). The kind's text and colour are written into the format."""
-    rows, recs = [], []
-    for kind in kinds:
-        inner = json.dumps(kind)[1:-1].replace("%", "%%")  # the kind inside a JSON string; a job text is digits + kind + digits
-        cname = json.dumps(KIND_CNAME.get(kind, "generic_work"))
-        for mb_name, mb_arg in (("", "null"), ("%d", "%d")):
-            rows.append('{"ph":"X","pid":%d,"tid":%d,"name":"%d' + inner + mb_name + '","cat":"' + inner + '","ts":%r,"dur":%r,'
-                        '"cname":' + cname + ',"args":{"stage":%d,"microbatch":' + mb_arg + ',"chunk":%d,"kind":"' + inner + '","step":%d}}')
-            recs.append('{"ph":"X","pid":%d,"tid":%d,"name":"recompute","cat":"recompute","ts":%r,"dur":%r,"cname":"grey",'
-                        '"args":{"job":"%d' + inner + mb_name + '","recompute_ns":%d}}')
-    return rows, recs
+def _kind_texts(kinds: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Per kind code, the constant texts of a job event that name its kind: the kind inside the
+    ``name`` string, the text from ``name``'s end to ``ts``, from ``dur`` to ``args.stage`` (the
+    colour) and from ``chunk`` to ``step``."""
+    inner = [json.dumps(kind)[1:-1] for kind in kinds]  # the kind inside a JSON string; a job text is digits + kind + digits
+    cname = [json.dumps(KIND_CNAME.get(kind, "generic_work")) for kind in kinds]
+    return (inner, ['","cat":"' + k + '","ts":' for k in inner], [',"cname":' + c + ',"args":{"stage":' for c in cname],
+            [',"kind":"' + k + '","step":' for k in inner])
 
 
 def _job_rows(table: JobTable, placed: _Placed, recompute: dict[tuple[int, str], int]) -> Iterator[str]:
-    """The job events (each followed by its ``recompute`` sub-slice where the cost model recomputes)."""
-    rows_t, recs_t = _job_templates(table.kinds)
-    has_mb = table.microbatch >= 0
-    code = (table.kind * 2 + has_mb).tolist()
-    rec_lab = np.asarray([int(recompute.get((st, table.kinds[k])) or 0) for st, k in zip(table.label_stage, table.label_kind)] or [0],
-                         dtype=np.int64)
-    rec = rec_lab[table.label] if table.n else np.zeros(0, dtype=np.int64)
+    """The job events (each followed by its ``recompute`` sub-slice where the cost model recomputes),
+    in chunks of :data:`CHUNK_ROWS` jobs, each column's numbers made in C (:func:`join_rows`)."""
+    in_name, to_ts, to_stage, to_step = _kind_texts(table.kinds)
+    rec = np.zeros(table.n, dtype=np.int64)
+    code = {kind: k for k, kind in enumerate(table.kinds)}
+    wanted = [(st, code[kind], int(ns or 0)) for (st, kind), ns in recompute.items() if kind in code and ns]
+    if wanted and table.n:  # per (stage, kind) the recomputed ns, looked up per job
+        span = max(int(table.stage.max()), *(st for st, _, _ in wanted)) + 1
+        by_pair = np.zeros((span, len(table.kinds)), dtype=np.int64)
+        for st, k, ns in wanted:
+            if st >= 0:
+                by_pair[st, k] = ns
+        rec = by_pair[table.stage, table.kind]
     for lo in range(0, table.n, CHUNK_ROWS):
-        hi = min(table.n, lo + CHUNK_ROWS)
-        cut = slice(lo, hi)
-        ts, dur = placed.ts[cut].tolist(), placed.dur[cut].tolist()
-        pid, tid = placed.pid[cut].tolist(), placed.tid[cut].tolist()
-        stage, mb, chunk, step = (x[cut].tolist() for x in (table.stage, table.microbatch, table.chunk, table.step))
-        rows = [rows_t[c] % ((a, t, s, m, x, d, s, m, ch, st) if c & 1 else (a, t, s, x, d, s, ch, st))
-                for c, a, t, s, m, x, d, ch, st in zip(code[lo:hi], pid, tid, stage, mb, ts, dur, chunk, step)]
-        for k in np.flatnonzero(rec[cut] > 0).tolist():  # the recomputation at the start of a backward, nested
-            r, c = int(rec[lo + k]), code[lo + k]
-            rec_args = (pid[k], tid[k], ts[k], min(r / 1000.0, dur[k]), stage[k], *((mb[k],) if c & 1 else ()), r)
-            rows[k] += "," + recs_t[c] % rec_args
-        yield ("" if lo == 0 else ",") + ",".join(rows)
+        cut = slice(lo, min(table.n, lo + CHUNK_ROWS))
+        kind = table.kind[cut]
+        stage = int_texts(table.stage[cut])
+        ts, dur = float_texts(placed.ts[cut]), float_texts(placed.dur[cut])
+        mb_name, mb_arg = microbatch_texts(table.microbatch[cut])
+        parts: list[Any] = [pick(placed.track_head, placed.track[cut]), stage, pick(in_name, kind), mb_name,
+                            pick(to_ts, kind), ts, ',"dur":', dur, pick(to_stage, kind), stage, ',"microbatch":', mb_arg,
+                            ',"chunk":', int_texts(table.chunk[cut]), pick(to_step, kind), int_texts(table.step[cut]), "}}"]
+        with_rec = np.flatnonzero(rec[cut] > 0).tolist()
+        if with_rec:  # the recomputation at the start of a backward, nested: after its job, in the same row
+            tail = [""] * len(kind)
+            for k in with_rec:
+                i, r = lo + k, int(rec[lo + k])
+                job = f"{stage[k]}{in_name[int(kind[k])]}{mb_name[k]}"
+                tail[k] = (f',{{"ph":"X","pid":{placed.pid[i]},"tid":{placed.tid[i]},"name":"recompute","cat":"recompute","ts":{ts[k]},'
+                           f'"dur":{min(r / 1000.0, float(placed.dur[i]))!r},"cname":"grey","args":{{"job":"{job}","recompute_ns":{r}}}}}')
+            parts.append(tail)
+        yield ("" if lo == 0 else ",") + join_rows(parts, ",")
 
 
 def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
@@ -250,75 +271,39 @@ def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
         first = False
 
 
-def _label_ids(labels: list[str], names: list[str]) -> np.ndarray:
-    """Per name, the index of that job text in ``labels`` (the last one, as a dict would keep),
-    or -1: sorted string arrays and a binary search instead of a dict lookup per name."""
-    if not names or not labels:
-        return np.full(len(names), -1, dtype=np.int64)
-    lab = np.asarray(labels)
-    order = np.argsort(lab, kind="stable")
-    sl = lab[order]
-    last = np.ones(len(sl), dtype=bool)
-    last[:-1] = sl[1:] != sl[:-1]
-    uniq, ids = sl[last], order[last]
-    q = np.asarray(names)
-    pos = np.minimum(np.searchsorted(uniq, q), len(uniq) - 1)
-    return np.where(uniq[pos] == q, ids[pos], -1).astype(np.int64)
-
-
 def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
     """Flow events for each dependency in each recorded step, bound to the slices they connect.
 
     Each end sits 1 ns inside its slice (the producer's end, or its start for a start
     dependency - a receive starts with its send -; the consumer's start), so the enclosing
     slice is unambiguous and arrows point forward in time; the midpoint in slices under 2 ns.
-    Where a step holds two jobs of one text, the later one is taken.
+    Where a step holds two jobs of one text, the later one is taken. Written in chunks of
+    :data:`CHUNK_ROWS` dependencies (:func:`join_rows`).
     """
     deps = case.get("deps") or []
     if not deps or not table.n:
         return
-    nl = len(table.labels)
-    src = _label_ids(table.labels, list(map(itemgetter(0), deps)))
-    dst = _label_ids(table.labels, list(map(itemgetter(1), deps)))
-    at_end = np.asarray(list(map(itemgetter(2), deps))) != "start"
-    step_values, step_code = np.unique(table.step, return_inverse=True)
-    key = step_code.reshape(table.n) * nl + table.label
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    last = np.ones(len(sk), dtype=bool)
-    last[:-1] = sk[1:] != sk[:-1]
-    uk, ui = sk[last], order[last]  # per (step, job text): its last job
-
-    def find(q: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
-        return np.where((q >= 0) & (uk[pos] == q), ui[pos], -1)
-
+    src, dst, at_start = table.dep_ids(deps)
+    at_end = ~at_start
+    mid = [f',"pid":{pid},"tid":{tid},"ts":' for pid, tid in placed.track_ids]
     flow_id, first = 1, True
-    wanted = np.asarray(case["steps"], dtype=np.int64)
-    spos = np.minimum(np.searchsorted(step_values, wanted), len(step_values) - 1)
-    scode = np.where(step_values[spos] == wanted, spos, -1)
-    for code in scode.tolist():  # step by step, dependency by dependency
-        if code < 0:
-            continue
-        a = find(np.where(src >= 0, code * nl + src, -1))
-        b = find(np.where(dst >= 0, code * nl + dst, -1))
+    for step in case["steps"]:  # step by step, dependency by dependency
+        at = np.full(len(deps), step, dtype=np.int64)
+        a, b = table.find(at, src), table.find(at, dst)
         ok = (a >= 0) & (b >= 0)
         a, b, end_side = a[ok], b[ok], at_end[ok]
-        if not len(a):
-            continue
-        a0, a1, b0, b1 = placed.ts[a], placed.end[a], placed.ts[b], placed.end[b]
-        s_ts = np.where(a1 - a0 < 0.002, (a0 + a1) / 2, np.where(end_side, a1 - 0.001, a0 + 0.001))
-        f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, b0 + 0.001)
-        ids = range(flow_id, flow_id + len(a))
-        flow_id += len(a)
-        text = ",".join([_FLOW_ROW % r for r in zip(ids, placed.pid[a].tolist(), placed.tid[a].tolist(), s_ts.tolist(),
-                                                    ids, placed.pid[b].tolist(), placed.tid[b].tolist(), f_ts.tolist())])
-        yield text if first else "," + text
-        first = False
-
-
-_FLOW_ROW = ('{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%r,"name":"dependency","cat":"dependency"},'
-             '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%r,"name":"dependency","cat":"dependency","bp":"e"}')
+        for lo in range(0, len(a), CHUNK_ROWS):
+            ca, cb, ce = a[lo:lo + CHUNK_ROWS], b[lo:lo + CHUNK_ROWS], end_side[lo:lo + CHUNK_ROWS]
+            a0, a1, b0, b1 = placed.ts[ca], placed.end[ca], placed.ts[cb], placed.end[cb]
+            s_ts = np.where(a1 - a0 < 0.002, (a0 + a1) / 2, np.where(ce, a1 - 0.001, a0 + 0.001))
+            f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, b0 + 0.001)
+            ids = int_texts(np.arange(flow_id, flow_id + len(ca), dtype=np.int64))
+            flow_id += len(ca)
+            text = join_rows(['{"ph":"s","id":', ids, pick(mid, placed.track[ca]), float_texts(s_ts),
+                              ',"name":"dependency","cat":"dependency"},{"ph":"f","id":', ids, pick(mid, placed.track[cb]), float_texts(f_ts),
+                              ',"name":"dependency","cat":"dependency","bp":"e"}'], ",")
+            yield text if first else "," + text
+            first = False
 
 
 def _other_data(case: dict[str, Any]) -> dict[str, Any]:
