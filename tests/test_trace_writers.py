@@ -179,6 +179,10 @@ def test_size_estimate_is_within_ten_percent_and_warns_past_the_threshold(tmp_pa
     trace_line = next(s for s in said if "trace of case" in s)
     assert f"will be about {trace_size_estimate(case) / 1e3:,.0f} kB (over 1 kB)" in trace_line
     assert "--trace-gzip" in trace_line and "--trace-steps=1" in trace_line and "--trace-no-flows" in trace_line
+    assert trace_line.endswith("from Python, write_report(..., trace_options=TraceOptions(gzip=True, steps=1, flows=False))")
+    assert TraceOptions(gzip=True, steps=1).shrink_hints() == [
+        "--trace-no-flows (no dependency arrows)", "from Python, write_report(..., trace_options=TraceOptions(flows=False))"]
+    assert TraceOptions(gzip=True, steps=1, flows=False).shrink_hints() == []
     assert any("HTA rank files" in s for s in said) and any("results.json" in s for s in said)
     with pytest.warns(ReportSizeWarning) as record:
         write_report(tmp_path, results_document([case]), trace_options=opts)

@@ -89,6 +89,10 @@ class TraceOptions:
             hints.append("--trace-steps=1 (trace the first recorded step only)")
         if self.flows:
             hints.append("--trace-no-flows (no dependency arrows)")
+        if hints:  # the same from Python: write_report(..., trace_options=TraceOptions(...))
+            fields = [f for f, on in (("gzip=True", not self.gzip), ("steps=1", self.steps is None or self.steps > 1),
+                                      ("flows=False", self.flows)) if on]
+            hints.append(f"from Python, write_report(..., trace_options=TraceOptions({', '.join(fields)}))")
         return hints
 
 
