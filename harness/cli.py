@@ -602,7 +602,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     from harness.imports.torch_args import join_negative_values
 
-    args = parser.parse_args(join_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    args, extra = parser.parse_known_args(join_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    if extra:  # name the command whose options they are not, with its own usage line (argparse shows the top one)
+        chosen = next((action.choices[args.command] for action in parser._subparsers._group_actions  # type: ignore[union-attr]
+                       if isinstance(action, argparse._SubParsersAction) and args.command in action.choices), parser)
+        chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         for module in args.imports:
             _import_user_module(module)

@@ -142,3 +142,11 @@ def test_merge_ranks_without_a_schedule_says_so(tmp_path: Path, capsys: pytest.C
     paths = _sim_parts(tmp_path, 0)
     assert main(["merge-ranks", *map(str, paths), "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
     assert f"{str(paths[1])!r} looks like a part file, not a schedule: give the schedule after the part files" in capsys.readouterr().err
+
+
+def test_an_unknown_option_is_named_with_the_commands_own_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", "1F1B", "-p", "2", "-m", "4", "--backnd", "sim"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: pipeline-harness run ") and err.rstrip().endswith("pipeline-harness run: error: unrecognized arguments: --backnd sim")
