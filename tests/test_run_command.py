@@ -149,4 +149,5 @@ def test_an_unknown_option_is_named_with_the_commands_own_usage(capsys: pytest.C
         main(["run", "1F1B", "-p", "2", "-m", "4", "--backnd", "sim"])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: pipeline-harness run ") and err.rstrip().endswith("pipeline-harness run: error: unrecognized arguments: --backnd sim")
+    assert err.startswith("usage: pipeline-harness run ")
+    assert err.rstrip().endswith("pipeline-harness run: error: unrecognized arguments: --backnd sim")

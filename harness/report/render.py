@@ -484,7 +484,8 @@ def write_report(
                         write_trace(stage / "traces" / name, traced, flows=opts.flows, table=table if traced is case else None)
                         trace_hrefs[cid] = f"traces/{name}"
                     if hta:
-                        hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + ["--no-hta (pipeline-harness report; write_report(..., hta=False) from Python)"]
+                        hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + [
+                            "--no-hta (pipeline-harness report; write_report(..., hta=False) from Python)"]
                         _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
                         write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip, table=table)
                         hta_hrefs[cid] = f"hta/{stem}/"
