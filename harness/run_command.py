@@ -32,7 +32,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
     p.add_argument("--activation-bytes", type=int, default=4096, help="bytes each send moves (default 4096)")
     p.add_argument("--backend", default="auto", help="auto, sim, cpu, cuda or mpi (default auto)")
-    p.add_argument("--steps", default="1:6", metavar="START:END", help="recorded steps; earlier ones are warm-up (default 1:6)")
+    p.add_argument("--steps", default=None, metavar="START:END",
+                   help="recorded steps; earlier ones are warm-up (default 1:6; on sim, which is exact, 1:2)")
     p.add_argument("--transfer-timeout-s", type=float, default=None, help="mpi: longest wait for one transfer (s, default 60)")
     p.add_argument("--out", default="reports-run", metavar="DIR", help="report folder (default reports-run)")
     p.set_defaults(func=run)
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--transfer-timeout-s is for --backend mpi (its transfers between processes); the {choice.name} "
                           "backend has none")
     try:
-        steps = parse_steps(args.steps)
+        steps = parse_steps(args.steps if args.steps is not None else ("1:2" if choice.name == "sim" else "1:6"))
     except ConfigError as exc:
         raise ConfigError(f"--steps: {exc}") from None
     fields: dict[str, Any] = {"schedule": args.schedule, "stages": args.p, "microbatches": args.m, "workload": "timed",

@@ -16,6 +16,7 @@ def test_run_writes_the_report_of_one_case(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().out == f"1F1B p=2 m=4 on sim: median step 15.000 ms, bubble 20.0%; report: {tmp_path / 'rep' / 'index.html'}\n"
     (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
     assert case["backend"] == "sim" and case["metrics"]["step_time_median_ns"] == 15_000_000
+    assert case["steps"] == [1]  # sim is exact: one recorded step after one warm-up, not five identical ones
 
 
 def test_run_prints_the_notes_and_flags_under_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
