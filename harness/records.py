@@ -321,7 +321,7 @@ class RunRecords:
 
     @jobs.setter
     def jobs(self, jobs: list[JobRecord]) -> None:
-        self._jobs = jobs if isinstance(jobs, JobList) else JobList(jobs)
+        self._jobs = JobList(jobs)  # a copy, even of another records' list: the two must not change together
         self._columns = None
         self._columns_of = None
 

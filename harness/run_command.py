@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if session is not None:
         session.add(result)
         files = session.write()
+        _refuse_errored(session, files)
         from harness.summary import case_notes
 
         m = result.metrics
@@ -155,11 +156,27 @@ def merge_ranks(args: argparse.Namespace) -> int:
         print(f"note: {why}", file=sys.stderr)
     session.add(result)
     files = session.write()
+    _refuse_errored(session, files)
     m = result.metrics
     print(f"{result.label}: {len(args.parts)} rank(s) merged onto rank 0's clock, {causality.get('pairs', 0)} send/receive "
           f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
           f"report: {files.index}")
     return 0
+
+
+def _refuse_errored(session: Any, files: Any) -> None:
+    """Raise when the one case could not be reported (the session left it out of the report and
+    listed it in ``session.errored_cases``): the command must not say it succeeded.
+
+    Raises:
+        InputFormatError: the case's error, and where the report (without it) is.
+    """
+    from harness.errors import InputFormatError
+
+    if session.errored:
+        (case,) = session.errored[:1]
+        raise InputFormatError(f"case {case['label']!r} ran but cannot be reported: {case['error']}; "
+                               f"the report at {files.index} holds no case")
 
 
 def _check_times(args: argparse.Namespace) -> None:

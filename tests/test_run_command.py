@@ -73,6 +73,21 @@ def _sim_parts(tmp_path: Path, offset_ns: int) -> list[Path]:
     return paths
 
 
+def test_merge_ranks_fails_when_its_case_cannot_be_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    doc = json.loads(paths[1].read_text())
+    jobs = doc["records"]["jobs"]
+    k = next(i for i, j in enumerate(jobs) if j[3] == "F")
+    jobs[k][8] = 2**62  # a forward that ends ~146 years later: the step's figures can no longer be reported
+    paths[1].write_text(json.dumps(doc))
+    out = tmp_path / "merged"
+    assert main(["merge-ranks", str(paths[0]), str(paths[1]), "1F1B", "-p", "2", "-m", "2", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "median step" not in captured.out
+    assert captured.err.startswith("error: case '1F1B p=2 m=2' ran but cannot be reported: ")
+    assert captured.err.rstrip().endswith(f"the report at {out / 'index.html'} holds no case")
+
+
 def test_merge_ranks_writes_the_report_of_part_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = _sim_parts(tmp_path, 250_000_000)
     out = tmp_path / "merged"
