@@ -139,6 +139,14 @@ class JobColumns:
 
         n = len(jobs)
         as_array = lambda values: np.fromiter(values, np.int64, n)  # noqa: E731
+        try:
+            return cls._from_jobs(jobs, as_array, stream_index, kind_index, names, kinds, code)
+        except (OverflowError, TypeError):
+            raise _bad_job(jobs) from None
+
+    @classmethod
+    def _from_jobs(cls, jobs: list[JobRecord], as_array: Any, stream_index: dict[str, int], kind_index: dict[str, int],
+                   names: list[str], kinds: list[str], code: Any) -> JobColumns:
         return cls(
             rank=as_array(j.rank for j in jobs),
             stream=as_array(stream_index[j.stream] if j.stream in stream_index else code(stream_index, names, j.stream) for j in jobs),
@@ -188,6 +196,24 @@ class JobColumns:
         return JobColumns(self.rank[mask], self.stream[mask], self.stage[mask], self.kind[mask], self.microbatch[mask],
                           self.chunk[mask], self.step[mask], self.start_ns[mask], self.end_ns[mask], self.enqueue_ns[mask],
                           self.streams, self.kinds)
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _bad_job(jobs: list[JobRecord]) -> Exception:
+    """The error for the first job whose number fields are not whole numbers within int64 (ns)."""
+    from harness.errors import InputFormatError
+
+    for k, j in enumerate(jobs):
+        for name in ("rank", "stage", "chunk", "step", "start_ns", "end_ns", "enqueue_ns", "microbatch"):
+            value = getattr(j, name)
+            if name == "microbatch" and value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not _INT64[0] <= value <= _INT64[1]:
+                return InputFormatError(f"job {k} ({j.label} on {j.stream}, step {j.step}): {name} is {value!r}, not a whole "
+                                        "number within 64 bits (ns for times: under about 292 years)")
+    return InputFormatError("a job's number fields are not whole numbers within 64 bits")
 
 
 class JobList(list):  # type: ignore[type-arg]

@@ -26,6 +26,16 @@ from harness.window import ProfilingWindow
 
 __all__ = ["replay"]
 
+def _check_fits(makespan_ns: int, steps: int) -> None:
+    """Raise :class:`~harness.errors.ConfigError` when ``steps`` steps of ``makespan_ns`` pass the
+    records' 64-bit ns."""
+    if makespan_ns * max(1, steps) >= 1 << 63:
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"the step lasts {makespan_ns:,} ns: {steps} recorded step(s) would pass 2**63 ns (about 292 years), "
+                          "past what the records hold; give the cost model shorter jobs")
+
+
 def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, delays: list[int] | None = None) -> RunRecords:
     """The records of ``plan`` run on the sim ``device`` for ``window``'s steps (see module doc).
 
@@ -46,6 +56,7 @@ def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, de
             durations (:func:`harness.analytics.durations`).
     """
     timeline = simulate(plan, cost, delays)
+    _check_fits(timeline.makespan_ns, 1)
     order = np.asarray(plan.order, dtype=np.int64)
     cols = plan.arrays
     used = plan.streams_used()
@@ -68,6 +79,7 @@ def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, de
         offsets.append(offset)
         window.observe(step, makespan)
     n, reps = len(order), len(steps)
+    _check_fits(makespan, reps)
     shift = np.repeat(np.asarray(offsets, dtype=np.int64), n)
     columns = JobColumns(
         rank=np.tile(cols.rank[order].astype(np.int64), reps),

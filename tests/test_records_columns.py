@@ -170,3 +170,13 @@ def test_run_case_names_a_backend_that_is_not_a_name():
 
     with pytest.raises(ConfigError, match=r"backend must be a name such as 'sim', got None; valid backends: auto, sim, cpu"):
         run_case(PipelineCase("1F1B", stages=2, microbatches=2), None)  # type: ignore[arg-type]
+
+
+def test_times_past_64_bits_are_refused_naming_the_job_or_the_step():
+    from harness.errors import ConfigError, InputFormatError
+
+    rec = RunRecords("cpu", {}, 2, list(STREAMS), [1], [0], [66], [*_jobs()[:2], replace(_jobs()[2], end_ns=10**20)], [0])
+    with pytest.raises(InputFormatError, match=r"job 2 \(1F0 on rank1/compute, step 1\): end_ns is 100000000000000000000, not a whole"):
+        _ = rec.columns
+    with pytest.raises(ConfigError, match=r"the step lasts 10,818,000,000,000,000,000 ns: 1 recorded step\(s\) would pass 2\*\*63 ns"):
+        run_case(PipelineCase("1F1B", stages=2, microbatches=600, cost=FixedCost.ms(F=9e9, B=9e9)), "sim")
