@@ -271,22 +271,14 @@ def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
         first = False
 
 
-def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
-    """Flow events for each dependency in each recorded step, bound to the slices they connect.
-
-    Each end sits 1 ns inside its slice (the producer's end, or its start for a start
-    dependency - a receive starts with its send -; the consumer's start), so the enclosing
-    slice is unambiguous and arrows point forward in time; the midpoint in slices under 2 ns.
-    Where a step holds two jobs of one text, the later one is taken. Written in chunks of
-    :data:`CHUNK_ROWS` dependencies (:func:`join_rows`).
-    """
+def _flow_points(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """Per chunk of :data:`CHUNK_ROWS` dependencies of each recorded step: the producers' and consumers'
+    rows and the two ends' times (µs), for the arrows that point forward in time (see :func:`_flow_rows`)."""
     deps = case.get("deps") or []
     if not deps or not table.n:
         return
     src, dst, at_start = table.dep_ids(deps)
     at_end = ~at_start
-    mid = [f',"pid":{pid},"tid":{tid},"ts":' for pid, tid in placed.track_ids]
-    flow_id, first = 1, True
     for step in case["steps"]:  # step by step, dependency by dependency
         at = np.full(len(deps), step, dtype=np.int64)
         a, b = table.find(at, src), table.find(at, dst)
@@ -296,14 +288,52 @@ def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterat
             ca, cb, ce = a[lo:lo + CHUNK_ROWS], b[lo:lo + CHUNK_ROWS], end_side[lo:lo + CHUNK_ROWS]
             a0, a1, b0, b1 = placed.ts[ca], placed.end[ca], placed.ts[cb], placed.end[cb]
             s_ts = np.where(a1 - a0 < 0.002, (a0 + a1) / 2, np.where(ce, a1 - 0.001, a0 + 0.001))
-            f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, b0 + 0.001)
-            ids = int_texts(np.arange(flow_id, flow_id + len(ca), dtype=np.int64))
-            flow_id += len(ca)
-            text = join_rows(['{"ph":"s","id":', ids, pick(mid, placed.track[ca]), float_texts(s_ts),
-                              ',"name":"dependency","cat":"dependency"},{"ph":"f","id":', ids, pick(mid, placed.track[cb]), float_texts(f_ts),
-                              ',"name":"dependency","cat":"dependency","bp":"e"}'], ",")
-            yield text if first else "," + text
-            first = False
+            # the consumer's start; later inside it where the arrow leaves later (a receive posted before its send
+            # starts, as MPI runs post them), so that it never points back in time
+            f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, np.minimum(np.maximum(b0 + 0.001, s_ts), b1 - 0.001))
+            forward = f_ts >= s_ts  # not where the consumer ended before the producer's point (see _backward_flows)
+            if not forward.all():
+                ca, cb, s_ts, f_ts = ca[forward], cb[forward], s_ts[forward], f_ts[forward]
+            yield ca, cb, s_ts, f_ts
+
+
+def _backward_flows(case: dict[str, Any], table: JobTable, placed: _Placed) -> int:
+    """How many dependencies get no arrow because their consumer ended before the producer's end (or, for
+    a receive, before its send started): a receive that only posts, as an imported ``torch.profiler``
+    trace records PyTorch's ``irecv``, or a pair the clock alignment misplaces within its bound."""
+    deps = case.get("deps") or []
+    if not deps or not table.n:
+        return 0
+    total = sum(len(ca) for ca, _, _, _ in _flow_points(case, table, placed))
+    src, dst, _ = table.dep_ids(deps)
+    every = 0
+    for step in case["steps"]:
+        at = np.full(len(deps), step, dtype=np.int64)
+        every += int(((table.find(at, src) >= 0) & (table.find(at, dst) >= 0)).sum())
+    return every - total
+
+
+def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
+    """Flow events for each dependency in each recorded step, bound to the slices they connect.
+
+    Each end sits 1 ns inside its slice (the producer's end, or its start for a start
+    dependency - a receive starts with its send -; the consumer's start, or later in the consumer
+    where the producer's end is later, as for a receive posted before its send starts), so the
+    enclosing slice is unambiguous and arrows point forward in time; the midpoint in slices under 2 ns.
+    A dependency whose consumer ended before that point gets no arrow (:func:`_backward_flows` counts
+    them for ``otherData``). Where a step holds two jobs of one text, the later one is taken. Written
+    in chunks of :data:`CHUNK_ROWS` dependencies (:func:`join_rows`).
+    """
+    mid = [f',"pid":{pid},"tid":{tid},"ts":' for pid, tid in placed.track_ids]
+    flow_id, first = 1, True
+    for ca, cb, s_ts, f_ts in _flow_points(case, table, placed):
+        ids = int_texts(np.arange(flow_id, flow_id + len(ca), dtype=np.int64))
+        flow_id += len(ca)
+        text = join_rows(['{"ph":"s","id":', ids, pick(mid, placed.track[ca]), float_texts(s_ts),
+                          ',"name":"dependency","cat":"dependency"},{"ph":"f","id":', ids, pick(mid, placed.track[cb]), float_texts(f_ts),
+                          ',"name":"dependency","cat":"dependency","bp":"e"}'], ",")
+        yield text if first else "," + text
+        first = False
 
 
 def _other_data(case: dict[str, Any]) -> dict[str, Any]:
@@ -337,7 +367,14 @@ def write_trace_to(fh: IO[str], case: dict[str, Any], flows: bool = True, table:
     placed = _Placed(table, slots, sub)
     recompute = {(int(st), str(k)): int(ns) for st, k, ns in case.get("recompute") or []}
     head_events = _head_events(case, slots) + _overflow_events(table, slots, sub)
-    head, tail = document_parts({"traceEvents": [], "otherData": _other_data(case)}, "traceEvents", _SEP)
+    other = _other_data(case)
+    # sim's timeline keeps every dependency (a receive starts with its send): only measured or imported runs can lack arrows
+    backward = _backward_flows(case, table, placed) if flows and case.get("backend") != "sim" else 0
+    if backward:
+        other["dependencies_without_arrow"] = (
+            f"{backward} dependencies get no arrow: their consumer ended before the producer's point (a receive that only "
+            "posts, as torch.profiler records irecv, or a pair the clock alignment misplaces within its bound)")
+    head, tail = document_parts({"traceEvents": [], "otherData": other}, "traceEvents", _SEP)
     pieces = [
         [",".join(json.dumps(e, separators=_SEP, allow_nan=False) for e in head_events)],
         _job_rows(table, placed, recompute),
