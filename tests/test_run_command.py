@@ -167,3 +167,12 @@ def test_an_unknown_option_is_named_with_the_commands_own_usage(capsys: pytest.C
     err = capsys.readouterr().err
     assert err.startswith("usage: pipeline-harness run ")
     assert err.rstrip().endswith("pipeline-harness run: error: unrecognized arguments: --backnd sim")
+
+
+def test_run_takes_the_trace_options_and_says_a_size_warning_as_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--trace-gzip", "--trace-steps=1", "--size-warn-mb=0.001",
+                 "--out", str(tmp_path / "rep")]) == 0
+    assert [p.name for p in (tmp_path / "rep" / "traces").iterdir()] == ["1F1B_p=2_m=4.json.gz"]
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("warning: the trace of case '1F1B p=2 m=4' will be about ")
+    assert "--trace-gzip" not in err[0] and "--trace-no-flows (no dependency arrows)" in err[0]  # only what is not in use yet
