@@ -564,7 +564,7 @@ class _BenchmarkRegressionGuard:
 def pytest_unconfigure(config: pytest.Config) -> None:
     # after pytest's own summary (it calls no pytest_terminal_summary after collection errors): the last word
     hc = config.stash.get(_KEY, None)
-    if hc is not None and hc.profile and not hc.results:
+    if hc is not None and hc.profile:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             _say_collection_errors(tr, hc)
@@ -618,10 +618,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def _say_collection_errors(tr: Any, hc: HarnessConfig) -> None:
     """With --profile-jobs, files that failed to collect stop pytest before any case runs: say that no
-    report was written and how to run the other cases."""
+    report was written and how to run the other cases; with --continue-on-collection-errors, say the
+    report lacks their cases."""
     failed = [r for r in tr.stats.get("error", []) if isinstance(r, pytest.CollectReport)]
-    if failed:
-        names = ", ".join(sorted({str(r.nodeid) or "." for r in failed})[:5]) + (", ..." if len(failed) > 5 else "")
+    if not failed:
+        return
+    names = ", ".join(sorted({str(r.nodeid) or "." for r in failed})[:5]) + (", ..." if len(failed) > 5 else "")
+    if hc.written is not None:  # --continue-on-collection-errors: the report is there, without their cases
+        tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}): the report in "
+                      f"{_shown(hc.report_dir)}/ holds the other cases only", yellow=True)
+    elif not hc.results:
         tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}), so pytest ran no case and "
                       f"reports in {_shown(hc.report_dir)}/ were left as they were; fix them, or pass "
                       "--continue-on-collection-errors to run and report the other cases", yellow=True)
