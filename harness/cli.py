@@ -41,6 +41,7 @@ from harness.compare import (
 from harness.cost import MAX_DURATION_NS, CostModel
 from harness.errors import ConfigError, HarnessError
 from harness.overlap import groups_of
+from harness.report.output import add_trace_arguments, trace_options_of
 
 __all__ = [
     "Threshold",
@@ -93,25 +94,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # folder): under the publish lock, with the page rendered from it, so a render that published
     # into the folder meanwhile cannot leave its results.json beside this render's page.
     files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err,
-                         trace_options=_trace_options(args))
+                         trace_options=trace_options_of(args))
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
     return 0
-
-
-def _add_trace_options(p: argparse.ArgumentParser) -> None:
-    from harness.report.output import TRACE_OPTIONS
-
-    for name, metavar, text in TRACE_OPTIONS:
-        if metavar is None:
-            p.add_argument(name, action="store_true", help=text)
-        else:
-            p.add_argument(name, metavar=metavar, help=text)
-
-
-def _trace_options(args: argparse.Namespace) -> Any:
-    from harness.report.output import parse_trace_options
-
-    return parse_trace_options(args.trace_gzip, args.trace_steps, args.trace_no_flows, args.size_warn_mb)
 
 
 def _said_once(ids: Sequence[str], note: str) -> str:
@@ -214,7 +199,7 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     doc = results_document([case], {"source": f"PaddlePaddle logs in {args.log_dir}"})
     out = Path(args.out)
     files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir),
-                         trace_options=_trace_options(args))
+                         trace_options=trace_options_of(args))
     n = len(case["jobs"]["kind"])
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
@@ -478,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="report folder (default: the results file's folder)")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    _add_trace_options(p)
+    add_trace_arguments(p)
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, "
@@ -507,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "placement, else stage = chunk * p + rank")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    _add_trace_options(p)
+    add_trace_arguments(p)
     p.set_defaults(func=_cmd_import_paddle)
 
     p = sub.add_parser("import-torch", help="render torch.profiler traces of a torch.distributed.pipelining run as our reports")

@@ -167,21 +167,31 @@ def _build_step_view(cols: Any, records: Any, plan: Any, step: int) -> _StepView
                      int(records.step_end_ns[k]), (present, start, end, rank))
 
 
-#: The last :func:`_stream_prev` (its plan and answer), for the same reason as :data:`_LAST_VIEW`.
-_LAST_PREV: list[Any] = []
+#: The last :func:`_walk_of` (its plan and answer), for the same reason as :data:`_LAST_VIEW`.
+_LAST_WALK: list[Any] = []
 
 
-def _prev_of(plan: Any) -> Any:
-    if not (_LAST_PREV and _LAST_PREV[0] is plan):
-        _LAST_PREV[:] = [plan, _stream_prev(plan), _plan_csr(plan)]
-    return _LAST_PREV[1]
+@dataclass(frozen=True)
+class _Walk:
+    """What walking back through a plan needs, per job ``j``: ``prev[j]``, the job before it on its stream
+    (:func:`_stream_prev`), and its dependencies in CSR form (:class:`~harness.plan.PlanArrays`' ``deps_*``
+    and ``start_*``), all int64 memoryviews."""
+
+    prev: Any
+    ptr: Any
+    idx: Any
+    sptr: Any
+    sidx: Any
 
 
-def _csr_of(plan: Any) -> tuple[Any, Any, Any, Any]:
-    """The plan's dependency CSR columns (:class:`~harness.plan.PlanArrays`) as int64 memoryviews."""
-    if not (_LAST_PREV and _LAST_PREV[0] is plan):
-        _prev_of(plan)
-    return _LAST_PREV[2]  # type: ignore[no-any-return]
+def _walk_of(plan: Any) -> _Walk:
+    if not (_LAST_WALK and _LAST_WALK[0] is plan):
+        import numpy as np
+
+        a = plan.arrays
+        csr = [_view(np.ascontiguousarray(x, dtype=np.int64)) for x in (a.deps_ptr, a.deps_idx, a.start_ptr, a.start_idx)]
+        _LAST_WALK[:] = [plan, _Walk(_stream_prev(plan), *csr)]
+    return _LAST_WALK[1]  # type: ignore[no-any-return]
 
 
 def _stream_prev(plan: Any) -> Any:
@@ -206,20 +216,19 @@ def _label(plan: Any, j: int) -> str:
     return f"{int(a.stage[j])}{_KINDS[int(a.kind[j])].value}{'' if mb < 0 else mb}"
 
 
-def _binding(j: int, view: _StepView, plan: Any, prev: Any) -> tuple[int, int, bool]:
+def _binding(j: int, view: _StepView, walk: _Walk) -> tuple[int, int, bool]:
     """The constraint that released job ``j``: ``(job, time, is_dependency)``, or ``(-1, -1, False)``."""
     best, t_best, dep = -1, -1, False
     present, start, end = view.present, view.start, view.end
-    ptr, idx, sptr, sidx = _csr_of(plan)
-    for k in range(ptr[j], ptr[j + 1]):
-        d = idx[k]
+    for k in range(walk.ptr[j], walk.ptr[j + 1]):
+        d = walk.idx[k]
         if present[d] and end[d] >= t_best:
             best, t_best, dep = d, end[d], True
-    for k in range(sptr[j], sptr[j + 1]):
-        d = sidx[k]
+    for k in range(walk.sptr[j], walk.sptr[j + 1]):
+        d = walk.sidx[k]
         if present[d] and start[d] >= t_best:
             best, t_best, dep = d, start[d], True
-    q = prev[j]
+    q = walk.prev[j]
     if q >= 0 and present[q] and end[q] > t_best:  # strictly later: a dependency wins a tie
         best, t_best, dep = q, end[q], False
     return best, t_best, dep
@@ -228,13 +237,6 @@ def _binding(j: int, view: _StepView, plan: Any, prev: Any) -> tuple[int, int, b
 def _view(array: Any) -> Any:
     """A memoryview of a contiguous numpy array: indexing it gives Python ints (or bools), fast."""
     return memoryview(array)
-
-
-def _plan_csr(plan: Any) -> tuple[Any, Any, Any, Any]:
-    import numpy as np
-
-    a = plan.arrays
-    return tuple(_view(np.ascontiguousarray(x, dtype=np.int64)) for x in (a.deps_ptr, a.deps_idx, a.start_ptr, a.start_idx))  # type: ignore[return-value]
 
 
 def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalPath:
@@ -257,7 +259,7 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
     present, _, end_a, _ = view.arrays
     if not present.any():
         raise ValueError(f"step {step} recorded no job of the plan")
-    prev = _prev_of(plan)
+    walk = _walk_of(plan)
     ends = np.where(present, end_a, np.iinfo(np.int64).min)
     j = int(np.argmax(ends))  # the last to end; the first such in plan order
     end = view.end[j]
@@ -265,7 +267,7 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
     gaps: list[int] = []
     while j >= 0:
         chain.append(j)
-        b, t, _ = _binding(j, view, plan, prev)
+        b, t, _ = _binding(j, view, walk)
         gaps.append(view.start[j] - (t if b >= 0 else view.t0))
         j = b
     chain.reverse()
@@ -296,7 +298,7 @@ def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaitin
         raise ValueError(f"step {step} was not recorded (recorded: {records.steps})")
     view = _step_view(records, plan, step)
     t0, t1 = view.t0, view.t1
-    prev = _prev_of(plan)
+    walk = _walk_of(plan)
     kind_of = plan.arrays.kind
     compute_codes = np.array([KIND_CODE[JobKind(k)] for k in _COMPUTE], dtype=np.int64)
     present, start_a, end_a, rank_a = view.arrays
@@ -325,12 +327,12 @@ def waiting(records: Any, plan: Any, step: int | None = None) -> list[RankWaitin
                     add("warm-up", gap)
                     continue
                 i = int(mine_all[lo + n])
-                dep_b, _t, is_dep = _binding(i, view, plan, prev)
+                dep_b, _t, is_dep = _binding(i, view, walk)
                 if dep_b < 0 or not is_dep:
                     add("host gap", gap)
                 elif _KINDS[int(kind_of[dep_b])].is_comm:
-                    ptr, idx, sptr, sidx = _csr_of(plan)
-                    sources = [sidx[k] for k in range(sptr[dep_b], sptr[dep_b + 1])] + [idx[k] for k in range(ptr[dep_b], ptr[dep_b + 1])]
+                    sources = ([walk.sidx[k] for k in range(walk.sptr[dep_b], walk.sptr[dep_b + 1])]
+                               + [walk.idx[k] for k in range(walk.ptr[dep_b], walk.ptr[dep_b + 1])])
                     peer = next((view.rank[d] for d in sources if view.present[d]), view.rank[dep_b])
                     add(f"waiting for a transfer from rank {peer}", gap)
                 else:

@@ -139,28 +139,23 @@ class JobColumns:
 
         n = len(jobs)
         as_array = lambda values: np.fromiter(values, np.int64, n)  # noqa: E731
-        try:
-            return cls._from_jobs(jobs, as_array, stream_index, kind_index, names, kinds, code)
+        try:  # (keyword arguments are evaluated in order: the tables are complete when they are passed)
+            return cls(
+                rank=as_array(j.rank for j in jobs),
+                stream=as_array(stream_index[j.stream] if j.stream in stream_index else code(stream_index, names, j.stream) for j in jobs),
+                stage=as_array(j.stage for j in jobs),
+                kind=as_array(kind_index[j.kind] if j.kind in kind_index else code(kind_index, kinds, j.kind) for j in jobs),
+                microbatch=as_array(-1 if j.microbatch is None else j.microbatch for j in jobs),
+                chunk=as_array(j.chunk for j in jobs),
+                step=as_array(j.step for j in jobs),
+                start_ns=as_array(j.start_ns for j in jobs),
+                end_ns=as_array(j.end_ns for j in jobs),
+                enqueue_ns=as_array(j.enqueue_ns for j in jobs),
+                streams=tuple(names),
+                kinds=tuple(kinds),
+            )
         except (OverflowError, TypeError):
             raise _bad_job(jobs) from None
-
-    @classmethod
-    def _from_jobs(cls, jobs: list[JobRecord], as_array: Any, stream_index: dict[str, int], kind_index: dict[str, int],
-                   names: list[str], kinds: list[str], code: Any) -> JobColumns:
-        return cls(
-            rank=as_array(j.rank for j in jobs),
-            stream=as_array(stream_index[j.stream] if j.stream in stream_index else code(stream_index, names, j.stream) for j in jobs),
-            stage=as_array(j.stage for j in jobs),
-            kind=as_array(kind_index[j.kind] if j.kind in kind_index else code(kind_index, kinds, j.kind) for j in jobs),
-            microbatch=as_array(-1 if j.microbatch is None else j.microbatch for j in jobs),
-            chunk=as_array(j.chunk for j in jobs),
-            step=as_array(j.step for j in jobs),
-            start_ns=as_array(j.start_ns for j in jobs),
-            end_ns=as_array(j.end_ns for j in jobs),
-            enqueue_ns=as_array(j.enqueue_ns for j in jobs),
-            streams=tuple(names),
-            kinds=tuple(kinds),
-        )
 
     def kind_mask(self, tokens: Any) -> np.ndarray:
         """Boolean array, shape ``(n,)``: the jobs whose kind is one of ``tokens``."""

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.report.output import add_trace_arguments, trace_options_of
+
 __all__ = ["add_parser", "merge_ranks", "run"]
 
 
@@ -36,7 +38,7 @@ def add_parser(sub: Any) -> None:
                    help="recorded steps; earlier ones are warm-up (default 1:6; on sim, which is exact, 1:2)")
     p.add_argument("--transfer-timeout-s", type=float, default=None, help="mpi: longest wait for one transfer (s, default 60)")
     p.add_argument("--out", default="reports-run", metavar="DIR", help="report folder (default reports-run)")
-    _add_trace_options(p)
+    add_trace_arguments(p)
     p.set_defaults(func=run)
 
     q = sub.add_parser("merge-ranks", help="merge per-rank part files (harness.rank_merge.write_part) of one run onto rank 0's "
@@ -49,7 +51,7 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--forward-ms", type=float, default=1.0, help="the run's forward time per stage (ms, default 1): the theory's")
     q.add_argument("--backward-ms", type=float, default=2.0, help="the run's backward time per stage (ms, default 2)")
     q.add_argument("--out", default="reports-merged", metavar="DIR", help="report folder (default reports-merged)")
-    _add_trace_options(q)
+    add_trace_arguments(q)
     q.set_defaults(func=merge_ranks)
 
 
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         from harness.mpi_plugin import writes_reports
 
         writes = writes_reports()
-    session = ProfileSession(Path(args.out), choice, steps, trace_options=_trace_options(args)) if writes else None
+    session = ProfileSession(Path(args.out), choice, steps, trace_options=trace_options_of(args)) if writes else None
     if session is not None:
         session.prepare()
     result = run_case(case, backend=choice, steps=steps, device_options=options)
@@ -145,7 +147,7 @@ def merge_ranks(args: argparse.Namespace) -> int:
     case = PipelineCase(**fields)
     choice = BackendChoice(records.backend, records.backend, f"merged from {len(args.parts)} part file(s)")
     session = ProfileSession(Path(args.out), choice, range(records.warmup_steps, records.warmup_steps + len(records.steps)),
-                             trace_options=_trace_options(args))
+                             trace_options=trace_options_of(args))
     session.prepare()
     result = run_case(case, backend=choice, records=records)
     causality = records.device.get("causality") or {}
@@ -165,19 +167,6 @@ def merge_ranks(args: argparse.Namespace) -> int:
           f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
           f"report: {files.index}")
     return 0
-
-
-def _add_trace_options(p: Any) -> None:
-    """``--trace-gzip``, ``--trace-steps``, ``--trace-no-flows``, ``--size-warn-mb``, as ``report`` has them."""
-    from harness.cli import _add_trace_options as add
-
-    add(p)
-
-
-def _trace_options(args: argparse.Namespace) -> Any:
-    from harness.cli import _trace_options as parse
-
-    return parse(args)
 
 
 def _warn(text: str) -> None:

@@ -78,9 +78,8 @@ def stability_flags(
         # the interval the summary's CI column shows (order statistics), not a ± of one standard error
         ci = ""
         if step_stats.n > 1 and step_stats.median:
-            wide = max(step_stats.median - step_stats.ci_low, step_stats.ci_high - step_stats.median) / step_stats.median
-            level = "" if 0.95 <= step_stats.ci_level < 0.96 else f" (its real coverage {100 * step_stats.ci_level:.0f}%)"
-            ci = f"; the median's 95% confidence interval reaches ±{100 * wide:.1f}%{level}"
+            level = f" (its real coverage {100 * step_stats.ci_level:.0f}%)" if step_stats.ci_level_differs else ""
+            ci = f"; the median's 95% confidence interval reaches ±{100 * step_stats.ci_reach:.1f}%{level}"
         flags.append(Flag("unstable", f"{window.describe()}{ci}"))
     if step_stats.n > 1 and step_stats.iqr_over_median > UNSTABLE_IQR:
         flags.append(Flag("unstable", f"step times spread widely: IQR {step_stats.iqr / 1e6:.3f} ms is "

@@ -108,6 +108,18 @@ class SampleStats:
     outliers: tuple[int, ...] = ()
 
     @property
+    def ci_reach(self) -> float:
+        """How far the median's confidence interval reaches, relative to the median: the larger side's
+        distance, ``max(median - ci_low, ci_high - median) / median`` (0 when the median is 0)."""
+        return max(self.median - self.ci_low, self.ci_high - self.median) / self.median if self.median else 0.0
+
+    @property
+    def ci_level_differs(self) -> bool:
+        """Whether the interval's real coverage (``ci_level``) is other than the 95 % asked for, as the
+        number of samples makes it (:func:`median_ci`): then it is worth saying."""
+        return not 0.95 <= self.ci_level < 0.96
+
+    @property
     def iqr_over_median(self) -> float:
         """``iqr / median`` (0 when the median is 0): the spread the unstable flag reads."""
         return self.iqr / self.median if self.median else 0.0

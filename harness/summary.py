@@ -36,8 +36,8 @@ def _ci(r: CaseResult) -> str:
         return "exact"
     if st is None or st.n < 2 or not st.median:
         return "—"
-    text = f"±{100 * max(st.median - st.ci_low, st.ci_high - st.median) / st.median:.1f}%"
-    if not 0.95 <= st.ci_level < 0.96:  # the interval's real coverage, when n makes it differ from 95 %
+    text = f"±{100 * st.ci_reach:.1f}%"
+    if st.ci_level_differs:  # the interval's real coverage, when n makes it differ from 95 %
         text += f" ({100 * st.ci_level:.0f}%)"
     return text
 

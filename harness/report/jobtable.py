@@ -19,10 +19,10 @@ import numpy as np
 from harness.report.jsontext import pick
 from harness.report.layout import job_label, track_overflow
 
-__all__ = ["JobTable"]
+__all__ = ["JobTable", "label_texts"]
 
 
-def _label_texts(stage: list[int], kind: list[int], microbatch: list[int], kinds: list[str]) -> list[str]:
+def label_texts(stage: list[int], kind: list[int], microbatch: list[int], kinds: list[str]) -> list[str]:
     """``job_label(stage[i], kinds[kind[i]], microbatch[i] or None where -1)`` for every i, made from
     columns (:func:`harness.report.jsontext.join_rows`) where no kind holds the separator used."""
     from harness.report.jsontext import int_texts, join_rows, microbatch_texts, pick
@@ -108,7 +108,7 @@ class JobTable:
         else:
             label = np.zeros(0, dtype=np.int64)
             u_mb, u_kind, u_stage = [], [], []
-        labels = _label_texts(u_stage, u_kind, u_mb, kinds)
+        labels = label_texts(u_stage, u_kind, u_mb, kinds)
         return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
                    label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)

@@ -31,11 +31,13 @@ __all__ = [
     "TRACE_OPTIONS",
     "ReportSizeWarning",
     "TraceOptions",
+    "add_trace_arguments",
     "hta_size_estimate",
     "open_output",
     "parse_trace_options",
     "read_json",
     "size_warning",
+    "trace_options_of",
     "trace_size_estimate",
 ]
 
@@ -103,6 +105,20 @@ TRACE_OPTIONS = (
     ("--trace-no-flows", None, "leave the dependency arrows (flow events) out of the traces"),
     ("--size-warn-mb", "MB", f"warn about a report file estimated past MB megabytes (default {SIZE_WARN_BYTES // 10**6}; 0: never)"),
 )
+
+
+def add_trace_arguments(parser: Any) -> None:
+    """Add :data:`TRACE_OPTIONS` to an ``argparse`` parser (the commands that write reports)."""
+    for name, metavar, text in TRACE_OPTIONS:
+        if metavar is None:
+            parser.add_argument(name, action="store_true", help=text)
+        else:
+            parser.add_argument(name, metavar=metavar, help=text)
+
+
+def trace_options_of(args: Any) -> TraceOptions:
+    """:func:`parse_trace_options` of the values :func:`add_trace_arguments` parsed into ``args``."""
+    return parse_trace_options(args.trace_gzip, args.trace_steps, args.trace_no_flows, args.size_warn_mb)
 
 
 def parse_trace_options(gzip: bool, steps: str | None, no_flows: bool, warn_mb: str | None) -> TraceOptions:

@@ -99,9 +99,9 @@ def _dependency_rows(plan: Any) -> list[list[str]]:
     if not n:
         return []
     from harness.records import KINDS
+    from harness.report.jobtable import label_texts
 
-    tokens = [KINDS[k] for k in a.kind.tolist()]
-    labels = np.array([f"{s}{k}{'' if b < 0 else b}" for s, k, b in zip(a.stage.tolist(), tokens, a.microbatch.tolist())], dtype=object)
+    labels = np.array(label_texts(a.stage.tolist(), a.kind.tolist(), a.microbatch.tolist(), list(KINDS)), dtype=object)
     dst_end = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.deps_ptr))
     dst_start = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.start_ptr))
     src = np.concatenate((a.deps_idx, a.start_idx)).astype(np.int64)

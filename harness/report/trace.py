@@ -271,9 +271,10 @@ def _memory_rows(case: dict[str, Any]) -> Iterator[str]:
         first = False
 
 
-def _flow_points(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[tuple[Any, Any, Any, Any]]:
+def _flow_points(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[tuple[Any, Any, Any, Any, int]]:
     """Per chunk of :data:`CHUNK_ROWS` dependencies of each recorded step: the producers' and consumers'
-    rows and the two ends' times (µs), for the arrows that point forward in time (see :func:`_flow_rows`)."""
+    rows and the two ends' times (µs) of the arrows that point forward in time (see :func:`_flow_rows`),
+    and how many of the chunk's dependencies get none."""
     deps = case.get("deps") or []
     if not deps or not table.n:
         return
@@ -292,25 +293,17 @@ def _flow_points(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iter
             # starts, as MPI runs post them), so that it never points back in time
             f_ts = np.where(b1 - b0 < 0.002, (b0 + b1) / 2, np.minimum(np.maximum(b0 + 0.001, s_ts), b1 - 0.001))
             forward = f_ts >= s_ts  # not where the consumer ended before the producer's point (see _backward_flows)
-            if not forward.all():
+            dropped = len(forward) - int(forward.sum())
+            if dropped:
                 ca, cb, s_ts, f_ts = ca[forward], cb[forward], s_ts[forward], f_ts[forward]
-            yield ca, cb, s_ts, f_ts
+            yield ca, cb, s_ts, f_ts, dropped
 
 
 def _backward_flows(case: dict[str, Any], table: JobTable, placed: _Placed) -> int:
     """How many dependencies get no arrow because their consumer ended before the producer's end (or, for
     a receive, before its send started): a receive that only posts, as an imported ``torch.profiler``
     trace records PyTorch's ``irecv``, or a pair the clock alignment misplaces within its bound."""
-    deps = case.get("deps") or []
-    if not deps or not table.n:
-        return 0
-    total = sum(len(ca) for ca, _, _, _ in _flow_points(case, table, placed))
-    src, dst, _ = table.dep_ids(deps)
-    every = 0
-    for step in case["steps"]:
-        at = np.full(len(deps), step, dtype=np.int64)
-        every += int(((table.find(at, src) >= 0) & (table.find(at, dst) >= 0)).sum())
-    return every - total
+    return sum(dropped for *_, dropped in _flow_points(case, table, placed))
 
 
 def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterator[str]:
@@ -326,7 +319,7 @@ def _flow_rows(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iterat
     """
     mid = [f',"pid":{pid},"tid":{tid},"ts":' for pid, tid in placed.track_ids]
     flow_id, first = 1, True
-    for ca, cb, s_ts, f_ts in _flow_points(case, table, placed):
+    for ca, cb, s_ts, f_ts, _ in _flow_points(case, table, placed):
         ids = int_texts(np.arange(flow_id, flow_id + len(ca), dtype=np.int64))
         flow_id += len(ca)
         text = join_rows(['{"ph":"s","id":', ids, pick(mid, placed.track[ca]), float_texts(s_ts),
