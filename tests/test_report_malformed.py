@@ -161,3 +161,40 @@ def test_an_unknown_outcome_is_refused(tmp_path, doc):
 def test_run_case_wants_a_range_of_steps():
     with pytest.raises(ConfigError, match=r"^steps must be a range of step indices, e\.g\. range\(1, 4\) .*got \(4, 1\)$"):
         run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", steps=(4, 1))
+
+
+def test_a_field_json_cannot_hold_is_named_and_costs_only_its_case(pytester):
+    from harness.report.fields import case_field_problem
+
+    pytester.makepyfile(test_cases='''
+import math
+from harness import PipelineCase
+
+class Mine:
+    def __init__(self, described):
+        self.described = described
+    def duration_ns(self, job, n): return 1000
+    def flops(self, job, n): return 0.0
+    def nbytes(self, job, n): return 0
+    def is_uniform(self, n): return True
+    def describe(self): return {"model": "mine", "tflops": self.described}
+
+def test_good(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2))
+
+def test_nan(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=Mine(math.nan), name="nan"))
+
+def test_object(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=Mine(object()), name="object"))
+''')
+    result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:randomly")
+    assert result.ret == 0
+    doc = json.loads((pytester.path / "reports" / "results.json").read_text())
+    assert [c["id"] for c in doc["cases"]] == ["test_cases.py::test_good"]  # the good case keeps its report
+    errors = {e["label"]: e["error"] for e in doc["session"]["errored_cases"]}
+    assert errors["nan"] == "cost.tflops is not a finite number (NaN or infinite), which JSON cannot hold"
+    assert errors["object"].startswith("cost.tflops is <object object at ") and errors["object"].endswith("a value JSON cannot hold")
+    case = doc["cases"][0]
+    case["critical_path"]["bogus"] = float("inf")
+    assert case_field_problem(case) == "critical_path.bogus is not a finite number (NaN or infinite), which JSON cannot hold"

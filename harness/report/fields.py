@@ -119,18 +119,51 @@ def _flags_problem(flags: Any) -> str | None:
     return None
 
 
-def _surrogate_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
-    """:func:`harness.text.first_surrogate` of ``case`` outside ``skip``: orjson, which refuses any
-    surrogate, encodes the case in C first; only where it refuses is the case walked for the path."""
+_SURROGATE = "holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
+
+
+def _unwritable_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
+    """The first field of ``case`` outside ``skip`` that results.json cannot hold, described as a
+    problem, or ``None``: a surrogate code point (:func:`harness.text.first_surrogate`), a NaN or
+    infinite float (JSON has none), or a value of no JSON type (an object a custom cost model's
+    ``describe`` returned). orjson encodes the case in C first; only where it refuses is the case
+    walked for the path."""
+    import math
+
     import orjson
 
+    from harness.report.jsontext import _first_non_finite
     from harness.text import first_surrogate
 
+    rest = {k: v for k, v in case.items() if k not in skip}
     try:
-        orjson.dumps({k: v for k, v in case.items() if k not in skip})
-        return None
-    except (TypeError, ValueError):  # a surrogate, or something else orjson does not write (a non-str key...)
-        return first_surrogate(case, "", skip=skip)
+        orjson.dumps(rest)
+        refused = False
+    except (TypeError, ValueError):  # a surrogate, an integer past 64 bits, a non-str key, an object...
+        refused = True
+        unsafe = first_surrogate(case, "", skip=skip)
+        if unsafe:
+            return f"{unsafe} {_SURROGATE}"
+    where = _first_non_finite(rest, "")  # (orjson writes NaN as null: looked for apart)
+    if where:
+        return f"{where.lstrip('.')} is not a finite number (NaN or infinite), which JSON cannot hold"
+
+    def walk(value: Any, name: str) -> str | None:
+        if value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+            return None
+        if isinstance(value, dict):
+            for k, x in value.items():
+                if not isinstance(k, str):
+                    return f"{name} has the key {k!r} ({type(k).__name__}), expected text keys"
+                got = walk(x, f"{name}.{k}" if name else k)
+                if got:
+                    return got
+            return None
+        if isinstance(value, (list, tuple)):
+            return next((got for k, x in enumerate(value) if (got := walk(x, f"{name}[{k}]"))), None)
+        return f"{name} is {_show(value)}, a value JSON cannot hold"
+
+    return walk(rest, "") if refused else None
 
 
 def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) -> str | None:
@@ -143,9 +176,9 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
             built once its job columns are known to fit, are appended to it (the renderers reuse them);
             a job column entry past 64 bits, which they cannot hold, is then a problem too.
     """
-    unsafe = _surrogate_field(case, frozenset({"jobs", "deps"}))  # the big columns are checked by type below
-    if unsafe:
-        return f"{unsafe} holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
+    unwritable = _unwritable_field(case, frozenset({"jobs", "deps"}))  # the big columns are checked by type below
+    if unwritable:
+        return unwritable
     checks: list[str | None] = [_value_problem("id", case.get("id"), _is_str)]
     if case.get("id") == "":
         return "id is '' (str), expected a name (reports and compare match cases by id)"
