@@ -113,8 +113,11 @@ class OffsetEstimate:
                 raise ConfigError(f"{where}: clock estimate {k} must be a whole number of ns, got {v!r}")
         if values["bound_ns"] < 0:
             raise ConfigError(f"{where}: clock estimate bound_ns must be >= 0, got {values['bound_ns']}")
-        return cls(values["offset_ns"], values["bound_ns"], values["at_ns"], int(data.get("rtt_ns", 2 * values["bound_ns"])),
-                   int(data.get("samples", 1)))
+        extra = {"rtt_ns": data.get("rtt_ns", 2 * values["bound_ns"]), "samples": data.get("samples", 1)}
+        for k, v in extra.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"{where}: clock estimate {k} must be a whole number of 0 or more, got {v!r}")
+        return cls(values["offset_ns"], values["bound_ns"], values["at_ns"], extra["rtt_ns"], extra["samples"])
 
 
 def best_exchange(exchanges: Sequence[tuple[int, int, int]]) -> OffsetEstimate:

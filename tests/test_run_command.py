@@ -176,3 +176,18 @@ def test_run_takes_the_trace_options_and_says_a_size_warning_as_a_line(tmp_path:
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("warning: the trace of case '1F1B p=2 m=4' will be about ")
     assert "--trace-gzip" not in err[0] and "--trace-no-flows (no dependency arrows)" in err[0]  # only what is not in use yet
+
+
+def test_merge_ranks_names_a_clock_estimate_field_that_is_not_a_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _sim_parts(tmp_path, 0)
+    doc = json.loads(paths[1].read_text())
+    doc["clock"]["start"]["samples"] = "x"
+    paths[1].write_text(json.dumps(doc))
+    assert main(["merge-ranks", str(paths[0]), str(paths[1]), "1F1B", "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
+    assert "clock estimate samples must be a whole number of 0 or more, got 'x'" in capsys.readouterr().err
+
+
+def test_import_torch_refuses_a_clock_offset_past_64_bits(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = Path(__file__).parent / "data" / "torch_traces" / "Schedule1F1B_2rank_m4"
+    assert main(["import-torch", str(folder), "--clock-offsets", "0,99999999999999999999999"]) == 2
+    assert "99999999999999999999999 ns is more than 2**62 ns" in capsys.readouterr().err

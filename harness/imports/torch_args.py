@@ -53,14 +53,18 @@ def clock_offsets_list(text: str) -> list[int]:
     """``--clock-offsets``: ``"0,-3000"`` -> ``[0, -3000]`` (ns per rank, in rank order).
 
     Raises:
-        ConfigError: not a comma-separated list of whole numbers of ns.
+        ConfigError: not a comma-separated list of whole numbers of ns, or one of 2**62 ns or more.
     """
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        offsets = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"--clock-offsets {text!r}: expected one whole number of ns per rank, comma-separated, "
                           "e.g. 0,-5000 (a list that starts with a minus sign works as '--clock-offsets -5,5' or "
                           "'--clock-offsets=-5,5')") from None
+    big = next((x for x in offsets if abs(x) >= 1 << 62), None)
+    if big is not None:  # the times it shifts must stay within 64 bits of ns
+        raise ConfigError(f"--clock-offsets {text!r}: {big} ns is more than 2**62 ns (about 146 years); give each rank's offset in ns")
+    return offsets
 
 
 def int_list(text: str, flag: str) -> list[int]:
