@@ -494,7 +494,8 @@ def run_case(
             ``backend`` then names where they ran). Their jobs must be the plan's, step by step.
 
     Raises:
-        ConfigError: bad case values or backend name, ``comm_model="edge"`` on
+        ConfigError: not a case, a ``case_id`` that is not text or ``device_options`` that are
+            not a dict, bad case values or backend name, ``comm_model="edge"`` on
             ``cpu`` or ``cuda`` (which run real transfers), a cost model answer that
             is no valid duration (ns), FLOP count or byte count (negative, NaN,
             infinite, not a number, 2**53 or more; see
@@ -506,6 +507,12 @@ def run_case(
         BackendUnavailable: the backend cannot run here.
         ExecutionError: the run failed or stalled.
     """
+    if not isinstance(case, PipelineCase):
+        raise ConfigError(f"run_case takes a PipelineCase, got {case!r} ({type(case).__name__}), e.g. PipelineCase('1F1B', stages=4, microbatches=8)")
+    if case_id is not None and not isinstance(case_id, str):
+        raise ConfigError(f"case {case.label()!r}: case_id must be text, got {case_id!r} ({type(case_id).__name__})")
+    if device_options is not None and not isinstance(device_options, dict):
+        raise ConfigError(f"case {case.label()!r}: device_options must be a dict of keyword arguments, got {device_options!r}")
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     from harness import comm
 

@@ -180,3 +180,15 @@ def test_times_past_64_bits_are_refused_naming_the_job_or_the_step():
         _ = rec.columns
     with pytest.raises(ConfigError, match=r"the step lasts 10,818,000,000,000,000,000 ns: 1 recorded step\(s\) would pass 2\*\*63 ns"):
         run_case(PipelineCase("1F1B", stages=2, microbatches=600, cost=FixedCost.ms(F=9e9, B=9e9)), "sim")
+
+
+def test_run_case_names_arguments_of_the_wrong_type():
+    from harness.errors import ConfigError
+
+    case = PipelineCase("1F1B", stages=2, microbatches=2)
+    with pytest.raises(ConfigError, match=r"run_case takes a PipelineCase, got '1F1B' \(str\)"):
+        run_case("1F1B", "sim")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"case '1F1B p=2 m=2': case_id must be text, got 5 \(int\)"):
+        run_case(case, "sim", case_id=5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"case '1F1B p=2 m=2': device_options must be a dict of keyword arguments, got 'x'"):
+        run_case(case, "sim", device_options="x")  # type: ignore[arg-type]
