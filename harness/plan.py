@@ -629,7 +629,8 @@ def _build_plan(schedule: Schedule) -> Plan:
     if schedule._lazy_arrays() is not None or all(len(row) == c for row, c in zip(schedule.ranks, counts)):
         row_start = np.zeros(n_ranks, np.int64)
         np.cumsum(counts[:-1], out=row_start[1:])
-        step = jidx - row_start[rank]  # no idle slots: a job's step is its place in its row
+        step = row_start[rank]
+        np.subtract(jidx, step, out=step)  # no idle slots: a job's step is its place in its row
     else:
         step = np.fromiter(
             chain.from_iterable((s for s, job in enumerate(row) if job is not None) for row in schedule.ranks), np.int64, n
@@ -640,12 +641,16 @@ def _build_plan(schedule: Schedule) -> Plan:
         per_stage = (kc == _COPT) | ((kc >= _CUN) & (kc <= _CRG))
         if (len(given) and int(given.max()) >= m) or bool((no_mb & ~per_stage).any()):  # only these have no micro-batch
             return _build_plan_checked(schedule)
-        mb = np.where(no_mb, m, mb)
+        mb = mb.copy()
+        mb[no_mb] = m
         if not _data_parallel_in_order(np, kc, stage, jidx, n_stages):
             return _build_plan_checked(schedule)
     elif int(mb.max()) >= m:
         return _build_plan_checked(schedule)
-    keys = kc * width + stage * m1 + mb
+    # In place where it can be: at 10 M jobs each temporary column is 80 MB of fresh memory.
+    keys = np.multiply(stage, m1)
+    keys += mb
+    keys += kc * width
     pos = np.full(len(_KINDS) * width, -1, np.int64)
     pos[keys] = jidx
     if not (pos[keys] == jidx).all():  # a key listed twice
@@ -666,12 +671,18 @@ def _build_plan(schedule: Schedule) -> Plan:
     skey = rank * p1
     if has_comm:
         comm = (kc >= _CSF) & (kc <= _CRB)
-        nb = np.where((kc == _CSF) | (kc == _CRB), stage + 1, stage - 1)
-        inside = (nb >= 0) & (nb < n_stages)
-        peer = np.where(inside, st_rank[np.where(inside, nb, 0)], rank)
+        nb = stage - 1
+        nb[(kc == _CSF) | (kc == _CRB)] += 2  # SEND_F/RECV_B talk to stage + 1, SEND_B/RECV_F to stage - 1
+        outside = (nb < 0) | (nb >= n_stages)
+        np.clip(nb, 0, n_stages - 1, out=nb)
+        peer = st_rank[nb]
+        del nb
+        np.copyto(peer, rank, where=outside)
         if bool((comm & (peer == rank)).any()):  # a peer stage outside the pipeline or on the job's own rank
             return _build_plan_checked(schedule)
-        skey = skey + np.where(comm, 1 + peer, 0)
+        peer += 1
+        np.add(skey, peer, out=skey, where=comm)
+        del peer
     if n_ranks * p1 <= max(1 << 20, 4 * n):  # a lookup table over all keys: linear
         used = np.flatnonzero(np.bincount(skey, minlength=n_ranks * p1))
         lut = np.zeros(n_ranks * p1, np.int64)
@@ -686,14 +697,15 @@ def _build_plan(schedule: Schedule) -> Plan:
     # Dependencies: d1 (and d2 for B/I) end dependencies, sd a start dependency; -1 none.
     # Each kind's jobs are looked up on their own (index arrays), not the whole list.
     last = n_stages - 1
-    none = np.full(n, -1, np.int64)
-    d1 = none.copy()
-    d2 = none.copy()
-    sd = none.copy()
+    d1 = np.full(n, -1, np.int64)
+    d2 = np.full(n, -1, np.int64)
+    sd = np.full(n, -1, np.int64)
     bad = False
     rank_of_stage = st_rank if has_comm else np.zeros(n_stages, np.int64)  # no comm: never "another rank"
-    by_kind = np.argsort(kc.astype(np.uint8), kind="stable")  # radix sort: linear
-    bounds = np.searchsorted(kc[by_kind], np.arange(len(_KINDS) + 1)).tolist()
+    kc8 = kc.astype(np.uint8)
+    by_kind = np.argsort(kc8, kind="stable")  # radix sort: linear
+    bounds = np.searchsorted(kc8[by_kind], np.arange(len(_KINDS) + 1)).tolist()
+    del kc8
 
     def of_kind(*codes: int) -> np.ndarray:
         parts = [by_kind[bounds[c] : bounds[c + 1]] for c in codes]
@@ -752,9 +764,13 @@ def _build_plan(schedule: Schedule) -> Plan:
     for d in (d1, d2):
         ahead = np.flatnonzero(d > jidx)  # in a valid schedule, only dependencies on a later rank
         later = later or bool((d[ahead] < row_end[rank[ahead]]).any())
-    cross1 = (d1 >= 0) & (stream[np.maximum(d1, 0)] != stream)
-    cross2 = (d2 >= 0) & (stream[np.maximum(d2, 0)] != stream)
-    cross_s = (sd >= 0) & (stream[np.maximum(sd, 0)] != stream)
+
+    def crosses(d: np.ndarray) -> np.ndarray:
+        out = stream[d] != stream  # (d = -1, no dependency, reads the last job's stream: masked next)
+        out &= d >= 0
+        return out  # type: ignore[no-any-return]
+
+    cross1, cross2, cross_s = crosses(d1), crosses(d2), crosses(sd)
     opt_l = np.flatnonzero(is_opt).tolist()
     stream_l = stream.tolist()
     opt_deps: dict[int, tuple[int, ...]] = {}
@@ -771,18 +787,22 @@ def _build_plan(schedule: Schedule) -> Plan:
     if later:
         return _build_plan_checked(schedule)
     # Plan.deps: the cross-stream end dependencies, in (d1, d2) order (CSR).
-    c1 = np.where(cross1, d1, np.where(cross2, d2, -1))
-    c2 = np.where(cross1 & cross2, d2, -1)
-    n_deps = (c1 >= 0).astype(np.int64) + (c2 >= 0)
+    c1 = np.full(n, -1, np.int64)
+    np.copyto(c1, d2, where=cross2)
+    np.copyto(c1, d1, where=cross1)
+    c2 = np.full(n, -1, np.int64)
+    np.copyto(c2, d2, where=cross1 & cross2)
+    one = c1 >= 0
+    two = c2 >= 0
+    n_deps = one.astype(np.int32)  # (an OPT waits for up to 2m jobs)
+    n_deps += two
     for j in opt_l:
         n_deps[j] = len(opt_cross[j])
     deps_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(n_deps, out=deps_ptr[1:])
     deps_idx = np.empty(int(deps_ptr[-1]), np.int64)
     at = deps_ptr[:-1]
-    one = c1 >= 0
     deps_idx[at[one]] = c1[one]
-    two = c2 >= 0
     deps_idx[at[two] + 1] = c2[two]
     for j in opt_l:
         deps_idx[deps_ptr[j] : deps_ptr[j + 1]] = opt_cross[j]
@@ -792,9 +812,12 @@ def _build_plan(schedule: Schedule) -> Plan:
     start_idx = sd[has_sd]
     n_gates = cross1.astype(np.int8) + cross2 + cross_s
     for j in opt_l:
-        n_gates[j] = len(opt_cross[j])
+        n_gates[j] = min(len(opt_cross[j]), 2)  # only whether it exceeds 1 matters (int8)
     if int(n_gates.max()) <= 1:
-        gate = np.where(cross1, d1, np.where(cross2, d2, np.where(cross_s, sd, n)))
+        gate = np.full(n, n, np.int64)
+        np.copyto(gate, sd, where=cross_s)
+        np.copyto(gate, d2, where=cross2)
+        np.copyto(gate, d1, where=cross1)
         order = _gated_order(np, n, stream, gate, len(used_l))
     else:  # several cross-stream waits on one job: the general simulation
         full = [tuple(x for x in pair if x >= 0) for pair in zip(d1.tolist(), d2.tolist())]
@@ -808,7 +831,9 @@ def _build_plan(schedule: Schedule) -> Plan:
     # starts (n + j), 2n for none; only when no job waits for more than one.
     wait = None
     if not two.any() and not (one & has_sd).any() and not any(opt_cross.values()):
-        wait = np.where(one, c1, np.where(has_sd, n + sd, 2 * n))
+        wait = sd + n
+        wait[~has_sd] = 2 * n
+        np.copyto(wait, c1, where=one)
     columns = PlanArrays(
         stage=stage,
         kind=kc,
@@ -839,15 +864,22 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     ``nxt[j]`` is the next job on ``j``'s stream, or ``n``, an end job whose
     gate never opens.
     """
-    by_stream = np.argsort(stream.astype(np.uint16) if n_streams <= 1 << 16 else stream, kind="stable")  # radix sort
-    ss = stream[by_stream]
+    narrow = stream.astype(np.uint16) if n_streams <= 1 << 16 else stream
+    by_stream = np.argsort(narrow, kind="stable")  # radix sort
+    ss = narrow[by_stream]
+    del narrow
     first = np.concatenate(([True], ss[1:] != ss[:-1]))
     last = np.concatenate((first[1:], [True]))
     nxt_np = np.empty(n + 1, np.int64)
     nxt_np[by_stream[:-1]] = by_stream[1:]
     nxt_np[by_stream[last]] = n  # a stream's end: job n, whose gate never opens
     nxt = nxt_np.tolist()
-    gates = np.concatenate((np.where(gate < n, gate, n + 1), [n + 2])).tolist()
+    gates_np = np.empty(n + 1, np.int64)
+    gates_np[:n] = gate
+    gates_np[:n][gate >= n] = n + 1
+    gates_np[n] = n + 2
+    gates = gates_np.tolist()
+    del gates_np
     # state: -2 not enqueued, -1 enqueued, c >= 0 while the stream headed by job c waits on it
     state = [-2] * (n + 3)
     state[n + 1] = -1  # the gate of jobs that wait for nothing
