@@ -18,7 +18,8 @@ from harness import overlap
 from harness.analytics import analyze
 from harness.errors import ConfigError, ScheduleError
 from harness.metrics import compute_metrics
-from harness.plan import _build_plan_checked, build_plan
+from harness.plan import build_plan
+from harness.plan_reference import _build_plan_checked
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
 from harness.schedule.notation import loads_csv

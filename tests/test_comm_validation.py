@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-import harness.plan as plan_module
+import harness.plan_fast as plan_module  # the fast path, which falls back on the reference path
 from harness import overlap
 from harness.errors import ConfigError, ScheduleError
-from harness.plan import _build_plan_checked, build_plan
+from harness.plan import build_plan
+from harness.plan_reference import _build_plan_checked
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.builders import builder_info
 from harness.schedule.model import JobKind

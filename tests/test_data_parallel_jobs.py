@@ -260,7 +260,7 @@ def test_eager_placement_reproduces_pytorchs_lowering_around_them(entry: dict) -
 def test_fast_plan_path_equals_the_reference_path(entry: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """``build_plan``'s numpy path takes data-parallel jobs (no fall-back to the per-job path) and
     gives the reference path's plan: same jobs, streams and dependencies, and the same timeline."""
-    import harness.plan as plan_module
+    import harness.plan_fast as plan_module  # the fast path, which falls back on the reference path
     from harness.analytics import simulate
     from harness.overlap import apply
 

@@ -7,7 +7,8 @@ import pytest
 
 from harness import overlap
 from harness.errors import ScheduleError
-from harness.plan import _build_plan_checked, build_plan, validate
+from harness.plan import build_plan, validate
+from harness.plan_reference import _build_plan_checked
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job
 from harness.schedule.notation import loads_csv
