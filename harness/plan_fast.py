@@ -262,12 +262,23 @@ def _build_plan(schedule: Schedule) -> Plan:
     n_gates = cross1.astype(np.int8) + cross2 + cross_s
     for j in opt_l:
         n_gates[j] = min(len(opt_cross[j]), 2)  # only whether it exceeds 1 matters (int8)
+    # For simulate: per job the one time it waits for, in a list of ends (j) and
+    # starts (n + j), 2n for none; only when no job waits for more than one.
+    wait = None
+    if not two.any() and not (one & has_sd).any() and not any(opt_cross.values()):
+        wait = sd + n
+        wait[~has_sd] = 2 * n
+        np.copyto(wait, c1, where=one)
+    chunk = np.array(schedule._chunk_of, np.int64)[stage]
     if int(n_gates.max()) <= 1:
         gate = np.full(n, n, np.int64)
         np.copyto(gate, sd, where=cross_s)
         np.copyto(gate, d2, where=cross2)
         np.copyto(gate, d1, where=cross1)
+        # The walk holds about 100 bytes per job of Python lists: free the columns no longer needed first.
+        del pos, keys, by_kind, jidx, d1, d2, sd, c1, c2, cross1, cross2, cross_s, one, two, has_sd, n_gates
         order = _gated_order(np, n, stream, gate, len(used_l))
+        del gate
     else:  # several cross-stream waits on one job: the general simulation
         full = [tuple(x for x in pair if x >= 0) for pair in zip(d1.tolist(), d2.tolist())]
         for j in opt_l:
@@ -276,13 +287,6 @@ def _build_plan(schedule: Schedule) -> Plan:
         order = _fast_order(n, stream.tolist(), full, start_deps, len(used_l))
     if order is None:
         return _build_plan_checked(schedule)
-    # For simulate: per job the one time it waits for, in a list of ends (j) and
-    # starts (n + j), 2n for none; only when no job waits for more than one.
-    wait = None
-    if not two.any() and not (one & has_sd).any() and not any(opt_cross.values()):
-        wait = sd + n
-        wait[~has_sd] = 2 * n
-        np.copyto(wait, c1, where=one)
     columns = PlanArrays(
         stage=stage,
         kind=kc,
@@ -290,7 +294,7 @@ def _build_plan(schedule: Schedule) -> Plan:
         rank=rank,
         step=step,
         stream=stream,
-        chunk=np.array(schedule._chunk_of, np.int64)[stage],
+        chunk=chunk,
         deps_ptr=deps_ptr,
         deps_idx=deps_idx,
         start_ptr=start_ptr,
@@ -322,7 +326,10 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     nxt_np = np.empty(n + 1, np.int64)
     nxt_np[by_stream[:-1]] = by_stream[1:]
     nxt_np[by_stream[last]] = n  # a stream's end: job n, whose gate never opens
+    heads = by_stream[first].tolist()
+    del ss, first, last, by_stream
     nxt = nxt_np.tolist()
+    del nxt_np
     gates_np = np.empty(n + 1, np.int64)
     gates_np[:n] = gate
     gates_np[:n][gate >= n] = n + 1
@@ -339,7 +346,7 @@ def _gated_order(np: Any, n: int, stream: Any, gate: Any, n_streams: int) -> lis
     stack: list[int] = []  # heads of woken streams, older ones; the newest is in ``top``
     pop = stack.pop
     push = stack.append
-    for j in reversed(by_stream[first].tolist()):
+    for j in reversed(heads):
         g = gates[j]
         w = state[g]
         if w != -1:  # a stream's first job waits: park it
