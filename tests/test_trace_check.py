@@ -106,3 +106,19 @@ def test_checker_catches_an_arrow_back_in_time():
         {"ph": "f", "id": 1, "pid": 0, "tid": 0, "ts": 5.0, "name": "dependency", "cat": "dependency", "bp": "e"},
     ]}
     assert check_trace(doc) == ["flow id 1: finishes at 5.0 µs, before it starts at 25.0 µs (an arrow back in time)"]
+
+
+def test_the_command_on_a_report_folder_checks_its_traces_and_rank_files_not_results_json(tmp_path, capsys):
+    from harness.report.render import write_report
+    from harness.report.results import results_document
+    from harness.report.tracecheck import main
+
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2, comm=True), "sim", range(0, 1))
+    write_report(tmp_path, results_document([case_to_dict(result)]), notice=lambda s: None)
+    assert main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all(line.endswith(": clean") for line in lines)  # one trace, two HTA rank files
+    assert sum("/traces/" in line for line in lines) == 1 and sum("/hta/" in line for line in lines) == 2
+    assert not any("results.json" in line for line in lines)
+    (tmp_path / "traces" / "broken.json").write_text('{"traceEvents": [{"ph": "X"}]}')
+    assert main([str(tmp_path)]) == 1  # a broken trace in the report folder is still found

@@ -120,9 +120,25 @@ def check_trace_file(path: Path, max_problems: int = 50) -> list[str]:
     return check_trace(read_json(path), max_problems=max_problems)
 
 
+def _traces_in(folder: Path) -> list[Path]:
+    """The trace files of ``folder``: in a report folder (``results.json`` or ``traces/`` in it) those of
+    ``traces/`` and ``hta/<case>/``, else its own ``*.json`` and ``*.json.gz``; sorted by path."""
+
+    def traces(d: Path) -> list[Path]:
+        return sorted([*d.glob("*.json"), *d.glob("*.json.gz")])
+
+    if (folder / "traces").is_dir() or (folder / "results.json").is_file():
+        found = traces(folder / "traces")
+        for case in sorted(p for p in (folder / "hta").glob("*") if p.is_dir()):
+            found += traces(case)
+        return found
+    return traces(folder)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m harness.report.tracecheck PATH...``: check trace files, or every ``*.json``/``*.json.gz`` in
-    the folders given; print each file's problems, or that it is clean.
+    the folders given; print each file's problems, or that it is clean. A report folder (one holding
+    ``results.json`` or ``traces/``) means its traces, ``traces/*`` and ``hta/<case>/rank*``, not results.json.
 
     Returns:
         0 when every file is clean, 1 when a file has problems, 2 when one cannot be read or nothing was found.
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     files: list[Path] = []
     for p in map(Path, args.paths):
         if p.is_dir():
-            found = sorted([*p.glob("*.json"), *p.glob("*.json.gz")])
+            found = _traces_in(p)
             if not found:
                 print(f"error: {p}: no .json or .json.gz trace files in this folder", file=sys.stderr)
                 return 2
