@@ -226,7 +226,8 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
         _err(f"note: {note}")
     rep = case.get("replay") or {}
     n_steps = len(case["steps"])
-    ref = f"step {rep.get('reference_step')}" + (f", the median of {n_steps}" if n_steps > 1 else "")
+    ref = f"step {rep.get('reference_step')}" + (  # one real step: the lower median (imports.replay's module doc)
+        "" if n_steps < 2 else ", the shorter of 2" if n_steps == 2 else f", the {'lower ' if n_steps % 2 == 0 else ''}median of {n_steps}")
     print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {n_steps} step(s); "
           f"measured {ref}: {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
     return 0
