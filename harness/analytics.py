@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness._gcpause import gc_paused
-from harness.cost import CostModel
+from harness.cost import CostModel, checked
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
@@ -317,7 +317,9 @@ def analyze(
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
-        ConfigError: the step would last 2**62 ns or more (a cost model in the
+        ConfigError: a custom cost model's answer that a run refuses too
+            (:class:`~harness.cost.CheckedCost`: a negative duration or byte count...),
+            the step would last 2**62 ns or more (a cost model in the
             wrong units), ``comm=True`` asked of a plan, or more jobs than
             :data:`~harness.schedule.builders.MAX_JOBS` with send/receive jobs added.
         ResourceError: memory ran out (names the jobs and the memory they need).
@@ -327,6 +329,7 @@ def analyze(
     from harness.schedule.passes import comm_jobs_added
 
     comm_model = comm_models.check_comm_model(comm_model)
+    cost = checked(cost)  # a custom model's answers, as a run checks them
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")

@@ -585,5 +585,14 @@ class CheckedCost:
         return getattr(self.inner, name)
 
 
+def checked(cost: CostModel, where: str = "") -> CostModel:
+    """``cost`` with its answers checked where they enter the harness (:class:`CheckedCost`), or
+    ``cost`` itself when it is a shipped model (:class:`FixedCost`, :class:`TransformerCost`, which check
+    their own values when made) or already checked. ``where`` names the case in messages."""
+    if isinstance(cost, (CheckedCost, FixedCost, TransformerCost)):
+        return cost
+    return CheckedCost(cost, where)
+
+
 # TransformerCost lives in its own module (it is most of the model arithmetic); it is part of this API.
 from harness.transformer import TransformerCost  # noqa: E402

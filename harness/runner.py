@@ -14,7 +14,7 @@ from typing import Any
 from harness import theory
 from harness.bubble import BubbleDecomposition, decompose
 from harness.case import PipelineCase
-from harness.cost import CheckedCost, FixedCost, TransformerCost
+from harness.cost import CheckedCost, FixedCost, TransformerCost, checked
 from harness.critical_path import CriticalPath, RankWaiting, critical_path, waiting
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.environment import CaseUsage, UsageProbe
@@ -378,7 +378,31 @@ def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     if isinstance(case.cost, (CheckedCost, FixedCost, TransformerCost)):
         return case
     where = (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}"
-    return dataclasses.replace(case, cost=CheckedCost(case.cost, where))
+    return dataclasses.replace(case, cost=checked(case.cost, where))
+
+
+def _check_cost_answers(plan: Plan, cost: Any) -> None:
+    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its duration, FLOPs and bytes once
+    per ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
+    case on every backend, including ``sim``, whose replay asks neither FLOPs nor bytes.
+
+    Raises:
+        ConfigError: an answer :class:`~harness.cost.CheckedCost` refuses (names the model, job and value).
+    """
+    if not isinstance(cost, CheckedCost):
+        return
+    import numpy as np
+
+    cols = plan.arrays
+    _, first = np.unique(cols.stage * len(JobKind) + cols.kind, return_index=True)
+    n_stages = plan.schedule.num_stages
+    kinds = tuple(JobKind)
+    for j in np.sort(first).tolist():
+        b = int(cols.microbatch[j])
+        job = Job(int(cols.stage[j]), kinds[int(cols.kind[j])], None if b < 0 else b)
+        cost.duration_ns(job, n_stages)
+        cost.flops(job, n_stages)
+        cost.nbytes(job, n_stages)
 
 
 def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any, delays: list[int] | None = None) -> BubbleDecomposition:
@@ -540,6 +564,7 @@ def run_case(
         from harness.analytics import durations
 
         durations(plan, case.cost)  # checks that costs do not vary by micro-batch (they would be flattened to the first)
+        _check_cost_answers(plan, case.cost)
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
             step_flops = _step_flops(case, plan)
             _check_compute_flops(case, step_flops)

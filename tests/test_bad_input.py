@@ -90,6 +90,28 @@ def test_checked_cost_checks_flops_and_bytes(method, kw, why):
     assert why in str(err.value)
 
 
+@pytest.mark.parametrize("backend", ["sim", "cpu"])
+def test_bad_bytes_or_flops_stop_the_case_on_every_backend_though_sim_never_uses_them(backend):
+    for kw, why in (({"nbytes": -10}, "nbytes(0F0) gave -10 bytes for the F job of stage 0; it is negative"),
+                    ({"flops": float("nan")}, "flops(0F0) gave nan FLOPs for the F job of stage 0; it is NaN")):
+        case = PipelineCase("1F1B", stages=2, microbatches=2, cost=_Custom(**kw), name="bad", comm=True)
+        with pytest.raises(ConfigError) as err:
+            run_case(case, backend=backend, steps=range(0, 1))
+        assert str(err.value) == f"{case.declared_at}: case 'bad': cost model _Custom: {why}"
+
+
+def test_analyze_checks_a_custom_cost_model_as_a_run_does():
+    from harness.analytics import analyze
+    from harness.schedule.builders import build_schedule
+
+    with pytest.raises(ConfigError) as err:
+        analyze(build_schedule("1F1B", 2, 2), _Custom(nbytes=-10), comm=True)  # it reported -40 point-to-point bytes
+    assert str(err.value) == "cost model _Custom: nbytes(0SEND_F0) gave -10 bytes for the SEND_F job of stage 0; it is negative"
+    with pytest.raises(ConfigError, match=r"duration_ns\(0F0\) gave -5 ns for the F job of stage 0; it is negative"):
+        analyze(build_schedule("1F1B", 2, 2), _Custom(forward=-5))
+    assert analyze(build_schedule("1F1B", 2, 2), _Custom(nbytes=64), comm=True).p2p_bytes == 4 * 64  # 2 sends each way
+
+
 def test_checked_cost_passes_valid_answers_through():
     checked = CheckedCost(_Custom(forward=1500, flops=3, nbytes=64, comm=0))
     assert checked.duration_ns(Job(0, JobKind.F, 0), 2) == 1500
