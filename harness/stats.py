@@ -42,16 +42,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = [
+    "Z95",
     "Change",
     "SampleStats",
     "compare_samples",
     "median_ci",
+    "median_ci_reach",
     "median_rel_se",
     "summarize",
 ]
 
 #: z for a two-sided 95 % interval, used by the McKean-Schrader standard error.
-_Z95 = 1.959963984540054
+Z95 = 1.959963984540054
+_Z95 = Z95
 
 #: Bootstrap resamples for :func:`compare_samples` (the percentile interval's
 #: Monte-Carlo error at 95 % is about 0.3 points of coverage at this count).
@@ -175,6 +178,21 @@ def median_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, floa
     xs = sorted(values)
     l, u, coverage = _median_ci_ranks(len(xs), level)
     return float(xs[l - 1]), float(xs[u - 1]), coverage
+
+
+def median_ci_reach(values: Sequence[float], level: float = 0.95) -> float:
+    """How far the median's confidence interval (:func:`median_ci`) reaches from the sample median,
+    relative to it: ``max(median - low, high - median) / median`` (0 when the median is 0), the
+    ``±x %`` the summary shows (:attr:`SampleStats.ci_reach`).
+
+    Raises:
+        ValueError: no samples, or ``level`` outside (0, 1).
+    """
+    low, high, _ = median_ci(values, level)
+    xs = sorted(values)
+    half = len(xs) // 2
+    median = xs[half] if len(xs) % 2 else (xs[half - 1] + xs[half]) / 2
+    return max(median - low, high - median) / abs(median) if median else 0.0
 
 
 def median_rel_se(values: Sequence[float]) -> float:

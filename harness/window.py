@@ -7,7 +7,11 @@ it; window.observe(step, step_time_ns)``):
 * :class:`AdaptiveWindow` - measure until stable (the default on timed backends):
   after the warm-up, keep recording steps until the relative standard error of
   the median step time (:func:`harness.stats.median_rel_se`) is at most
-  ``target``, with at least ``min_steps`` and at most ``max_steps`` recorded
+  ``target`` and the median's 95 % confidence interval, the one the report
+  shows (:func:`harness.stats.median_ci`), reaches at most ``1.96 x target``
+  from it (what a median known to ``target`` gives), so a few slow steps that
+  the interval still holds keep the window measuring;
+  with at least ``min_steps`` and at most ``max_steps`` recorded
   steps and a host-time budget of ``max_time_ns`` for the whole case. The rule
   is nvbench's stopping criterion (``--stopping-criterion stdrel`` with
   ``--max-noise``, ``--min-samples``, ``--timeout``; NVIDIA/nvbench
@@ -30,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from harness.errors import ConfigError
+from harness.stats import Z95 as _Z95
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -59,7 +64,7 @@ DEFAULT_MAX_STEPS = 1000
 REASONS = {
     "fixed": "the fixed window --profile-steps asked for",
     "exact": "the sim backend is exact: one recorded step is the answer",
-    "target": "the relative standard error of the median step time reached the target",
+    "target": "the relative standard error of the median step time reached the target, and its 95% confidence interval 1.96 times it",
     "budget": "the time budget ran out before the target was reached",
     "max_steps": "the step cap was reached before the target",
 }
@@ -79,6 +84,9 @@ class WindowOutcome:
             when fewer than two steps were recorded.
         target: the adaptive window's target relative error, ``None`` for a
             fixed window.
+        ci_reach: how far the median's 95 % confidence interval reached at the end,
+            relative to the median (:func:`harness.stats.median_ci_reach`); ``None``
+            when fewer than two steps were recorded.
         min_steps, max_steps, max_time_ns: the adaptive window's limits
             (``None`` for a fixed window); ``max_time_ns`` in ns of host time.
         elapsed_ns: host time the window took, warm-up included (ns).
@@ -93,6 +101,7 @@ class WindowOutcome:
     max_steps: int | None = None
     max_time_ns: int | None = None
     elapsed_ns: int = 0
+    ci_reach: float | None = None
 
     @property
     def target_missed(self) -> bool:
@@ -103,6 +112,10 @@ class WindowOutcome:
         """One line for people: ``"12 steps after 1 warm-up: target 1% reached (0.8%)"``."""
         steps = f"{self.recorded_steps} step{'s' if self.recorded_steps != 1 else ''} after {self.warmup_steps} warm-up"
         err = "" if self.rel_err is None else f" ({100 * self.rel_err:.2f}% rel. error of the median)"
+        if self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target and self.ci_reach is not None:
+            # the standard error was small enough, the interval the report shows was not
+            err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but its 95% CI reaches "
+                   f"±{100 * self.ci_reach:.2f}%, above {100 * _Z95 * self.target:.2f}%)")
         if self.reason == "target":
             return f"{steps}: target {100 * (self.target or 0):g}% reached{err}"
         if self.reason == "budget":
@@ -148,6 +161,13 @@ def _step_times_rel_err(times: list[int]) -> float | None:
     return median_rel_se(times) if len(times) > 1 else None
 
 
+def _step_times_ci_reach(times: list[int]) -> float | None:
+    from harness.stats import median_ci_reach
+
+    return median_ci_reach(times) if len(times) > 1 else None
+
+
+
 @dataclass
 class FixedWindow:
     """Exactly ``steps`` recorded, ``0 .. steps.start - 1`` warm-up.
@@ -181,12 +201,13 @@ class FixedWindow:
 
     def outcome(self) -> WindowOutcome:
         return WindowOutcome(self.reason, self.warmup_steps, len(self._times), _step_times_rel_err(self._times),
-                             elapsed_ns=self.clock() - self._t0)
+                             elapsed_ns=self.clock() - self._t0, ci_reach=_step_times_ci_reach(self._times))
 
 
 @dataclass
 class AdaptiveWindow:
-    """Record steps until the median step time is known to ``target`` (see module doc).
+    """Record steps until the median step time is known to ``target``: its relative standard error
+    at most ``target`` and its 95 % confidence interval within ``1.96 x target`` (see module doc).
 
     Attributes:
         warmup_steps: steps run first and not recorded.
@@ -244,12 +265,12 @@ class AdaptiveWindow:
         n = len(self._times)
         if n < 2:
             return
-        from harness.stats import median_rel_se
+        from harness.stats import median_ci_reach, median_rel_se
 
         self._rel_err = median_rel_se(self._times)
         if n < self.min_steps:
             return
-        if self._rel_err <= self.target:
+        if self._rel_err <= self.target and median_ci_reach(self._times) <= _Z95 * self.target:
             self._reason = "target"
         elif n >= (self.max_steps or DEFAULT_MAX_STEPS):
             self._reason = "max_steps"
@@ -258,7 +279,8 @@ class AdaptiveWindow:
 
     def outcome(self) -> WindowOutcome:
         return WindowOutcome(self._reason or "budget", self.warmup_steps, len(self._times), self._rel_err, self.target,
-                             self.min_steps, self.max_steps, self.max_time_ns, self.clock() - self._t0)
+                             self.min_steps, self.max_steps, self.max_time_ns, self.clock() - self._t0,
+                             _step_times_ci_reach(self._times))
 
 
 def parse_steps(text: str) -> range:

@@ -92,6 +92,26 @@ def test_a_little_noise_reaches_the_target_after_more_than_the_minimum():
     assert out.reason == "target" and out.rel_err <= 0.01 and out.recorded_steps > 5
 
 
+def test_the_window_stops_only_when_the_interval_the_report_shows_is_narrow_too():
+    # one slow step in five: at 8 steps the standard error (x_(2)..x_(7), McKean-Schrader) no longer sees the
+    # slow step, but the 95% interval of the median, [x_(1), x_(8)] at n = 8, still reaches it: +27%
+    times = [100 * MS] * 4 + [127 * MS] + [100 * MS] * 20
+    from harness.stats import median_ci_reach, median_rel_se
+
+    assert median_rel_se(times[:8]) == 0.0 and median_ci_reach(times[:8]) == pytest.approx(0.27)
+    w = AdaptiveWindow(warmup_steps=0, clock=FakeClock())
+    drive(w, iter(times))
+    out = w.outcome()
+    # at 9 steps the interval is [x_(2), x_(8)] (P(Bin(9, 1/2) <= 1) = 10/512 <= 2.5%): all 100 ms
+    assert (out.reason, out.recorded_steps, out.rel_err, out.ci_reach) == ("target", 9, 0.0, 0.0)
+    capped = AdaptiveWindow(warmup_steps=0, max_steps=8, clock=FakeClock())
+    drive(capped, iter(times))
+    out = capped.outcome()
+    assert (out.reason, out.recorded_steps, out.ci_reach) == ("max_steps", 8, pytest.approx(0.27))
+    assert out.describe() == ("8 steps after 0 warm-up: step cap 8 reached before the 1% target (0.00% rel. error of the "
+                              "median, but its 95% CI reaches ±27.00%, above 1.96%)")
+
+
 def test_the_minimum_wins_over_the_budget():
     w = AdaptiveWindow(min_steps=5, max_time_ns=1000 * MS, clock=FakeClock())
     drive(w, noisy(3000 * MS, 0.2, seed=6))
