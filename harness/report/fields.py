@@ -296,6 +296,9 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
             problem = check(name, value, accept)
             if problem:
                 return problem
+    problem = _minor_field_problem(case)
+    if problem:
+        return problem
     if case.get("outcome") is not None and case["outcome"] not in _OUTCOMES:
         return f"outcome is {_show(case['outcome'])}, expected one of {', '.join(sorted(_OUTCOMES))}"
     overlaps = case.get("overlaps")
@@ -321,6 +324,40 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
             for label in dep[:2]:
                 if label not in labels:
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
+    return None
+
+
+#: Optional case fields holding an object (``null`` stands for absent), and their typed keys.
+_OBJECT_FIELDS = ("device", "cost", "options", "window", "fidelity", "usage")
+#: ``usage``'s keys (:meth:`harness.environment.CaseUsage.to_dict`) and the checks they must pass.
+_USAGE_KEYS: dict[str, Callable[[Any], bool]] = {
+    "loadavg_before": lambda x: x is None or _is_number(x), "loadavg_after": lambda x: x is None or _is_number(x),
+    "wall_ns": _is_int, "own_cores": _is_number, "other_cores": lambda x: x is None or _is_number(x), "cores": _is_int,
+}
+_USAGE_EXPECT = {"loadavg_before": "a number or null", "loadavg_after": "a number or null", "wall_ns": "an integer (ns)",
+                 "own_cores": "a number (cores)", "other_cores": "a number (cores) or null", "cores": "an integer"}
+
+
+def _minor_field_problem(case: dict[str, Any]) -> str | None:
+    """The first minor field of the wrong type: ``label``, ``backend_reason`` and ``comm_model``
+    (text where present; a ``null`` label is refused, as the page and compare show it), the
+    optional objects (:data:`_OBJECT_FIELDS`), ``usage``'s typed keys, ``warmup_steps`` (an
+    integer) and ``rank_labels`` (a list of texts)."""
+    for key in ("label", "backend_reason", "comm_model"):
+        if key in case and not _is_str(case[key]):
+            return f"{key} is {_show(case[key])}, expected a string"
+    if "warmup_steps" in case and not _is_int(case["warmup_steps"]):
+        return f"warmup_steps is {_show(case['warmup_steps'])}, expected an integer"
+    for key in _OBJECT_FIELDS:
+        value = case.get(key)
+        if value is not None and not isinstance(value, dict):
+            return f"{key} is {_show(value)}, expected an object"
+    usage = case.get("usage") or {}
+    for key, ok in _USAGE_KEYS.items():
+        if key in usage and not ok(usage[key]):
+            return f"usage.{key} is {_show(usage[key])}, expected {_USAGE_EXPECT[key]}"
+    if case.get("rank_labels") is not None:
+        return _list_problem("rank_labels", case["rank_labels"], _is_str)
     return None
 
 
