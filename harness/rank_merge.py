@@ -279,10 +279,40 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
     if bad is not None:
         raise InputFormatError(f"{where}: rank {rank}'s job {bad.label} of step {bad.step} ends ({bad.end_ns:,} ns) before it "
                                f"starts ({bad.start_ns:,} ns); the part is damaged")
+    problem = _part_jobs_problem(records)
+    if problem:
+        raise InputFormatError(f"{where}: rank {rank}'s {problem}; the part is damaged or was edited")
     clock = None if doc.get("clock") is None else ClockAlignment.from_dict(doc["clock"], f"{where} (rank {rank})")
     if clock is None and rank != 0:
         raise ConfigError(f"{where}: rank {rank} has no clock alignment to rank 0; a merge without a known bound is refused")
     return RankPart(rank, host, records, anchor, clock, dict(doc.get("device") or {}))
+
+
+def _part_jobs_problem(records: RunRecords) -> str | None:
+    """A job of one rank's part listed twice (same step, kind, stage and micro-batch), or outside its
+    step's span on the rank's own clock (:mod:`harness.job_checks`), described; ``None`` when neither.
+    The part's times and its step bounds are on one clock, so the span holds its jobs exactly: the
+    merge shifts both by the same map, and the clock bound enters only between ranks
+    (:func:`check_causality`)."""
+    from harness.job_checks import first_duplicate, first_outside_step
+
+    if not records.jobs:
+        return None
+    c = records.columns
+    twice = first_duplicate(c.rank, c.step, c.kind, c.stage, c.microbatch)
+    if twice is not None:
+        a, b = twice
+        j = records.jobs[b]
+        return f"job {j.label} of step {j.step} is listed twice (jobs[{a}] and jobs[{b}]); a step runs each job once"
+    outside = first_outside_step(c.step, c.start_ns, c.end_ns, records.steps, records.step_start_ns, records.step_end_ns)
+    if outside is None:
+        return None
+    i, k = outside
+    j = records.jobs[i]
+    lo, hi = records.step_start_ns[k], records.step_end_ns[k]
+    when = (f"starts at {j.start_ns:,} ns, before its step starts ({lo:,} ns)" if j.start_ns < lo
+            else f"ends at {j.end_ns:,} ns, after its step ends ({hi:,} ns)")
+    return f"job {j.label} of step {j.step} (jobs[{i}]) {when}, on the rank's own clock"
 
 
 def merge_part_files(paths: Sequence[str | os.PathLike[str]]) -> RunRecords:
@@ -292,6 +322,7 @@ def merge_part_files(paths: Sequence[str | os.PathLike[str]]) -> RunRecords:
     Raises:
         InputFormatError, ConfigError: as :func:`read_part` and :func:`merge_parts`.
     """
-    merged = merge_parts([read_part(p) for p in paths])
+    parts = [read_part(p) for p in paths]
+    merged = merge_parts(parts)
     merged.device["causality"] = check_causality(merged).to_dict()
     return merged

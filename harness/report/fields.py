@@ -263,6 +263,20 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
         bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
+    steps = case["steps"]
+    bad = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
+    if bad is not None:
+        return f"steps[{bad}] is {steps[bad]} after {steps[bad - 1]}; steps must increase"
+    if table is None:
+        from harness.report.jobtable import JobTable
+
+        try:
+            table = JobTable.from_case(case)
+        except OverflowError:
+            return _wide_int_problem(jobs)
+    problem = _job_problem(case, table, known is None)
+    if problem:
+        return problem
     metrics = case.get("metrics")
     if not isinstance(metrics, dict):
         return f"metrics is {_show(metrics)}, expected an object"
@@ -361,6 +375,39 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
     return None
 
 
+def _job_problem(case: dict[str, Any], table: Any, imported_log: bool) -> str | None:
+    """A job listed twice (same rank, step, kind, stage and micro-batch) or lying outside its step's
+    span (:mod:`harness.job_checks`), described with the rank, the job and its index; ``None`` when
+    neither. A merged case (``device.clock_bound_ns``, :func:`harness.rank_merge.merge_parts`) may
+    place a job up to that bound outside its step; an imported Paddle log (``imported_log``) keeps
+    a repeated ``micro_batch_id`` as logged (the import warned about it), so it is not refused here."""
+    from harness.job_checks import first_duplicate, first_outside_step
+
+    def job(i: int) -> str:
+        return f"rank {int(table.rank[i])}'s job {table.labels[table.label[i]]} of step {int(table.step[i])} (jobs[{i}])"
+
+    if not imported_log:
+        twice = first_duplicate(table.rank, table.step, table.label)
+        if twice is not None:
+            a, b = twice
+            return (f"{job(b)} is listed twice (jobs[{a}] and jobs[{b}]); a step runs each job once, so the file is damaged "
+                    "or was edited (two runs' jobs merged into one case?)")
+    device = case.get("device")
+    bound = device.get("clock_bound_ns") if isinstance(device, dict) else None
+    slack: int = bound if type(bound) is int and bound > 0 and case.get("backend") == "mpi" else 0
+    outside = first_outside_step(table.step, table.start_ns, table.end_ns, case["steps"], case["step_start_ns"],
+                                 case["step_end_ns"], slack)
+    if outside is None:
+        return None
+    i, k = outside
+    lo, hi = case["step_start_ns"][k], case["step_end_ns"][k]
+    a, b = int(table.start_ns[i]), int(table.end_ns[i])
+    when = (f"starts at {a:,} ns, before its step starts (step_start_ns[{k}] = {lo:,} ns)" if a < lo - slack
+            else f"ends at {b:,} ns, after its step ends (step_end_ns[{k}] = {hi:,} ns)")
+    allowed = f", by more than the merge's clock bound of {slack:,} ns (device.clock_bound_ns)" if slack else ""
+    return f"{job(i)} {when}{allowed}; a step's span holds all its jobs, so the file is damaged or was edited"
+
+
 def _wide_int_problem(jobs: dict[str, Any]) -> str:
     """The first job column entry past 64 bits (the reports keep job columns as int64)."""
     lo, hi = -(2**63), 2**63 - 1
@@ -421,9 +468,6 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
     outside 0..1, a negative spread, ratio or peak."""
     steps = case["steps"]
-    bad = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
-    if bad is not None:
-        return f"steps[{bad}] is {steps[bad]} after {steps[bad - 1]}; steps must increase"
     spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
     if spans:
         lo, hi = min(spans), max(spans)
