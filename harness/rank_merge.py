@@ -320,9 +320,17 @@ def merge_part_files(paths: Sequence[str | os.PathLike[str]]) -> RunRecords:
     in ``device["causality"]``.
 
     Raises:
-        InputFormatError, ConfigError: as :func:`read_part` and :func:`merge_parts`.
+        InputFormatError: as :func:`read_part`, or two files of one rank (names both).
+        ConfigError: as :func:`read_part` and :func:`merge_parts`.
     """
     parts = [read_part(p) for p in paths]
+    first: dict[int, tuple[str, RankPart]] = {}
+    for path, part in zip(paths, parts):
+        if part.rank in first:
+            other, was = first[part.rank]
+            raise InputFormatError(f"{other} and {path} are both rank {part.rank}'s part (hosts {was.host} and {part.host}); "
+                                   "give one part file per rank")
+        first[part.rank] = (str(path), part)
     merged = merge_parts(parts)
     merged.device["causality"] = check_causality(merged).to_dict()
     return merged

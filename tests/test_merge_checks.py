@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import FixedCost, PipelineCase
+from harness.cli import main
 from harness.clock_sync import ClockAlignment, OffsetEstimate
 from harness.errors import InputFormatError
 from harness.rank_merge import RankPart, merge_part_files, read_part, write_part
@@ -76,3 +77,12 @@ def test_a_job_outside_its_step_in_a_part_is_refused(tmp_path: Path, label: str,
         read_part(paths[1])
     assert str(info.value) == (f"{paths[1]}: rank 1's job {label} of step 1 (jobs[{k}]) {said}, on the rank's own clock; "
                                "the part is damaged or was edited")
+
+
+def test_two_part_files_of_one_rank_are_named_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _parts(tmp_path)
+    copy = tmp_path / "copy-of-rank1.json"
+    copy.write_text(paths[1].read_text())
+    assert main(["merge-ranks", str(paths[1]), str(copy), "1F1B", "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {paths[1]} and {copy} are both rank 1's part (hosts host1 and host1); "
+                                               "give one part file per rank")
