@@ -63,7 +63,10 @@ document (:mod:`harness.report.results`), so every report renders from it:
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
 parse, and job lines with a negative ``micro_batch_id`` or an end before their
 start, are skipped with a :class:`PaddleLogWarning` naming file and line (and the same
-text lands in ``case["warnings"]``); other lines are ignored.
+text lands in ``case["warnings"]``); other lines are ignored. A skipped job line still
+held a job of its step: the step split counts it in its place (so one damaged line does
+not shift every later step's first job into the step before), and the warning about the
+job its step lacks names that line.
 
 :func:`paddle_log_lines` and :func:`write_paddle_logs` print a case of ours as
 the same lines, for tools that parse them.
@@ -105,6 +108,7 @@ __all__ = [
 
 _PROFILER_MARK = "Profiler Info:"
 _STEP_MARK = "Schedule Profiler"
+_JOB_MARK = "Profiler Info: Job"
 _JOB_RE = re.compile(
     r"Profiler Info: Job \((?P<job>-?\d+)\), type = (?P<type>\S(?:.*?\S)?), micro_batch_id = (?P<mb>-?\d+), "
     r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$",
@@ -182,8 +186,15 @@ def is_known_job_type(job_type: str) -> bool:
     return bool(_TYPE_RE.match(job_type)) or bool(_KNOWN_OTHER.match(parse_job_type(job_type)[0]))
 
 
-def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | None, list[str]]:
+def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[PaddleJob], tuple[int, int] | None, list[str]]:
     """Read one ``workerlog.<device>`` file.
+
+    Args:
+        path: the log.
+        holes: where given, the 1-based numbers of the job lines that were skipped (a
+            ``Profiler Info: Job`` line that does not parse, a negative ``micro_batch_id``, an
+            end before the start) are appended to it: each is a job missing from the returned
+            list, which the step split places (:func:`_split_steps`).
 
     Returns:
         ``(jobs in file order, (start step, end step) or None, warnings)``;
@@ -205,7 +216,12 @@ def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | Non
             m = _JOB_RE.search(line)
             if m is None:
                 problems.append(f"{path}:{lineno}: a 'Profiler Info' line that does not parse, skipped: {line.strip()[:160]!r}")
+                if holes is not None and _JOB_MARK in line:
+                    holes.append(lineno)
                 continue
+            if holes is not None and (int(m.group("mb")) < 0 or _ms_to_ns(m.group("start")) <= 0
+                                      or _ms_to_ns(m.group("end")) < _ms_to_ns(m.group("start"))):
+                holes.append(lineno)  # skipped below, with its warning
             if int(m.group("mb")) < 0:  # Paddle's Job::SetMicroBatchId refuses negative ids: the line is corrupt
                 problems.append(
                     f"{path}:{lineno}: job {m.group('type')} has micro_batch_id {m.group('mb')} (negative; "
@@ -356,8 +372,62 @@ def _split_cost(blocks: list[list[PaddleJob]]) -> int:
 MAX_SPLIT_CANDIDATES = 12
 
 
-def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list[str] | None = None) -> list[list[PaddleJob]]:
+def _hole(line: int) -> PaddleJob:
+    """A stand-in for the job of a skipped line (``type`` empty): its pair never repeats."""
+    return PaddleJob("", -line, 0, 0, line)
+
+
+def _hole_cost(blocks: list[list[PaddleJob]]) -> int:
+    """:func:`_split_cost` for blocks holding stand-ins of skipped job lines (:func:`_hole`): each
+    stand-in fills one job its block lacks; one with nothing to fill costs 1, and so does each job a
+    block lacks, the last block's too (else a split that cuts a short last block off would be free).
+    A job is one every step runs where most blocks have it, or where the stand-ins could stand for it
+    in every block that lacks it (two of three steps with the same line damaged)."""
+    keys = [Counter((j.type, j.microbatch) for j in b if j.type) for b in blocks]
+    presence = Counter(k for c in keys for k in c)
+    stand_ins = sum(1 for b in blocks for j in b if not j.type)
+    common = {k for k, n in presence.items() if 2 * n >= len(blocks) or n + stand_ins >= len(blocks)}
+    cost = 0
+    for b, c in zip(blocks, keys):
+        holes = sum(1 for j in b if not j.type)
+        lacking = sum(1 for k in common if k not in c)
+        cost += sum(n - 1 for n in c.values()) + sum(1 for k in c if k not in common) + abs(holes - lacking)
+    return cost
+
+
+def _split_with_holes(jobs: list[PaddleJob], holes: list[int]) -> list[list[PaddleJob]]:
+    """Split a device's jobs into steps where job lines were skipped (``holes``, their line numbers):
+    each skipped line still held one job of its step, so a stand-in takes its place in the file's order
+    and the split (on a repeat, or into equal blocks, as :func:`_split_steps`) counts it as that job.
+    Without the stand-in one missing job shifts every later step's first job into the step before.
+    The blocks returned keep the stand-ins (``type`` empty)."""
+    seq = sorted([*jobs, *map(_hole, holes)], key=lambda j: j.line)
+    naive = _split_on_repeat(seq)
+    best, best_cost = naive, _hole_cost(naive)
+    if best_cost == 0:
+        return naive
+    distinct = len({(j.type, j.microbatch) for j in jobs})
+    lengths = [len(b) for b in naive]
+    ranked = [n for n, _ in Counter(lengths).most_common(4)]
+    ranked += [n for n, _ in Counter(a + b for a, b in itertools.pairwise(lengths)).most_common(4)]
+    ranked += [distinct, distinct + 1, distinct - 1]
+    for length in sorted(set(n for n in ranked if 1 <= n <= len(seq)))[:MAX_SPLIT_CANDIDATES]:
+        blocks = [seq[i:i + length] for i in range(0, len(seq), length)]
+        if not all(any(j.type for j in b) for b in blocks):  # a step of stand-ins only: no step was logged there
+            continue
+        cost = _hole_cost(blocks)
+        if cost < best_cost:
+            best, best_cost = blocks, cost
+    return best
+
+
+def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list[str] | None = None,
+                 holes: list[int] | None = None, holes_out: list[list[int]] | None = None) -> list[list[PaddleJob]]:
     """Split a device's jobs into steps (printed blocks).
+
+    ``holes``: the line numbers of job lines :func:`parse_worker_log` skipped (damaged), each a job
+    missing from ``jobs`` that the split places by its line (:func:`_split_with_holes`); where given,
+    ``holes_out`` receives, per step returned, the skipped lines that fell in it.
 
     Every step of a Paddle run executes the same job list, so a block normally
     ends where a (type, micro-batch) pair repeats. A wrong ``micro_batch_id``
@@ -375,6 +445,19 @@ def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list
     taken and a note naming ``path`` and the line where the chosen second step
     starts goes to ``problems``.
     """
+    if holes and jobs:
+        blocks = _split_with_holes(jobs, holes)
+        if holes_out is not None:
+            holes_out.extend([j.line for j in b if not j.type] for b in blocks)
+        return [[j for j in b if j.type] for b in blocks]
+    steps = _split_plain(jobs, path, problems)
+    if holes_out is not None:
+        holes_out.extend([] for _ in steps)
+    return steps
+
+
+def _split_plain(jobs: list[PaddleJob], path: Path | None, problems: list[str] | None) -> list[list[PaddleJob]]:
+    """:func:`_split_steps` of a log without skipped job lines."""
     naive = _split_on_repeat(jobs)
     first = {(j.type, j.microbatch) for j in naive[0]} if naive else set()
     if all({(j.type, j.microbatch) for j in b} == first for b in naive[:-1]) and \
@@ -424,7 +507,7 @@ _MAX_ID_WARNINGS = 20
 
 
 def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], labels: list[str], first_step: int,
-                   problems: list[str]) -> int:
+                   problems: list[str], holes: list[list[list[int]]] | None = None) -> int:
     """The number of micro-batches ``m`` of the logs, checking the ids on the way.
 
     On a device, every step runs each micro-batch ``0 .. m-1`` once per chunk
@@ -437,6 +520,8 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
     ``problems`` naming file and line (``backward_w`` groups: repeats and
     range only); an id no group has (a gap below the largest) is reported once.
     The jobs are kept as logged: their times are real, only an id is wrong.
+    Where ``holes`` (per device and step, the job lines skipped as damaged) has lines in a
+    step whose group lacks ids, the warning names the first of them: the missing job was there.
     """
     groups: dict[tuple[int, int, str, int], list[PaddleJob]] = {}
     for rank, steps in enumerate(per_rank):
@@ -478,6 +563,11 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
         line = min(ls[0] for ls in (*twice.values(), *beyond.values())) if twice or beyond else jobs[0].line
         hint = ("a micro_batch_id on these lines is wrong; the jobs are kept as logged" if twice or beyond
                 else "lines are missing (a log cut short?) or an id is wrong")
+        skipped = holes[rank][k] if holes and rank < len(holes) and k < len(holes[rank]) else []
+        if missing and not (twice or beyond) and skipped:  # the job was on a damaged line, skipped: name that line
+            line = skipped[0]
+            hint = (f"line{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} of this step did not parse and "
+                    f"{'were' if len(skipped) > 1 else 'was'} skipped: the missing job was there")
         types = " or ".join(dict.fromkeys(j.type for j in jobs))
         found.append(f"{paths[rank]}:{line}: {labels[rank]}, step {first_step + k}: {types} has "
                      f"{'; '.join(what)}: {hint}")
@@ -560,10 +650,12 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     logs = find_worker_logs(log_dir)
     problems: list[str] = _not_logs(log_dir, logs) + _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
+    hole_lines: list[list[list[int]]] = []  # per rank and step, the job lines skipped there (damaged)
     first_step: int | None = None
     labels: list[str] = []
     for machine, device, path in logs:
-        jobs, marker, probs = parse_worker_log(path)
+        skipped: list[int] = []
+        jobs, marker, probs = parse_worker_log(path, skipped)
         problems.extend(probs)
         if marker is not None and first_step is None:
             first_step = marker[0]
@@ -575,7 +667,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                 f"{path}: no forward or backward jobs, only {types} ({len(jobs)} line(s)); "
                 f"imported as {f'{machine} GPU {device}'.strip()} with no pipeline work"
             )
-        per_rank.append(_split_steps(jobs, path, problems))
+        hole_lines.append([])
+        per_rank.append(_split_steps(jobs, path, problems, skipped, hole_lines[-1]))
         labels.append(f"{machine} GPU {device}".strip())
     if not any(per_rank):
         for msg in problems:
@@ -587,7 +680,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     p = len(per_rank)
     first_step = first_step or 0
     id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
-    m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems)
+    m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems, hole_lines)
     n_steps = max(len(s) for s in per_rank)
     flat: list[tuple[int, int, str, int, int, int, int, str]] = []  # rank, step, kind, mb, chunk, start, end, where
     for rank, steps_of_rank in enumerate(per_rank):
