@@ -90,3 +90,30 @@ def test_a_log_without_damaged_lines_imports_without_warnings(logs: Path) -> Non
         warnings.simplefilter("error", PaddleLogWarning)
         case = import_paddle_logs(logs)
     assert _rank1_steps(case) == {1: LAST_RANK, 2: LAST_RANK, 3: LAST_RANK}
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("ZB-V2", "--schedule 'ZB-V2' is not a built-in schedule (did you mean 'ZB-V'?)"),
+    ("VPP2", "--schedule 'VPP2' is not a built-in schedule (did you mean 'Interleaved1F1B'?)"),
+    ("my ZB run", "--schedule 'my ZB run' is not a built-in schedule"),
+])
+def test_import_paddle_refuses_a_schedule_that_is_not_built_in_naming_the_closest(logs: Path, tmp_path: Path, capsys, given, said):
+    from harness.cli import main
+
+    out = tmp_path / "out"
+    assert main(["import-paddle", str(logs), "--schedule", given, "--out", str(out), "-q", "--no-hta"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {said}; python -m harness schedules lists them. Leave it out to place the stages looped, as Paddle does "
+        "(stage = chunk * p + rank), and name the case with --name")
+    assert not out.exists()
+
+
+def test_import_paddle_takes_a_built_in_schedules_alias_under_its_own_name(logs: Path, tmp_path: Path, capsys) -> None:
+    import json
+
+    from harness.cli import main
+
+    assert main(["import-paddle", str(logs), "--schedule", "1f1b", "--out", str(tmp_path / "out"), "-q", "--no-hta"]) == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["schedule"]["name"] == "1F1B"
+    assert main(["import-paddle", str(logs), "--out", str(tmp_path / "plain"), "-q", "--no-hta"]) == 0  # none given: the label
+    assert json.loads((tmp_path / "plain" / "results.json").read_text())["cases"][0]["schedule"]["name"] == "PaddlePaddle log"

@@ -97,6 +97,7 @@ from harness.schedule.model import v_placement
 __all__ = [
     "PaddleJob",
     "PaddleLogWarning",
+    "builtin_schedule_name",
     "find_worker_logs",
     "import_paddle_logs",
     "is_known_job_type",
@@ -837,6 +838,31 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         "stages placed looped instead (stage = chunk * p + rank)"
     )
     return loop
+
+
+def builtin_schedule_name(name: str, option: str = "--schedule") -> str:
+    """The canonical name of the built-in schedule ``name`` names (``"zbv"`` -> ``"ZB-V"``), for
+    ``import-paddle --schedule``, whose only use is the stage placement a built-in schedule gives.
+
+    Args:
+        name: the name as given (an alias, any case; :func:`harness.schedule.builders.builder_info`).
+        option: the option that gave it, for the message.
+
+    Raises:
+        ConfigError: no built-in schedule has that name; names the closest one, where one is close,
+            and says how to list them or import without one.
+    """
+    from harness.schedule.builders import builder_info
+
+    try:
+        return builder_info(name).name
+    except ConfigError:
+        close = _close_schedule_name(name)
+        raise ConfigError(
+            f"{option} {name!r} is not a built-in schedule" + (f" (did you mean {close!r}?)" if close else "")
+            + "; python -m harness schedules lists them. Leave it out to place the stages looped, as Paddle does "
+            "(stage = chunk * p + rank), and name the case with --name"
+        ) from None
 
 
 def _close_schedule_name(name: str) -> str | None:
