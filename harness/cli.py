@@ -94,7 +94,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # folder): under the publish lock, with the page rendered from it, so a render that published
     # into the folder meanwhile cannot leave its results.json beside this render's page.
     files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err,
-                         trace_options=trace_options_of(args))
+                         notice=_err, trace_options=trace_options_of(args))
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
     return 0
 
@@ -200,7 +200,7 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     doc = results_document([case], {"source": f"PaddlePaddle logs in {args.log_dir}"})
     out = Path(args.out)
     files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir),
-                         trace_options=trace_options_of(args))
+                         notice=_err, trace_options=trace_options_of(args))
     n = len(case["jobs"]["kind"])
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
