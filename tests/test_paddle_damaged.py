@@ -59,8 +59,8 @@ def test_a_damaged_line_leaves_the_other_steps_as_logged_and_is_named(logs: Path
     family = "forward" if job[0] == "F" else "backward"
     assert [str(w.message) for w in record] == [
         f"{path}:{lineno}: a 'Profiler Info' line that does not parse, skipped: {text.strip()[:160]!r}",
-        f"{path}:{lineno}: GPU 1, step {step}: {family} has no micro-batch {job[1:]}: line {lineno} of this step did not parse "
-        "and was skipped: the missing job was there",
+        f"{path}:{lineno}: GPU 1, step {step}: {family} has no micro-batch {job[1:]}: line {lineno} of this step was skipped "
+        "as damaged: the missing job was there",
     ]
     assert case["steps"] == [1, 2, 3] and case["schedule"]["m"] == 4
     expected = {s: [j for j in LAST_RANK if not (s == step and j == job)] for s in (1, 2, 3)}
@@ -76,9 +76,9 @@ def test_a_skipped_negative_id_and_two_damaged_lines_in_one_log(logs: Path) -> N
         case = import_paddle_logs(logs)
     said = [str(w.message) for w in record]
     assert said[3:] == [
-        f"{path}:4: GPU 1, step 1: forward has no micro-batch 1: line 4 of this step did not parse and was skipped: the missing job was there",
-        f"{path}:11: GPU 1, step 2: backward has no micro-batch 0: line 11 of this step did not parse and was skipped: the missing job was there",
-        f"{path}:19: GPU 1, step 3: backward has no micro-batch 0: line 19 of this step did not parse and was skipped: the missing job was there",
+        f"{path}:4: GPU 1, step 1: forward has no micro-batch 1: line 4 of this step was skipped as damaged: the missing job was there",
+        f"{path}:11: GPU 1, step 2: backward has no micro-batch 0: line 11 of this step was skipped as damaged: the missing job was there",
+        f"{path}:19: GPU 1, step 3: backward has no micro-batch 0: line 19 of this step was skipped as damaged: the missing job was there",
     ]
     assert said[0].startswith(f"{path}:4: job forward has micro_batch_id -3 (negative")
     assert _rank1_steps(case) == {1: [j for j in LAST_RANK if j != "F1"], 2: [j for j in LAST_RANK if j != "B0"],

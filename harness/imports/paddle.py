@@ -110,6 +110,9 @@ __all__ = [
 _PROFILER_MARK = "Profiler Info:"
 _STEP_MARK = "Schedule Profiler"
 _JOB_MARK = "Profiler Info: Job"
+#: A job time (ns since the epoch) at or past this is skipped: the year 2116, which no clock reads,
+#: and times relative to the import's time base must stay within 64 bits.
+_MAX_TIME_NS = 1 << 62
 _JOB_RE = re.compile(
     r"Profiler Info: Job \((?P<job>-?\d+)\), type = (?P<type>\S(?:.*?\S)?), micro_batch_id = (?P<mb>-?\d+), "
     r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$",
@@ -221,7 +224,8 @@ def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[P
                     holes.append(lineno)
                 continue
             if holes is not None and (int(m.group("mb")) < 0 or _ms_to_ns(m.group("start")) <= 0
-                                      or _ms_to_ns(m.group("end")) < _ms_to_ns(m.group("start"))):
+                                      or _ms_to_ns(m.group("end")) < _ms_to_ns(m.group("start"))
+                                      or _ms_to_ns(m.group("end")) >= _MAX_TIME_NS):
                 holes.append(lineno)  # skipped below, with its warning
             if int(m.group("mb")) < 0:  # Paddle's Job::SetMicroBatchId refuses negative ids: the line is corrupt
                 problems.append(
@@ -230,6 +234,13 @@ def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[P
                 )
                 continue
             start, end = _ms_to_ns(m.group("start")), _ms_to_ns(m.group("end"))
+            if end >= _MAX_TIME_NS:  # (end >= start below): a time no clock reads, which would not fit 64 bits later
+                problems.append(
+                    f"{path}:{lineno}: job {m.group('type')} micro-batch {m.group('mb')} has "
+                    f"{'start' if start >= _MAX_TIME_NS else 'end'} {m.group('start' if start >= _MAX_TIME_NS else 'end')} ms, "
+                    "past 2**62 ns since the epoch (the year 2116): not a time the profiler writes, skipped"
+                )
+                continue
             if start <= 0 or end < start:
                 problems.append(
                     f"{path}:{lineno}: job {m.group('type')} micro-batch {m.group('mb')} has "
@@ -567,8 +578,8 @@ def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], lab
         skipped = holes[rank][k] if holes and rank < len(holes) and k < len(holes[rank]) else []
         if missing and not (twice or beyond) and skipped:  # the job was on a damaged line, skipped: name that line
             line = skipped[0]
-            hint = (f"line{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} of this step did not parse and "
-                    f"{'were' if len(skipped) > 1 else 'was'} skipped: the missing job was there")
+            hint = (f"line{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} of this step "
+                    f"{'were' if len(skipped) > 1 else 'was'} skipped as damaged: the missing job was there")
         types = " or ".join(dict.fromkeys(j.type for j in jobs))
         found.append(f"{paths[rank]}:{line}: {labels[rank]}, step {first_step + k}: {types} has "
                      f"{'; '.join(what)}: {hint}")
