@@ -62,3 +62,20 @@ def test_a_torch_event_ending_past_2_62_ns_is_refused_naming_file_and_event(tmp_
     assert err.endswith(" ns (baseTimeNanoseconds + ts + dur), past 2**62 ns (about 146 years): not a time the profiler writes; "
                         "the event is damaged")
     assert abs(int(err.split("ends at ")[1].split(" ns")[0].replace(",", "")) - end) < 1000
+
+
+@pytest.mark.parametrize(("bad", "said"), [
+    ("PP:0X0", "pipeline action 'PP:0X0' does not follow PyTorch's _Action grammar"),
+    ("PP:0F", "pipeline action 'PP:0F': F needs a micro-batch (e.g. PP:0F0)"),
+])
+def test_a_pp_name_off_the_grammar_names_the_file_and_event(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str, said: str) -> None:
+    traces = tmp_path / "traces"
+    shutil.copytree(DATA / "ScheduleInterleaved1F1B_2rank_m4", traces)
+    path = traces / "rank0.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    events = doc["traceEvents"]
+    k = next(i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("name") == "PP:0F0")
+    events[k]["name"] = bad  # it named the action only: which of the files holds it?
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["import-torch", str(traces), "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {path}: traceEvents[{k}]: rank 0: {said}")

@@ -420,7 +420,11 @@ def read_rank_trace(path: Path) -> TorchRank:
                 f"({(prev_end - a) / 1000:.3f} µs); PyTorch's runtime runs a rank's actions one after the other"
             )
         prev_end, prev_name, prev_tid = b, name, tid
-        parsed = parse_action_name(name)
+        try:
+            parsed = parse_action_name(name)
+        except InputFormatError as exc:  # the grammar's message names the action: add the file and the event
+            k = next(i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X" and e.get("name") == name)
+            raise InputFormatError(f"{path}: traceEvents[{k}]: rank {rank}: {exc}") from None
         assert parsed is not None
         step = step_of(a)
         if step is None:
