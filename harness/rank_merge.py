@@ -279,7 +279,7 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
     if bad is not None:
         raise InputFormatError(f"{where}: rank {rank}'s job {bad.label} of step {bad.step} ends ({bad.end_ns:,} ns) before it "
                                f"starts ({bad.start_ns:,} ns); the part is damaged")
-    problem = _part_jobs_problem(records)
+    problem = _part_jobs_problem(records, rank)
     if problem:
         raise InputFormatError(f"{where}: rank {rank}'s {problem}; the part is damaged or was edited")
     clock = None if doc.get("clock") is None else ClockAlignment.from_dict(doc["clock"], f"{where} (rank {rank})")
@@ -288,17 +288,24 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
     return RankPart(rank, host, records, anchor, clock, dict(doc.get("device") or {}))
 
 
-def _part_jobs_problem(records: RunRecords) -> str | None:
-    """A job of one rank's part listed twice (same step, kind, stage and micro-batch), or outside its
-    step's span on the rank's own clock (:mod:`harness.job_checks`), described; ``None`` when neither.
+def _part_jobs_problem(records: RunRecords, rank: int) -> str | None:
+    """A job of rank ``rank``'s part that is another rank's (the merge would list it twice), listed
+    twice (same step, kind, stage and micro-batch), or outside its step's span on the rank's own
+    clock (:mod:`harness.job_checks`), described; ``None`` when none is.
     The part's times and its step bounds are on one clock, so the span holds its jobs exactly: the
     merge shifts both by the same map, and the clock bound enters only between ranks
     (:func:`check_causality`)."""
+    import numpy as np
+
     from harness.job_checks import first_duplicate, first_outside_step
 
     if not records.jobs:
         return None
     c = records.columns
+    foreign = np.flatnonzero(c.rank != rank)
+    if len(foreign):
+        j = records.jobs[int(foreign[0])]
+        return f"part holds job {j.label} of step {j.step} (jobs[{int(foreign[0])}]) of rank {j.rank}; a part holds its own rank's jobs"
     twice = first_duplicate(c.rank, c.step, c.kind, c.stage, c.microbatch)
     if twice is not None:
         a, b = twice

@@ -86,3 +86,17 @@ def test_two_part_files_of_one_rank_are_named_both(tmp_path: Path, capsys: pytes
     assert main(["merge-ranks", str(paths[1]), str(copy), "1F1B", "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
     assert capsys.readouterr().err.strip() == (f"error: {paths[1]} and {copy} are both rank 1's part (hosts host1 and host1); "
                                                "give one part file per rank")
+
+
+def test_a_job_of_another_rank_in_a_part_is_refused(tmp_path: Path) -> None:
+    paths = _parts(tmp_path)
+    seen = {}
+
+    def move(records: dict) -> None:
+        seen["k"] = _job(records, "1F1", 0)
+        records["jobs"][seen["k"]][0] = 0  # rank 1's forward, claimed by rank 0: the merge would list it twice
+    _edit(paths[1], move)
+    with pytest.raises(InputFormatError) as info:
+        read_part(paths[1])
+    assert str(info.value) == (f"{paths[1]}: rank 1's part holds job 1F1 of step 0 (jobs[{seen['k']}]) of rank 0; a part holds its "
+                               "own rank's jobs; the part is damaged or was edited")
