@@ -94,7 +94,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # folder): under the publish lock, with the page rendered from it, so a render that published
     # into the folder meanwhile cannot leave its results.json beside this render's page.
     files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err,
-                         trace_options=trace_options_of(args))
+                         notice=_err, trace_options=trace_options_of(args))
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
     return 0
 
@@ -185,21 +185,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_paddle(args: argparse.Namespace) -> int:
-    from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
+    from harness.imports.paddle import PaddleLogWarning, builtin_schedule_name, import_paddle_logs
     from harness.report.render import write_report
     from harness.report.results import results_document
 
     _check_out(args.out)
+    schedule = "PaddlePaddle log" if args.schedule is None else builtin_schedule_name(args.schedule)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PaddleLogWarning)
-        case = import_paddle_logs(Path(args.log_dir), name=args.name, schedule_name=args.schedule)
+        case = import_paddle_logs(Path(args.log_dir), name=args.name, schedule_name=schedule)
     for w in caught:
         if issubclass(w.category, PaddleLogWarning):
             _err(f"warning: {w.message}")
     doc = results_document([case], {"source": f"PaddlePaddle logs in {args.log_dir}"})
     out = Path(args.out)
     files = write_report(out, doc, hta=not args.no_hta, progress=None if args.quiet else _err, source=str(args.log_dir),
-                         trace_options=trace_options_of(args))
+                         notice=_err, trace_options=trace_options_of(args))
     n = len(case["jobs"]["kind"])
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
@@ -488,9 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="report folder (default: reports-paddle in the current folder; not the pytest report folder reports/, "
                         "which pytest runs rewrite)")
     p.add_argument("--name", help="case id (default: paddle:<folder name>)")
-    p.add_argument("--schedule", default="PaddlePaddle log",
-                   help="schedule name shown in the report; a built-in one (see 'schedules', e.g. ZB-V) also gives the stage "
-                        "placement, else stage = chunk * p + rank")
+    p.add_argument("--schedule", default=None,
+                   help="the built-in schedule that ran (see 'schedules', e.g. ZB-V): its stage placement, and its name in "
+                        "the report; without it, stage = chunk * p + rank (Paddle's looped placement)")
     p.add_argument("--no-hta", action="store_true", help="skip the per-rank HTA traces")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_trace_arguments(p)

@@ -279,10 +279,47 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
     if bad is not None:
         raise InputFormatError(f"{where}: rank {rank}'s job {bad.label} of step {bad.step} ends ({bad.end_ns:,} ns) before it "
                                f"starts ({bad.start_ns:,} ns); the part is damaged")
+    problem = _part_jobs_problem(records, rank)
+    if problem:
+        raise InputFormatError(f"{where}: rank {rank}'s {problem}; the part is damaged or was edited")
     clock = None if doc.get("clock") is None else ClockAlignment.from_dict(doc["clock"], f"{where} (rank {rank})")
     if clock is None and rank != 0:
         raise ConfigError(f"{where}: rank {rank} has no clock alignment to rank 0; a merge without a known bound is refused")
     return RankPart(rank, host, records, anchor, clock, dict(doc.get("device") or {}))
+
+
+def _part_jobs_problem(records: RunRecords, rank: int) -> str | None:
+    """A job of rank ``rank``'s part that is another rank's (the merge would list it twice), listed
+    twice (same step, kind, stage and micro-batch), or outside its step's span on the rank's own
+    clock (:mod:`harness.job_checks`), described; ``None`` when none is.
+    The part's times and its step bounds are on one clock, so the span holds its jobs exactly: the
+    merge shifts both by the same map, and the clock bound enters only between ranks
+    (:func:`check_causality`)."""
+    import numpy as np
+
+    from harness.job_checks import first_duplicate, first_outside_step
+
+    if not records.jobs:
+        return None
+    c = records.columns
+    foreign = np.flatnonzero(c.rank != rank)
+    if len(foreign):
+        j = records.jobs[int(foreign[0])]
+        return f"part holds job {j.label} of step {j.step} (jobs[{int(foreign[0])}]) of rank {j.rank}; a part holds its own rank's jobs"
+    twice = first_duplicate(c.rank, c.step, c.kind, c.stage, c.microbatch)
+    if twice is not None:
+        a, b = twice
+        j = records.jobs[b]
+        return f"job {j.label} of step {j.step} is listed twice (jobs[{a}] and jobs[{b}]); a step runs each job once"
+    outside = first_outside_step(c.step, c.start_ns, c.end_ns, records.steps, records.step_start_ns, records.step_end_ns)
+    if outside is None:
+        return None
+    i, k = outside
+    j = records.jobs[i]
+    lo, hi = records.step_start_ns[k], records.step_end_ns[k]
+    when = (f"starts at {j.start_ns:,} ns, before its step starts ({lo:,} ns)" if j.start_ns < lo
+            else f"ends at {j.end_ns:,} ns, after its step ends ({hi:,} ns)")
+    return f"job {j.label} of step {j.step} (jobs[{i}]) {when}, on the rank's own clock"
 
 
 def merge_part_files(paths: Sequence[str | os.PathLike[str]]) -> RunRecords:
@@ -290,8 +327,17 @@ def merge_part_files(paths: Sequence[str | os.PathLike[str]]) -> RunRecords:
     in ``device["causality"]``.
 
     Raises:
-        InputFormatError, ConfigError: as :func:`read_part` and :func:`merge_parts`.
+        InputFormatError: as :func:`read_part`, or two files of one rank (names both).
+        ConfigError: as :func:`read_part` and :func:`merge_parts`.
     """
-    merged = merge_parts([read_part(p) for p in paths])
+    parts = [read_part(p) for p in paths]
+    first: dict[int, tuple[str, RankPart]] = {}
+    for path, part in zip(paths, parts):
+        if part.rank in first:
+            other, was = first[part.rank]
+            raise InputFormatError(f"{other} and {path} are both rank {part.rank}'s part (hosts {was.host} and {part.host}); "
+                                   "give one part file per rank")
+        first[part.rank] = (str(path), part)
+    merged = merge_parts(parts)
     merged.device["causality"] = check_causality(merged).to_dict()
     return merged

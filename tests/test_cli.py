@@ -466,6 +466,8 @@ def test_compare_with_a_base_step_time_of_zero_says_the_change_cannot_be_compute
     case = doc["cases"][0]
     case["metrics"].update(step_time_median_ns=0, step_time_min_ns=0, step_time_max_ns=0)
     case["step_end_ns"] = list(case["step_start_ns"])  # steps of 0 ns, as the metrics say
+    start_of = dict(zip(case["steps"], case["step_start_ns"]))  # and jobs of 0 ns, within their steps
+    case["jobs"]["start_ns"] = case["jobs"]["end_ns"] = [start_of[s] for s in case["jobs"]["step"]]
     del case["metrics"]["per_step"]
     base.write_text(json.dumps(doc))
     new = _results(tmp_path / "new.json", schedules=("1F1B",))

@@ -458,7 +458,7 @@ def test_export_replaces_its_own_logs_and_never_real_ones(tmp_path):
 
 
 def test_a_failed_export_changes_nothing_and_machine_folders_are_refused(tmp_path, monkeypatch):
-    import harness.report.paddle as paddle
+    import harness.imports.paddle_export as paddle  # where write_paddle_logs looks paddle_log_lines up
 
     three = case_to_dict(run_case(PipelineCase("1F1B", stages=3, microbatches=4), "sim", range(1, 2), case_id="three"))
     four = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(1, 2), case_id="four"))

@@ -79,6 +79,7 @@ def test_merge_ranks_fails_when_its_case_cannot_be_reported(tmp_path: Path, caps
     jobs = doc["records"]["jobs"]
     k = next(i for i, j in enumerate(jobs) if j[3] == "F")
     jobs[k][8] = 2**62  # a forward that ends ~146 years later: the step's figures can no longer be reported
+    doc["records"]["step_end_ns"][doc["records"]["steps"].index(jobs[k][6])] = 2**62  # (its step with it: a part's span holds its jobs)
     paths[1].write_text(json.dumps(doc))
     out = tmp_path / "merged"
     assert main(["merge-ranks", str(paths[0]), str(paths[1]), "1F1B", "-p", "2", "-m", "2", "--out", str(out)]) == 2

@@ -63,7 +63,10 @@ document (:mod:`harness.report.results`), so every report renders from it:
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
 parse, and job lines with a negative ``micro_batch_id`` or an end before their
 start, are skipped with a :class:`PaddleLogWarning` naming file and line (and the same
-text lands in ``case["warnings"]``); other lines are ignored.
+text lands in ``case["warnings"]``); other lines are ignored. A skipped job line still
+held a job of its step: the step split counts it in its place (so one damaged line does
+not shift every later step's first job into the step before), and the warning about the
+job its step lacks names that line.
 
 :func:`paddle_log_lines` and :func:`write_paddle_logs` print a case of ours as
 the same lines, for tools that parse them.
@@ -71,29 +74,76 @@ the same lines, for tools that parse them.
 
 from __future__ import annotations
 
-import itertools
-import os
-import re
-import shutil
-import tempfile
 import warnings
-from collections import Counter, defaultdict
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InputFormatError
+from harness.imports.paddle_export import DEFAULT_EPOCH_NS, _ms, paddle_log_lines, write_paddle_logs
+from harness.imports.paddle_log import (
+    _CHUNK_SUFFIX,
+    _JOB_MARK,
+    _JOB_RE,
+    _KIND_OF,
+    _KNOWN_OTHER,
+    _LOG_NAME,
+    _MAX_TIME_NS,
+    _NON_COMPUTE,
+    _PIPELINE_WORK,
+    _PROFILER_MARK,
+    _STEP_MARK,
+    _STEP_RE,
+    _TYPE_OF,
+    _TYPE_RE,
+    EXPORT_MARK,
+    PaddleJob,
+    PaddleLogWarning,
+    _device_gaps,
+    _mixed_exports,
+    _ms_to_ns,
+    _natural,
+    _not_logs,
+    export_case_of,
+    find_worker_logs,
+    is_known_job_type,
+    parse_job_type,
+    parse_worker_log,
+)
+from harness.imports.paddle_steps import (
+    _FAMILY,
+    _MAX_ID_WARNINGS,
+    MAX_SPLIT_CANDIDATES,
+    _gaps,
+    _hole,
+    _hole_cost,
+    _ids,
+    _majority_m,
+    _micro_batches,
+    _runs,
+    _split_cost,
+    _split_on_repeat,
+    _split_plain,
+    _split_steps,
+    _split_with_holes,
+)
 from harness.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
-from harness.report.atomic import atomic_write_text, ensure_writable_dir
 from harness.report.layout import job_label, track_overflow
 from harness.report.results import JOB_COLUMNS
 from harness.schedule.model import v_placement
 
+# The importer is split by its seams (issue: paddle.py past 600 lines): log lines and files
+# (harness.imports.paddle_log), steps and micro-batch ids (harness.imports.paddle_steps), the export
+# (harness.imports.paddle_export). Every name stays importable from here, as before the split.
 __all__ = [
+    "DEFAULT_EPOCH_NS",
+    "EXPORT_MARK",
+    "MAX_SPLIT_CANDIDATES",
     "PaddleJob",
     "PaddleLogWarning",
+    "builtin_schedule_name",
+    "export_case_of",
     "find_worker_logs",
     "import_paddle_logs",
     "is_known_job_type",
@@ -102,435 +152,9 @@ __all__ = [
     "parse_worker_log",
     "write_paddle_logs",
 ]
-
-_PROFILER_MARK = "Profiler Info:"
-_STEP_MARK = "Schedule Profiler"
-_JOB_RE = re.compile(
-    r"Profiler Info: Job \((?P<job>-?\d+)\), type = (?P<type>\S(?:.*?\S)?), micro_batch_id = (?P<mb>-?\d+), "
-    r"job_start_time = (?P<start>\d+(?:\.\d+)?), job_end_time = (?P<end>\d+(?:\.\d+)?)\s*$",
-    re.ASCII,  # digits 0-9 only: int() would also read other scripts' digits
-)
-_STEP_RE = re.compile(r"Schedule Profiler start at step (?P<start>\d+) and end at step (?P<end>\d+)\s*$", re.ASCII)
-_TYPE_RE = re.compile(
-    r"^(?P<base>forward|backward_b|backward_w|backward|optimizer|send_forward|recv_forward|send_backward|recv_backward)"
-    r"(?:(?P<n>\d+)|\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))?$",
-    re.ASCII,
-)
-_CHUNK_SUFFIX = re.compile(r"^(?P<base>.+?)(?:\(chunk(?P<p>\d+)\)|_chunk(?P<u>\d+))$", re.ASCII)
-#: Job types Paddle's pipeline passes print that are not pipeline compute jobs but
-#: are known: the learning-rate job of FThenB/1F1B, and VPP's ``recv4_<job>``
-#: receives (``pipeline_vpp.py`` with ``enable_send_recv_overlap``).
-_KNOWN_OTHER = re.compile(r"^(?:lr|recv4_.+|send4_.+)$")
-_KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W", "optimizer": "OPT",
-            # newer Paddle passes print their point-to-point jobs under these names
-            "send_forward": "SEND_F", "recv_forward": "RECV_F", "send_backward": "SEND_B", "recv_backward": "RECV_B"}
-_TYPE_OF = {v: k for k, v in _KIND_OF.items()}
-_PIPELINE_WORK = frozenset({"F", "B", "I", "W"})
-_LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
-_NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"})  # Paddle has no job for them
-
-
-class PaddleLogWarning(UserWarning):
-    """A line of a PaddlePaddle log looked like profiler output but did not parse,
-    or a job was odd (end before start, overlap); the message names file and line."""
-
-
-@dataclass(frozen=True)
-class PaddleJob:
-    """One parsed ``Profiler Info`` line.
-
-    Attributes:
-        type: the job type as printed (``forward``, ``forward(chunk0)``...).
-        microbatch: ``micro_batch_id``.
-        start_ns, end_ns: ns since the epoch (exact: the log has 6 decimals of ms).
-        line: 1-based line number in its file.
-    """
-
-    type: str
-    microbatch: int
-    start_ns: int
-    end_ns: int
-    line: int
-
-
-def _ms_to_ns(text: str) -> int:
-    whole, _, frac = text.partition(".")
-    return int(whole) * 1_000_000 + int((frac + "000000")[:6])
-
-
-def parse_job_type(job_type: str) -> tuple[str, int]:
-    """Map a Paddle job type to ``(kind, chunk)``: ``"forward(chunk1)"`` -> ``("F", 1)``.
-
-    A type outside the compute jobs keeps its own name as kind, with a
-    ``(chunkN)`` or ``_chunkN`` suffix read as the chunk (``"lr"`` ->
-    ``("lr", 0)``, ``"frobnicate(chunk1)"`` -> ``("frobnicate", 1)``).
-    """
-    m = _TYPE_RE.match(job_type)
-    if not m:
-        c = _CHUNK_SUFFIX.match(job_type)
-        if c:
-            return c.group("base"), int(c.group("p") or c.group("u"))
-        return job_type, 0
-    chunk = m.group("n") or m.group("p") or m.group("u") or "0"
-    return _KIND_OF[m.group("base")], int(chunk)
-
-
-def is_known_job_type(job_type: str) -> bool:
-    """Whether Paddle's pipeline passes print ``job_type``: the compute jobs
-    (``forward``, ``backward``, ``backward_b``, ``backward_w``, ``optimizer``, with a
-    chunk suffix), ``lr``, and VPP's ``recv4_``/``send4_`` jobs."""
-    return bool(_TYPE_RE.match(job_type)) or bool(_KNOWN_OTHER.match(parse_job_type(job_type)[0]))
-
-
-def parse_worker_log(path: Path) -> tuple[list[PaddleJob], tuple[int, int] | None, list[str]]:
-    """Read one ``workerlog.<device>`` file.
-
-    Returns:
-        ``(jobs in file order, (start step, end step) or None, warnings)``;
-        each warning names the file and line.
-
-    Raises:
-        InputFormatError: the file cannot be read.
-    """
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputFormatError(f"{path}: cannot read log: {exc.strerror or exc}") from None
-    jobs: list[PaddleJob] = []
-    marker: tuple[int, int] | None = None
-    problems: list[str] = []
-    unknown: dict[str, list[int]] = {}  # unknown job type -> [first line, count]
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if _PROFILER_MARK in line:
-            m = _JOB_RE.search(line)
-            if m is None:
-                problems.append(f"{path}:{lineno}: a 'Profiler Info' line that does not parse, skipped: {line.strip()[:160]!r}")
-                continue
-            if int(m.group("mb")) < 0:  # Paddle's Job::SetMicroBatchId refuses negative ids: the line is corrupt
-                problems.append(
-                    f"{path}:{lineno}: job {m.group('type')} has micro_batch_id {m.group('mb')} (negative; "
-                    "micro-batches count from 0), skipped"
-                )
-                continue
-            start, end = _ms_to_ns(m.group("start")), _ms_to_ns(m.group("end"))
-            if start <= 0 or end < start:
-                problems.append(
-                    f"{path}:{lineno}: job {m.group('type')} micro-batch {m.group('mb')} has "
-                    f"start {m.group('start')} ms and end {m.group('end')} ms (end before start, or no timer), skipped"
-                )
-                continue
-            jobs.append(PaddleJob(m.group("type"), int(m.group("mb")), start, end, lineno))
-            if not is_known_job_type(m.group("type")):
-                seen = unknown.setdefault(m.group("type"), [lineno, 0])
-                seen[1] += 1
-        elif _STEP_MARK in line:
-            m = _STEP_RE.search(line)
-            if m is None:
-                problems.append(f"{path}:{lineno}: a 'Schedule Profiler' line that does not parse, ignored: {line.strip()[:160]!r}")
-            elif marker is None:
-                marker = (int(m.group("start")), int(m.group("end")))
-    for job_type, (lineno, count) in unknown.items():
-        kind, chunk = parse_job_type(job_type)
-        problems.append(
-            f"{path}:{lineno}: unknown job type {job_type!r} (not forward, backward, backward_b, backward_w, optimizer "
-            f"or lr); kept as kind {kind!r}" + (f" on chunk {chunk}" if chunk else "")
-            + ", counted as busy time" + (f" ({count} lines in this file)" if count > 1 else "")
-        )
-    return jobs, marker, problems
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
-
-
-def find_worker_logs(log_dir: Path) -> list[tuple[str, int, Path]]:
-    """The worker logs of a run: ``[(machine, device, path)]`` in rank order.
-
-    ``log_dir`` may be one log file, a folder of ``workerlog.<device>`` files,
-    or a folder of ``machine*`` folders holding them (then ``machine`` is the
-    folder name, else ``""``).
-
-    Raises:
-        InputFormatError: the path does not exist, holds no worker log, or holds
-            two logs of one device (``workerlog.1`` and ``workerlog.01``).
-    """
-    log_dir = Path(log_dir)
-    if log_dir.is_file():
-        m = _LOG_NAME.match(log_dir.name)
-        return [("", int(m.group(1)) if m else 0, log_dir)]
-    if not log_dir.is_dir():
-        raise InputFormatError(f"{log_dir}: no such log folder")
-
-    def logs_in(folder: Path) -> list[tuple[int, Path]]:
-        found: dict[int, Path] = {}
-        for f in sorted(folder.iterdir()):
-            m = _LOG_NAME.match(f.name)
-            if m and f.is_file():
-                device = int(m.group(1))
-                if device in found:  # workerlog.1 and workerlog.01: which one is GPU 1?
-                    raise InputFormatError(
-                        f"{folder}: {found[device].name} and {f.name} both name device {device}; "
-                        "one log per device: remove or rename the other"
-                    )
-                found[device] = f
-        return sorted(found.items())
-
-    machines = sorted((d for d in log_dir.iterdir() if d.is_dir() and d.name.startswith("machine")), key=lambda d: _natural(d.name))
-    out = [(d.name, dev, f) for d in machines for dev, f in logs_in(d)]
-    if not out:
-        out = [("", dev, f) for dev, f in logs_in(log_dir)]
-    if not out:
-        raise InputFormatError(
-            f"{log_dir}: no PaddlePaddle worker logs found (expected workerlog.<device> files here or in machine*/ sub-folders)"
-        )
-    return out
-
-
-def _not_logs(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
-    """One warning per entry named like a worker log (``workerlog.1``) that is not a
-    file, in the folders the logs came from: it was skipped."""
-    if Path(log_dir).is_file():
-        return []
-    folders = {path.parent for _, _, path in logs} | {Path(log_dir)}
-    out = []
-    for folder in sorted(folders):
-        for f in sorted(folder.iterdir()):
-            if _LOG_NAME.match(f.name) and not f.is_file():
-                what = "a folder" if f.is_dir() else "not a regular file"
-                out.append(f"{f}: named like a worker log but {what}; skipped")
-    return out
-
-
-def _device_gaps(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
-    """One warning per folder whose ``workerlog.<device>`` numbers leave a gap
-    (``workerlog.1`` missing beside 0, 2 and 3): the ranks are the logs found, in
-    order, so a missing log shifts every later device down a rank."""
-    out: list[str] = []
-    folders: dict[Path, list[int]] = defaultdict(list)
-    for _, device, path in logs:
-        folders[path.parent].append(device)
-    if Path(log_dir).is_file():
-        return out
-    for folder, devices in folders.items():
-        missing = sorted(set(range(max(devices) + 1)) - set(devices))
-        if missing:
-            out.append(
-                f"{folder}: no {', '.join(f'workerlog.{d}' for d in missing)} "
-                f"(devices {', '.join(map(str, sorted(devices)))} found); "
-                f"imported as {len(devices)} ranks in device order, so later devices move down a rank"
-            )
-    return out
-
-
-def _split_on_repeat(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
-    """Split a device's jobs into blocks: a new one starts where a (type, micro-batch) pair repeats."""
-    steps: list[list[PaddleJob]] = []
-    seen: set[tuple[str, int]] = set()
-    for j in jobs:
-        key = (j.type, j.microbatch)
-        if not steps or key in seen:
-            steps.append([])
-            seen = set()
-        steps[-1].append(j)
-        seen.add(key)
-    return steps
-
-
-def _split_cost(blocks: list[list[PaddleJob]]) -> int:
-    """How far ``blocks`` are from steps that each run the same jobs once: per block, the
-    (type, micro-batch) pairs it has twice, has but most blocks lack, and (but for the last
-    block, which a truncated log may cut short) lacks but most blocks have."""
-    keys = [Counter((j.type, j.microbatch) for j in b) for b in blocks]
-    presence = Counter(k for c in keys for k in c)
-    common = {k for k, n in presence.items() if 2 * n >= len(blocks)}
-    cost = 0
-    for i, c in enumerate(keys):
-        cost += sum(n - 1 for n in c.values()) + sum(1 for k in c if k not in common)
-        if i < len(keys) - 1:
-            cost += sum(1 for k in common if k not in c)
-    return cost
-
-
-#: The most step lengths :func:`_split_steps` tries when the plain split fails (each try is
-#: linear in the log's lines), so a log with wrong ids costs a few passes, not one per length.
-MAX_SPLIT_CANDIDATES = 12
-
-
-def _split_steps(jobs: list[PaddleJob], path: Path | None = None, problems: list[str] | None = None) -> list[list[PaddleJob]]:
-    """Split a device's jobs into steps (printed blocks).
-
-    Every step of a Paddle run executes the same job list, so a block normally
-    ends where a (type, micro-batch) pair repeats. A wrong ``micro_batch_id``
-    (a ``1`` printed or edited as ``0``) repeats a pair inside a step; where the
-    blocks so found do not all run the same jobs, the split into equal blocks
-    that runs the same jobs in every block best is taken instead, so a wrong id
-    is one odd job in its step, not an extra step. The lengths tried are anchored
-    on the repeating pattern: the commonest lengths of the plain split's blocks,
-    the sums of neighbouring blocks (a wrong id cuts one step in two), and the
-    count of distinct pairs and its neighbours, within the old window of that count
-    +- max(4, count // 8): at most :data:`MAX_SPLIT_CANDIDATES` lengths, each tried
-    in one linear pass, so the split stays linear in the lines whatever the input.
-    When two lengths fit equally well, the length of blocks the plain split found
-    more than once wins; failing that the split is ambiguous: the shorter length is
-    taken and a note naming ``path`` and the line where the chosen second step
-    starts goes to ``problems``.
-    """
-    naive = _split_on_repeat(jobs)
-    first = {(j.type, j.microbatch) for j in naive[0]} if naive else set()
-    if all({(j.type, j.microbatch) for j in b} == first for b in naive[:-1]) and \
-            all((j.type, j.microbatch) in first for j in (naive[-1] if naive else [])):
-        return naive  # the common case: every block runs the same jobs (the last maybe cut short)
-    distinct = len({(j.type, j.microbatch) for j in jobs})
-    slack = max(4, distinct // 8)
-    low, high = max(1, distinct - slack), min(len(jobs), distinct + slack)
-    lengths = [len(b) for b in naive]
-    ranked: list[int] = [n for n, _ in Counter(lengths).most_common(4)]
-    ranked += [n for n, _ in Counter(a + b for a, b in itertools.pairwise(lengths)).most_common(4)]
-    ranked += [distinct, distinct + 1, distinct - 1]
-    candidates: list[int] = []
-    for n in ranked:
-        if low <= n <= high and n not in candidates:
-            candidates.append(n)
-    candidates = sorted(candidates[:MAX_SPLIT_CANDIDATES])
-    best, best_cost = naive, _split_cost(naive)
-    tied: list[int] = []
-    for length in candidates:
-        blocks = [jobs[i:i + length] for i in range(0, len(jobs), length)]
-        cost = _split_cost(blocks)
-        if cost < best_cost:
-            best, best_cost, tied = blocks, cost, [length]
-        elif cost == best_cost and best is not naive:
-            tied.append(length)
-    common, repeats = Counter(lengths).most_common(1)[0]
-    if len(tied) > 1 and repeats > 1 and common in tied:  # the repeating pattern's own length breaks the tie
-        best = [jobs[i:i + common] for i in range(0, len(jobs), common)]
-        tied = [common]
-    if len(tied) > 1 and problems is not None and len(best) > 1:
-        where = f"{path}:{best[1][0].line}" if path is not None else f"line {best[1][0].line}"
-        problems.append(
-            f"{where}: ambiguous step split (a repeated micro_batch_id?): steps of {' or '.join(map(str, tied))} jobs fit "
-            f"this log equally well; took {len(best[0])} jobs per step, the second step starting here"
-        )
-    return best
-
-
-#: Job kinds per family of jobs that run each micro-batch once per chunk on a device in
-#: every step: its forward, and its backward, full (B) or for inputs only (I; split
-#: schedules such as DualPipeV mix the two). W follows I only where the backward split,
-#: so its ids are checked for repeats and range, not for completeness.
-_FAMILY = {"F": "F", "B": "B", "I": "B", "W": "W"}
-#: At most this many micro-batch id warnings per import; the rest are counted.
-_MAX_ID_WARNINGS = 20
-
-
-def _micro_batches(per_rank: list[list[list[PaddleJob]]], paths: list[Path], labels: list[str], first_step: int,
-                   problems: list[str]) -> int:
-    """The number of micro-batches ``m`` of the logs, checking the ids on the way.
-
-    On a device, every step runs each micro-batch ``0 .. m-1`` once per chunk
-    forward (``forward``) and once backward (``backward`` or ``backward_b``).
-    ``m`` is one more than the largest id that more than half of these (device,
-    step, chunk, forward or backward) groups have, ties going to the smaller
-    ``m`` (:func:`_majority_m`), so one impossible id (``micro_batch_id = 99``)
-    does not make ``m = 100``. Per group, an id seen
-    twice, an id ``>= m`` and the ids below ``m`` it lacks are reported in
-    ``problems`` naming file and line (``backward_w`` groups: repeats and
-    range only); an id no group has (a gap below the largest) is reported once.
-    The jobs are kept as logged: their times are real, only an id is wrong.
-    """
-    groups: dict[tuple[int, int, str, int], list[PaddleJob]] = {}
-    for rank, steps in enumerate(per_rank):
-        for k, jobs in enumerate(steps):
-            for j in jobs:
-                kind, chunk = parse_job_type(j.type)
-                if kind in _FAMILY:
-                    groups.setdefault((rank, k, _FAMILY[kind], chunk), []).append(j)
-    complete = [jobs for (_, _, family, _), jobs in groups.items() if family != "W"]
-    if not complete:
-        return max((j.microbatch for steps in per_rank for jobs in steps for j in jobs), default=-1) + 1
-    presence = Counter(mb for jobs in complete for mb in {j.microbatch for j in jobs})
-    m = _majority_m(presence, len(complete))
-    # The ids below m that some group has, ascending; the others below m (a gap) no log has.
-    # Sets and runs only, never range(m): ids offset by 10**6 cost no more than small ones.
-    known = sorted(mb for mb in presence if mb < m)
-    absent_runs = _gaps(known, m)
-    found: list[str] = []
-    if absent_runs:
-        top = min((j for jobs in groups.values() for j in jobs if j.microbatch == m - 1), key=lambda j: j.line)
-        where = next(paths[r] for (r, *_), jobs in groups.items() if top in jobs)
-        found.append(f"{where}:{top.line}: no job in any log has micro_batch_id {_runs(absent_runs)}, though the largest id, "
-                     f"{m - 1}, makes m = {m}: the ids leave a gap (lines missing, or ids wrong)")
-    for (rank, k, family, _), jobs in groups.items():
-        lines: dict[int, list[int]] = {}
-        for j in jobs:
-            lines.setdefault(j.microbatch, []).append(j.line)
-        twice = {mb: ls for mb, ls in lines.items() if len(ls) > 1}
-        beyond = {mb: ls for mb, ls in lines.items() if mb >= m}
-        missing = [mb for mb in known if mb not in lines] if family != "W" else []
-        if not (twice or beyond or missing):
-            continue
-        what = [f"micro-batch {mb} {'twice' if len(ls) == 2 else f'{len(ls)} times'} (lines {', '.join(map(str, ls))})"
-                for mb, ls in sorted(twice.items())]
-        what += [f"micro_batch_id {mb} (line {', '.join(map(str, ls))}), beyond m = {m} of the other steps and devices"
-                 for mb, ls in sorted(beyond.items())]
-        if missing:
-            what.append(f"no micro-batch {_ids(missing)}")
-        line = min(ls[0] for ls in (*twice.values(), *beyond.values())) if twice or beyond else jobs[0].line
-        hint = ("a micro_batch_id on these lines is wrong; the jobs are kept as logged" if twice or beyond
-                else "lines are missing (a log cut short?) or an id is wrong")
-        types = " or ".join(dict.fromkeys(j.type for j in jobs))
-        found.append(f"{paths[rank]}:{line}: {labels[rank]}, step {first_step + k}: {types} has "
-                     f"{'; '.join(what)}: {hint}")
-    problems.extend(found[:_MAX_ID_WARNINGS])
-    if len(found) > _MAX_ID_WARNINGS:
-        problems.append(f"... and {len(found) - _MAX_ID_WARNINGS} more (device, step, job type) groups with micro-batch id problems")
-    return m
-
-
-def _majority_m(presence: Counter[int], groups: int) -> int:
-    """``m`` from how many of ``groups`` (device, step, chunk, forward or backward)
-    groups have each micro-batch id (``presence``): one more than the largest id
-    more than half of them have; an id exactly half of them have (a tie: a
-    one-device, one-step log has two groups) raises it only through ids all at
-    least half of them have (a log cut short), so ties go to the smaller m and
-    one stray ``micro_batch_id = 99`` does not make ``m = 100``."""
-    half = {mb for mb, n in presence.items() if 2 * n >= groups}
-    top = max((mb for mb in half if 2 * presence[mb] > groups), default=None)
-    if top is None:  # no id has a majority: the smallest ids at least half have, else every id
-        if not half:
-            return max(presence) + 1
-        top = min(half)
-    while top + 1 in half:
-        top += 1
-    return top + 1
-
-
-def _gaps(known: list[int], m: int) -> list[tuple[int, int]]:
-    """The runs ``(first, last)`` of ids ``0 .. m-1`` missing from ``known`` (ascending)."""
-    runs, nxt = [], 0
-    for mb in known:
-        if mb > nxt:
-            runs.append((nxt, mb - 1))
-        nxt = mb + 1
-    if nxt < m:
-        runs.append((nxt, m - 1))
-    return runs
-
-
-def _runs(runs: list[tuple[int, int]]) -> str:
-    """``[(1, 3), (7, 7)]`` as ``1-3, 7``."""
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def _ids(ids: list[int]) -> str:
-    """``[1, 2, 3, 7]`` as ``1-3, 7``."""
-    runs: list[list[int]] = []
-    for i in sorted(ids):
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+_REEXPORTED = (_CHUNK_SUFFIX, _JOB_MARK, _JOB_RE, _KIND_OF, _KNOWN_OTHER, _LOG_NAME, _MAX_TIME_NS, _PROFILER_MARK, _STEP_MARK,
+               _STEP_RE, _TYPE_OF, _TYPE_RE, _ms, _ms_to_ns, _natural, _FAMILY, _MAX_ID_WARNINGS, _gaps, _hole, _hole_cost,
+               _ids, _majority_m, _runs, _split_cost, _split_on_repeat, _split_plain, _split_with_holes)  # (private, kept importable)
 
 
 def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: str = "PaddlePaddle log") -> dict[str, Any]:
@@ -560,10 +184,12 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     logs = find_worker_logs(log_dir)
     problems: list[str] = _not_logs(log_dir, logs) + _device_gaps(log_dir, logs) + _mixed_exports(log_dir, logs)
     per_rank: list[list[list[PaddleJob]]] = []
+    hole_lines: list[list[list[int]]] = []  # per rank and step, the job lines skipped there (damaged)
     first_step: int | None = None
     labels: list[str] = []
     for machine, device, path in logs:
-        jobs, marker, probs = parse_worker_log(path)
+        skipped: list[int] = []
+        jobs, marker, probs = parse_worker_log(path, skipped)
         problems.extend(probs)
         if marker is not None and first_step is None:
             first_step = marker[0]
@@ -575,7 +201,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                 f"{path}: no forward or backward jobs, only {types} ({len(jobs)} line(s)); "
                 f"imported as {f'{machine} GPU {device}'.strip()} with no pipeline work"
             )
-        per_rank.append(_split_steps(jobs, path, problems))
+        hole_lines.append([])
+        per_rank.append(_split_steps(jobs, path, problems, skipped, hole_lines[-1]))
         labels.append(f"{machine} GPU {device}".strip())
     if not any(per_rank):
         for msg in problems:
@@ -587,7 +214,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     p = len(per_rank)
     first_step = first_step or 0
     id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
-    m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems)
+    m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems, hole_lines)
     n_steps = max(len(s) for s in per_rank)
     flat: list[tuple[int, int, str, int, int, int, int, str]] = []  # rank, step, kind, mb, chunk, start, end, where
     for rank, steps_of_rank in enumerate(per_rank):
@@ -746,6 +373,31 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
     return loop
 
 
+def builtin_schedule_name(name: str, option: str = "--schedule") -> str:
+    """The canonical name of the built-in schedule ``name`` names (``"zbv"`` -> ``"ZB-V"``), for
+    ``import-paddle --schedule``, whose only use is the stage placement a built-in schedule gives.
+
+    Args:
+        name: the name as given (an alias, any case; :func:`harness.schedule.builders.builder_info`).
+        option: the option that gave it, for the message.
+
+    Raises:
+        ConfigError: no built-in schedule has that name; names the closest one, where one is close,
+            and says how to list them or import without one.
+    """
+    from harness.schedule.builders import builder_info
+
+    try:
+        return builder_info(name).name
+    except ConfigError:
+        close = _close_schedule_name(name)
+        raise ConfigError(
+            f"{option} {name!r} is not a built-in schedule" + (f" (did you mean {close!r}?)" if close else "")
+            + "; python -m harness schedules lists them. Leave it out to place the stages looped, as Paddle does "
+            "(stage = chunk * p + rank), and name the case with --name"
+        ) from None
+
+
 def _close_schedule_name(name: str) -> str | None:
     """The built-in schedule name (or alias) closest to ``name``, if one is close."""
     import difflib
@@ -775,120 +427,3 @@ def _places_v(name: str, p: int) -> bool:
         except HarnessError:
             continue
     return False
-
-
-#: Default epoch time of our time base 0 when a case has none (2023-11-14 22:13:20 UTC).
-DEFAULT_EPOCH_NS = 1_700_000_000 * 10**9
-
-
-def _ms(ns: int) -> str:
-    return f"{ns // 1_000_000}.{ns % 1_000_000:06d}"
-
-
-def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = None) -> list[str]:
-    """Our jobs of ``rank`` printed as PaddlePaddle's profiler lines, in start order per step.
-
-    Kinds map back to types (F ``forward``, B ``backward``, I ``backward_b``,
-    W ``backward_w``, OPT ``optimizer``; a chunk suffix ``forward1`` when
-    ``v > 1``); send/receive and data-parallel (``UNSHARD``, ``RESHARD``,
-    ``REDUCE_GRAD``) jobs are left out (Paddle does not time them as jobs). ``Job (N)`` carries the micro-batch id, as Paddle prints it.
-
-    Args:
-        case: a results-document case.
-        rank: the rank (device) to print.
-        epoch_ns: epoch time of the case's time base 0 (default: the case's
-            ``device.time_base_epoch_ns`` or :data:`DEFAULT_EPOCH_NS`).
-    """
-    base = epoch_ns if epoch_ns is not None else int((case.get("device") or {}).get("time_base_epoch_ns", DEFAULT_EPOCH_NS))
-    v = int(case["schedule"].get("v", 1))
-    jobs = case["jobs"]
-    idx = [i for i in range(len(jobs["kind"])) if jobs["rank"][i] == rank and jobs["kind"][i] not in _NON_COMPUTE]
-    idx.sort(key=lambda i: (jobs["step"][i], jobs["start_ns"][i]))
-    lines = []
-    if case["steps"]:
-        lines.append(f"Schedule Profiler start at step {case['steps'][0]} and end at step {case['steps'][-1] + 1}")
-    for i in idx:
-        kind = jobs["kind"][i]
-        job_type = _TYPE_OF.get(kind, kind) + (str(jobs["chunk"][i]) if v > 1 and kind in _TYPE_OF else "")
-        mb = jobs["microbatch"][i] if jobs["microbatch"][i] is not None else 0
-        start, end = base + jobs["start_ns"][i], base + jobs["end_ns"][i]
-        stamp = datetime.fromtimestamp(end / 1e9, tz=timezone.utc)
-        lines.append(
-            f"I{stamp:%m%d %H:%M:%S.%f} {1000 + rank} standalone_executor.cc:217] Profiler Info: Job ({mb}), type = {job_type}, "
-            f"micro_batch_id = {mb}, job_start_time = {_ms(start)}, job_end_time = {_ms(end)}"
-        )
-    return lines
-
-
-#: Last line of every worker log :func:`write_paddle_logs` writes (the importer skips it; last, so the
-#: profiler lines keep their line numbers): how a later export knows the logs in its folder are its own.
-EXPORT_MARK = "# written by pipeline-harness export-paddle"
-
-
-def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
-    """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`),
-    each ending with :data:`EXPORT_MARK`. All logs are written to a staging folder first and
-    then moved into place, so a failed export (a full disk) changes nothing; logs an earlier
-    export left for ranks this case does not have are removed, so an import of the folder
-    reads this case alone.
-
-    Raises:
-        ConfigError: ``folder`` is a file or cannot be created, or it holds worker logs
-            that no export wrote, here or in ``machine*/`` sub-folders (real
-            PaddlePaddle logs are never overwritten, nor left for an import to prefer).
-        OSError: a file cannot be written; nothing in ``folder`` has changed then.
-    """
-    folder = Path(folder)
-    ensure_writable_dir(folder, "log folder")
-    existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
-    blocked = [path.name for path in folder.iterdir() if _LOG_NAME.match(path.name) and not path.is_file()]
-    if blocked:  # a folder (or other non-file) where a log goes: refuse before moving anything in
-        raise ConfigError(f"{folder}: {', '.join(sorted(blocked, key=_natural))} is not a file; export-paddle writes its worker logs there")
-    nested = [f"{d.name}/{f.name}" for d in folder.iterdir() if d.is_dir() and d.name.startswith("machine")
-              for f in d.iterdir() if _LOG_NAME.match(f.name)]
-    foreign = sorted((path.name for path in existing if export_case_of(path) is None), key=_natural) + sorted(nested, key=_natural)
-    if foreign:
-        raise ConfigError(
-            f"{folder} holds worker logs that export-paddle did not write ({', '.join(foreign[:8])}"
-            f"{f', ... ({len(foreign) - 8} more)' if len(foreign) > 8 else ''}); export into an empty folder "
-            "(or one of earlier exports) so they are not overwritten or mixed into an import"
-        )
-    mark = f"{EXPORT_MARK} from case {case['id']!r}"
-    stage = Path(tempfile.mkdtemp(prefix=".export-", dir=folder))
-    try:
-        staged = []
-        for rank in range(int(case["schedule"]["p"])):
-            text = "\n".join([*paddle_log_lines(case, rank, epoch_ns), mark]) + "\n"
-            staged.append(atomic_write_text(stage / f"workerlog.{rank}", text))
-        out = []
-        for path in staged:  # every log written: move them in
-            os.replace(path, folder / path.name)
-            out.append(folder / path.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    for path in existing:
-        if path not in out:
-            path.unlink()  # an earlier export's rank this case does not have
-    return out
-
-
-def _mixed_exports(log_dir: Path, logs: list[tuple[str, int, Path]]) -> list[str]:
-    """A note when the logs come from different export-paddle runs (their marks name different
-    cases) or some are exported and some not: their jobs are two runs read as one."""
-    cases = {path: export_case_of(path) for _, _, path in logs}
-    named = {c for c in cases.values() if c is not None}
-    if len(named) < 2 and (not named or None not in cases.values()):
-        return []
-    shown = ", ".join(f"{path.name}: {case or 'not exported'}" for path, case in list(cases.items())[:8])
-    return [f"{log_dir}: these worker logs come from different runs ({shown}); the import reads them as one run"]
-
-
-def export_case_of(path: Path) -> str | None:
-    """The case id an exported worker log names in its :data:`EXPORT_MARK` line, or ``None``
-    for a log that export-paddle did not write."""
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - 1024))
-        last = f.read().decode("utf-8", errors="replace").rstrip("\n").rsplit("\n", 1)[-1]
-    if not last.startswith(EXPORT_MARK):
-        return None
-    return last[len(EXPORT_MARK):].removeprefix(" from case ").strip()

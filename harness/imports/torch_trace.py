@@ -173,6 +173,11 @@ class TorchRank:
     gpu: bool = False
 
 
+#: A trace time (ns, on the trace's clock) at or past this is refused: no profiler clock reads it,
+#: and times relative to the import's time base must stay within 64 bits.
+_MAX_TIME_NS = 1 << 62
+
+
 def us_to_ns(value: Any, where: str = "") -> int:
     """A Kineto time in µs (the JSON literal's text, or an int) as whole ns, exactly.
 
@@ -350,6 +355,10 @@ def read_rank_trace(path: Path) -> TorchRank:
         where = f"{path}: traceEvents[{k}] ({name!r})"
         start = base + us_to_ns(e["ts"], where)
         end = start + us_to_ns(e.get("dur", 0), where)
+        if max(abs(start), abs(end)) >= _MAX_TIME_NS:  # would end as a time past 64 bits, naming a job but not the file
+            raise InputFormatError(f"{where}: {'starts' if abs(start) >= _MAX_TIME_NS else 'ends'} at "
+                                   f"{start if abs(start) >= _MAX_TIME_NS else end:,} ns (baseTimeNanoseconds + ts + dur), past "
+                                   "2**62 ns (about 146 years): not a time the profiler writes; the event is damaged")
         cat = e.get("cat")
         if cat == "gpu_user_annotation":
             gpu.append((start, end, name))
@@ -411,7 +420,11 @@ def read_rank_trace(path: Path) -> TorchRank:
                 f"({(prev_end - a) / 1000:.3f} µs); PyTorch's runtime runs a rank's actions one after the other"
             )
         prev_end, prev_name, prev_tid = b, name, tid
-        parsed = parse_action_name(name)
+        try:
+            parsed = parse_action_name(name)
+        except InputFormatError as exc:  # the grammar's message names the action: add the file and the event
+            k = next(i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X" and e.get("name") == name)
+            raise InputFormatError(f"{path}: traceEvents[{k}]: rank {rank}: {exc}") from None
         assert parsed is not None
         step = step_of(a)
         if step is None:

@@ -263,6 +263,20 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
         bad = _first_true(lambda a, b: b < a, jobs["start_ns"], jobs["end_ns"])
     if bad is not None:
         return f"jobs.end_ns[{bad}] ({jobs['end_ns'][bad]}) is before jobs.start_ns[{bad}] ({jobs['start_ns'][bad]})"
+    steps = case["steps"]
+    bad = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
+    if bad is not None:
+        return f"steps[{bad}] is {steps[bad]} after {steps[bad - 1]}; steps must increase"
+    if table is None:
+        from harness.report.jobtable import JobTable
+
+        try:
+            table = JobTable.from_case(case)
+        except OverflowError:
+            return _wide_int_problem(jobs)
+    problem = _job_problem(case, table, known is None)
+    if problem:
+        return problem
     metrics = case.get("metrics")
     if not isinstance(metrics, dict):
         return f"metrics is {_show(metrics)}, expected an object"
@@ -296,6 +310,9 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
             problem = check(name, value, accept)
             if problem:
                 return problem
+    problem = _minor_field_problem(case)
+    if problem:
+        return problem
     if case.get("outcome") is not None and case["outcome"] not in _OUTCOMES:
         return f"outcome is {_show(case['outcome'])}, expected one of {', '.join(sorted(_OUTCOMES))}"
     overlaps = case.get("overlaps")
@@ -322,6 +339,73 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
                 if label not in labels:
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
+
+
+#: Optional case fields holding an object (``null`` stands for absent), and their typed keys.
+_OBJECT_FIELDS = ("device", "cost", "options", "window", "fidelity", "usage")
+#: ``usage``'s keys (:meth:`harness.environment.CaseUsage.to_dict`) and the checks they must pass.
+_USAGE_KEYS: dict[str, Callable[[Any], bool]] = {
+    "loadavg_before": lambda x: x is None or _is_number(x), "loadavg_after": lambda x: x is None or _is_number(x),
+    "wall_ns": _is_int, "own_cores": _is_number, "other_cores": lambda x: x is None or _is_number(x), "cores": _is_int,
+}
+_USAGE_EXPECT = {"loadavg_before": "a number or null", "loadavg_after": "a number or null", "wall_ns": "an integer (ns)",
+                 "own_cores": "a number (cores)", "other_cores": "a number (cores) or null", "cores": "an integer"}
+
+
+def _minor_field_problem(case: dict[str, Any]) -> str | None:
+    """The first minor field of the wrong type: ``label``, ``backend_reason`` and ``comm_model``
+    (text where present; a ``null`` label is refused, as the page and compare show it), the
+    optional objects (:data:`_OBJECT_FIELDS`), ``usage``'s typed keys, ``warmup_steps`` (an
+    integer) and ``rank_labels`` (a list of texts)."""
+    for key in ("label", "backend_reason", "comm_model"):
+        if key in case and not _is_str(case[key]):
+            return f"{key} is {_show(case[key])}, expected a string"
+    if "warmup_steps" in case and not _is_int(case["warmup_steps"]):
+        return f"warmup_steps is {_show(case['warmup_steps'])}, expected an integer"
+    for key in _OBJECT_FIELDS:
+        value = case.get(key)
+        if value is not None and not isinstance(value, dict):
+            return f"{key} is {_show(value)}, expected an object"
+    usage = case.get("usage") or {}
+    for key, ok in _USAGE_KEYS.items():
+        if key in usage and not ok(usage[key]):
+            return f"usage.{key} is {_show(usage[key])}, expected {_USAGE_EXPECT[key]}"
+    if case.get("rank_labels") is not None:
+        return _list_problem("rank_labels", case["rank_labels"], _is_str)
+    return None
+
+
+def _job_problem(case: dict[str, Any], table: Any, imported_log: bool) -> str | None:
+    """A job listed twice (same rank, step, kind, stage and micro-batch) or lying outside its step's
+    span (:mod:`harness.job_checks`), described with the rank, the job and its index; ``None`` when
+    neither. A merged case (``device.clock_bound_ns``, :func:`harness.rank_merge.merge_parts`) may
+    place a job up to that bound outside its step; an imported Paddle log (``imported_log``) keeps
+    a repeated ``micro_batch_id`` as logged (the import warned about it), so it is not refused here."""
+    from harness.job_checks import first_duplicate, first_outside_step
+
+    def job(i: int) -> str:
+        return f"rank {int(table.rank[i])}'s job {table.labels[table.label[i]]} of step {int(table.step[i])} (jobs[{i}])"
+
+    if not imported_log:
+        twice = first_duplicate(table.rank, table.step, table.label)
+        if twice is not None:
+            a, b = twice
+            return (f"{job(b)} is listed twice (jobs[{a}] and jobs[{b}]); a step runs each job once, so the file is damaged "
+                    "or was edited (two runs' jobs merged into one case?)")
+    device = case.get("device")
+    bound = device.get("clock_bound_ns") if isinstance(device, dict) else None
+    slack: int = bound if type(bound) is int and bound > 0 and case.get("backend") == "mpi" else 0
+    outside = first_outside_step(table.step, table.start_ns, table.end_ns, case["steps"], case["step_start_ns"],
+                                 case["step_end_ns"], slack)
+    if outside is None:
+        return None
+    i, k = outside
+    lo, hi = case["step_start_ns"][k], case["step_end_ns"][k]
+    a, b = int(table.start_ns[i]), int(table.end_ns[i])
+    when = (f"starts at {a:,} ns, before its step starts (step_start_ns[{k}] = {lo:,} ns)" if a < lo - slack
+            else f"ends at {b:,} ns, after its step ends (step_end_ns[{k}] = {hi:,} ns)")
+    allowed = f", by more than the merge's clock bound of {slack:,} ns (device.clock_bound_ns)" if slack else ""
+    return f"{job(i)} {when}{allowed}; a step's span holds all its jobs, so the file is damaged or was edited"
 
 
 def _wide_int_problem(jobs: dict[str, Any]) -> str:
@@ -384,9 +468,6 @@ def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str 
     outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
     outside 0..1, a negative spread, ratio or peak."""
     steps = case["steps"]
-    bad = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
-    if bad is not None:
-        return f"steps[{bad}] is {steps[bad]} after {steps[bad - 1]}; steps must increase"
     spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
     if spans:
         lo, hi = min(spans), max(spans)

@@ -31,6 +31,7 @@ __all__ = [
     "TRACE_OPTIONS",
     "ReportSizeWarning",
     "TraceOptions",
+    "TraceStepsWarning",
     "add_trace_arguments",
     "hta_size_estimate",
     "open_output",
@@ -39,6 +40,7 @@ __all__ = [
     "size_warning",
     "trace_options_of",
     "trace_size_estimate",
+    "trace_steps_note",
 ]
 
 #: gzip level of compressed outputs: level 1 is several times faster than the default 6
@@ -152,6 +154,34 @@ def parse_trace_options(gzip: bool, steps: str | None, no_flows: bool, warn_mb: 
 
 class ReportSizeWarning(UserWarning):
     """An output of a report is estimated past the size threshold (see :func:`size_warning`)."""
+
+
+class TraceStepsWarning(ReportSizeWarning):
+    """``--trace-steps`` (``TraceOptions.steps``) asks for more steps than a case recorded (see :func:`trace_steps_note`)."""
+
+
+def trace_steps_note(asked: int | None, recorded: dict[str, int]) -> str | None:
+    """The note for cases that recorded fewer steps than ``--trace-steps`` asks to trace, or ``None``.
+
+    Such a case's trace holds every step it recorded: the option, like the other size options, is a
+    limit, and one run's cases record different numbers of steps (the adaptive window), so it is said,
+    not refused.
+
+    Args:
+        asked: the traced steps asked for (``None``: all, never a note).
+        recorded: per case id, the number of steps it recorded (the cases the report traces).
+    """
+    if asked is None:
+        return None
+    short = [(cid, n) for cid, n in recorded.items() if n < asked]
+    if not short:
+        return None
+    if len(short) == 1:
+        cid, n = short[0]
+        return f"--trace-steps={asked} is more than case {cid!r} recorded ({n} step{'' if n == 1 else 's'}); its trace holds all {n}"
+    shown = ", ".join(f"{cid!r} ({n})" for cid, n in short[:5]) + (f", ... ({len(short) - 5} more)" if len(short) > 5 else "")
+    return (f"--trace-steps={asked} is more than {len(short)} cases recorded (steps per case: {shown}); "
+            "their traces hold every step they recorded")
 
 
 @contextmanager

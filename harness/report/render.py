@@ -364,6 +364,19 @@ def _say_size(say: Callable[[str], None] | None, what: str, estimate: int, opts:
         warnings.warn(ReportSizeWarning(message), stacklevel=3)
 
 
+def _say_trace_steps(say: Callable[[str], None] | None, opts: TraceOptions, recorded: dict[str, int]) -> None:
+    """Say (or warn) once which cases recorded fewer steps than ``--trace-steps`` asks to trace
+    (:func:`harness.report.output.trace_steps_note`)."""
+    from harness.report.output import TraceStepsWarning, trace_steps_note
+
+    message = trace_steps_note(opts.steps, recorded)
+    if message is None:
+        return
+    if say is not None:
+        say(f"warning: {message}")
+    else:
+        warnings.warn(TraceStepsWarning(message), stacklevel=3)
+
 
 def _check_destinations(stage: Path, out_dir: Path) -> None:
     """Check every staged file can be moved to its place in ``out_dir``: no folder on its way there
@@ -472,12 +485,14 @@ def write_report(
             hta_hrefs: dict[str, str] = {}
             taken: set[str] = set()
             cases = doc["cases"]
+            recorded: dict[str, int] = {}  # per traced case, its recorded steps (for --trace-steps past them)
             for n, case in enumerate(cases, 1):
                 cid = str(case.get("id", f"#{n}"))
                 try:
                     stem = case_filename(cid, taken)
                     table = tables[n - 1] = tables[n - 1] or JobTable.from_case(case)  # None: an integer past 64 bits (raises)
                     if traces:
+                        recorded[cid] = len(case["steps"])
                         traced = first_steps(case, opts.steps)
                         _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
                         name = f"{stem}.json{'.gz' if opts.gzip else ''}"
@@ -493,6 +508,7 @@ def write_report(
                     raise InputFormatError(f"{source}: case {cid!r}: cannot render its traces ({type(exc).__name__}: {exc})") from None
                 if progress:
                     progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
+            _say_trace_steps(notice, opts, recorded)
             try:
                 html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
