@@ -83,6 +83,7 @@ from harness.device.base import (
     check_stall_timeout,
     check_strings,
 )
+from harness.device.cuda_handles import _Event, _Gpu, _Scope, _Stream, _Tls
 from harness.errors import BackendUnavailable, ConfigError, ExecutionError
 
 __all__ = ["INSTALL_HINT", "KERNELS_ENV", "KERNELS_SOURCE", "WORKLOADS", "CudaDevice", "probe"]
@@ -140,65 +141,6 @@ def _find_nvcc() -> str | None:
         if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
             return os.path.join(root, "bin", "nvcc")
     return None
-
-
-class _Gpu:
-    """Per-GPU state: primary context, module, internal streams, buffers."""
-
-    def __init__(self, index: int, ordinal: int, dev: Any, ctx: Any) -> None:
-        self.index = index
-        self.ordinal = ordinal
-        self.dev = dev
-        self.ctx = ctx
-        self.module: Any = None
-        self.spin: Any = None
-        self.gemm: Any = None
-        self.copy: Any = None
-        self.timer_step: Any = None
-        self.aux: Any = None  # internal stream: calibration, flush, anchors
-        self.info: dict[str, Any] = {}
-        self.spin_overhead_ns = 0
-        self.copy_grid = 1
-        self.copy_src: Any = None
-        self.copy_dst: Any = None
-        self.copy_bytes = 0
-        self.gemm_bufs: dict[int, tuple[Any, Any, Any]] = {}
-        self.flush_buf: Any = None
-        self.flush_bytes = 0
-        self.staging: Any = None  # pinned host buffer for host-staged copies
-        self.graveyard: list[Any] = []  # replaced buffers, freed at close
-        self.peers: set[int] = set()  # indices of GPUs whose memory it may access
-        # Cross-GPU alignment (latest synchronize point): mark event and its
-        # offset in ns from the base GPU's mark.
-        self.mark: Any = None
-        self.mark_offset_ns = 0
-
-
-class _Stream:
-    __slots__ = ("gpu", "handle", "last_label", "name", "pending")
-
-    def __init__(self, name: str, gpu: _Gpu, handle: Any) -> None:
-        self.name = name
-        self.gpu = gpu
-        self.handle = handle
-        self.last_label = ""
-        self.pending = False  # a launch waits for its end record (enqueue timing)
-
-
-class _Event:
-    """A harness event: one PyCUDA event per GPU it is recorded on, created lazily."""
-
-    __slots__ = ("latest", "per_gpu", "timing")
-
-    def __init__(self, timing: bool) -> None:
-        self.timing = timing
-        self.per_gpu: dict[int, Any] = {}
-        self.latest: tuple[_Gpu, Any] | None = None
-
-
-class _Tls(threading.local):
-    def __init__(self) -> None:
-        self.held: _Gpu | None = None  # our context held pushed on this thread
 
 
 _LIVE: weakref.WeakSet[CudaDevice] = weakref.WeakSet()
@@ -953,24 +895,3 @@ class CudaDevice:
                 self.close()
         except Exception:
             pass
-
-
-class _Scope:
-    """Push ``gpu``'s context for a block unless this thread already holds it; pop what was pushed."""
-
-    __slots__ = ("device", "gpu", "pushed")
-
-    def __init__(self, device: CudaDevice, gpu: _Gpu) -> None:
-        self.device = device
-        self.gpu = gpu
-        self.pushed = False
-
-    def __enter__(self) -> _Scope:
-        if self.device._tls.held is not self.gpu:
-            self.gpu.ctx.push()
-            self.pushed = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pushed:
-            self.device._drv.Context.pop()
