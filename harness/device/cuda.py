@@ -52,7 +52,6 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shutil
 import threading
 import time
 import weakref
@@ -73,15 +72,11 @@ from harness.device.base import (
 from harness.device.cuda_clock import _NS_PER_MS, _CudaClocks
 from harness.device.cuda_handles import _Event, _Gpu, _Scope, _Stream, _Tls
 from harness.device.cuda_launch import _CudaLaunches
+from harness.device.cuda_probe import INSTALL_HINT, _find_nvcc, probe  # _load_kernels calls _find_nvcc through this module
 from harness.errors import BackendUnavailable, ConfigError, ExecutionError
 
 __all__ = ["INSTALL_HINT", "KERNELS_ENV", "KERNELS_SOURCE", "WORKLOADS", "CudaDevice", "probe"]
 
-INSTALL_HINT = (
-    "Install the optional extra with `pip install -e .[cuda]` on a machine with an NVIDIA driver "
-    "and the CUDA toolkit (PyCUDA builds from source against cuda.h and libcuda); "
-    "offline, build a wheel with scripts/build_pycuda_wheel.sh and install it with scripts/gpu_check.sh."
-)
 WORKLOADS = ("spin", "gemm")
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cu")
 #: Environment variable naming a prebuilt cubin/fatbin/PTX of ``kernels.cu``, for
@@ -90,41 +85,6 @@ KERNELS_ENV = "HARNESS_CUDA_KERNELS"
 
 _STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
 _RANK_RE = re.compile(r"rank(\d+)/")
-
-
-def probe() -> tuple[bool, str]:
-    """Whether PyCUDA imports and sees a GPU. Returns ``(ok, reason)``; never raises."""
-    try:
-        import pycuda.driver as drv  # type: ignore[import-not-found]
-    except ImportError as exc:
-        return False, f"PyCUDA is not importable ({exc})"
-    except OSError as exc:  # e.g. libcuda.so.1 missing: no driver
-        return False, f"the NVIDIA driver library could not be loaded ({exc})"
-    except Exception as exc:  # a broken installation must not break `auto`
-        return False, f"PyCUDA failed to import ({exc!r})"
-    try:
-        drv.init()
-        count = drv.Device.count()
-    except Exception as exc:  # pycuda.driver.Error and friends
-        return False, f"the CUDA driver did not initialise ({exc})"
-    if count < 1:
-        return False, "no CUDA device is visible"
-    try:
-        first = drv.Device(0).name()
-    except Exception as exc:
-        return False, f"CUDA device 0 cannot be queried ({exc})"
-    return True, f"{count} CUDA device(s), first is {first}"
-
-
-def _find_nvcc() -> str | None:
-    """``nvcc`` on PATH, else in ``$CUDA_HOME/bin`` or ``/usr/local/cuda/bin``."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
-            return os.path.join(root, "bin", "nvcc")
-    return None
 
 
 _LIVE: weakref.WeakSet[CudaDevice] = weakref.WeakSet()
