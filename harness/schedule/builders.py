@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import numbers
+import re
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -75,8 +76,8 @@ def register(
     splits_backward: bool = False,
     placed_chunks: int = 1,
 ) -> Callable[[Builder], Builder]:
-    """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive;
-    ``-``, ``_`` and spaces ignored).
+    """Decorator: register a builder under ``name`` and ``aliases``: letters, digits, ``-``
+    and ``_``, matched whatever their case and with ``-`` and ``_`` ignored (:func:`builder_info`).
 
     The builder is called as ``fn(p, m, **options)``, or ``fn(p, m, v, **options)``
     with ``takes_chunks``, and must return a :class:`Schedule` with ``p`` ranks and
@@ -88,18 +89,27 @@ def register(
     Raises:
         ConfigError: ``name`` or an alias is already taken by another builder
             (registering the same function again, as a re-imported module does,
-            is allowed).
+            is allowed), or holds another character than a letter, a digit, ``-``
+            or ``_`` (a space, a dot, ...), which no lookup would match.
     """
 
     def deco(fn: Builder) -> Builder:
         for key in (name, *aliases):
             if not isinstance(key, str) or not _key(key):
                 raise ConfigError(f"a schedule name must be a non-empty string, got {key!r}")
-            taken = _REGISTRY.get(_ALIASES.get(_key(key), ""))
+            # Matched as loosely as names once were, so a near-copy of a taken name is named as taken.
+            taken = _REGISTRY.get(_ALIASES.get(_loose_key(key), ""))
             if taken is not None and not _same_function(taken.build, fn):
                 raise ConfigError(
                     f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} is taken by {taken.name!r} "
                     f"({_where(taken.build)}); register it under another name"
+                )
+            odd = _odd_characters(key)
+            if odd:
+                fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", key.strip()).strip("-")
+                raise ConfigError(
+                    f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} holds {odd}; a schedule name is "
+                    f"letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
                 )
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
         info = BuilderInfo(
@@ -130,8 +140,44 @@ def _where(fn: Builder) -> str:
     return f"{module}.{name}"
 
 
+#: What a schedule name holds once stripped of outer whitespace: ASCII letters, digits, ``-`` and ``_``.
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _key(name: str) -> str:
-    return name.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+    """The lookup key of a schedule name: outer whitespace stripped, case, ``-`` and ``_`` ignored
+    (``"zb-h1"``, ``"ZB_H1"`` and ``"zbh1"`` are one key)."""
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+def _loose_key(name: str) -> str:
+    """``name``'s key with every character but letters and digits dropped: what a name that
+    :func:`builder_info` refuses (``"1 f 1 b"``) is close to."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _odd_characters(name: str) -> str:
+    """What in ``name`` (outer whitespace aside) is not a letter, digit, ``-`` or ``_``, in words;
+    ``""`` for a name of those alone (or an empty one)."""
+    stripped = name.strip()
+    if not stripped or _NAME_RE.fullmatch(stripped):
+        return ""
+    odd = sorted({ch for ch in stripped if not _NAME_RE.fullmatch(ch)})
+    if odd == [" "]:
+        return "a space inside"
+    return ("the characters " if len(odd) > 1 else "the character ") + ", ".join(map(repr, odd))
+
+
+def _closest_name(name: str) -> str | None:
+    """The registered schedule (canonical name) closest to ``name``: the one whose key is
+    ``name``'s letters and digits, else the nearest key by :func:`difflib.get_close_matches`."""
+    import difflib
+
+    loose = _loose_key(name)
+    if loose in _ALIASES:
+        return _ALIASES[loose]
+    close = difflib.get_close_matches(loose, list(_ALIASES), n=1)
+    return _ALIASES[close[0]] if close else None
 
 
 def schedule_names() -> list[str]:
@@ -140,13 +186,25 @@ def schedule_names() -> list[str]:
 
 
 def builder_info(name: str) -> BuilderInfo:
-    """The registered builder for ``name`` (case-insensitive; ``-``/``_`` ignored).
+    """The registered builder for ``name``: its name or an alias, whatever the case, with
+    ``-`` and ``_`` ignored (``"zb-h1"``, ``"ZB_H1"``, ``"zbh1"`` are all ZB-H1) and outer
+    whitespace stripped.
 
     Raises:
-        ConfigError: unknown name; the message lists the valid ones.
+        ConfigError: ``name`` is not a string; holds another character than a letter, a
+            digit, ``-`` or ``_`` (``"1 f 1 b"``, ``"zb.h1"``), the message naming the
+            closest schedule; or is unknown, the message listing the valid ones.
     """
     if not isinstance(name, str):
         raise ConfigError(f"a schedule name must be a string such as '1F1B', got {name!r}")
+    odd = _odd_characters(name)
+    if odd:
+        closest = _closest_name(name)
+        hint = f"; did you mean {closest!r}?" if closest else f"; valid schedules: {', '.join(sorted(_REGISTRY))}"
+        raise ConfigError(
+            f"schedule name {name!r} holds {odd}: a schedule name is letters, digits, '-' and '_' "
+            f"(case, '-' and '_' do not matter){hint}"
+        )
     canonical = _ALIASES.get(_key(name))
     if canonical is None:
         valid = ", ".join(f"{n} ({', '.join(i.aliases)})" if i.aliases else n for n, i in sorted(_REGISTRY.items()))
