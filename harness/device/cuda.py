@@ -8,6 +8,15 @@ of the call, as the protocol requires); :meth:`CudaDevice.elapsed_ns` is
 ``Event.time_since`` (``cuEventElapsedTime``, milliseconds as a float) times
 1e6, rounded to ns.
 
+This module holds :class:`CudaDevice`: its options, contexts, GPU setup (kernels
+compiled or loaded there), the protocol's methods, :meth:`~CudaDevice.describe` and
+:meth:`~CudaDevice.close`. Its parts live beside it: :mod:`~harness.device.cuda_probe`
+(whether it can run here: :func:`probe`, :data:`INSTALL_HINT`),
+:mod:`~harness.device.cuda_handles` (per-GPU, stream, event and thread state),
+:mod:`~harness.device.cuda_clock` (event timing, cross-GPU alignment, host anchor;
+base class ``_CudaClocks``) and :mod:`~harness.device.cuda_launch` (what a job's work
+launches, and the calibration; base class ``_CudaLaunches``).
+
 Contexts:
     Each GPU's *primary* context (``Device(i).retain_primary_context()``), never
     ``pycuda.autoinit``. PyCUDA keeps one context stack per thread and aborts the
