@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.case import PipelineCase
 from harness.cli import main
@@ -37,6 +39,21 @@ def test_every_built_in_name_and_alias_is_found_as_written() -> None:
     assert [builder_info(alias).name for alias, _ in pairs] == [name for _, name in pairs]
     assert ("PipeDream-Flush", "1F1B") in pairs and ("ZB1P-interleaved", "InterleavedZeroBubble") in pairs
     assert len(pairs) >= 33  # 12 built-in schedules, 21 aliases
+
+
+@given(st.data())
+def test_any_case_and_dashes_find_a_schedule_and_a_space_inside_names_it(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(schedule_names()))
+    alias = data.draw(st.sampled_from((name, *builder_info(name).aliases)))
+    flips = data.draw(st.lists(st.booleans(), min_size=len(alias), max_size=len(alias)))
+    seps = data.draw(st.lists(st.sampled_from(["", "", "-", "_"]), min_size=len(alias) + 1, max_size=len(alias) + 1))
+    spelled = "".join(sep + (ch.swapcase() if flip else ch) for sep, ch, flip in zip(seps, alias, flips)) + seps[-1]
+    assert builder_info(spelled).name == name
+    cut = data.draw(st.integers(1, len(alias) - 1))
+    spaced = alias[:cut] + " " + alias[cut:]
+    with pytest.raises(ConfigError) as info:
+        builder_info(spaced)
+    assert str(info.value) == f"schedule name {spaced!r} holds a space inside: {RULE}; did you mean {name!r}?"
 
 
 @pytest.mark.parametrize(("given", "what", "closest"), [
