@@ -8,6 +8,15 @@ of the call, as the protocol requires); :meth:`CudaDevice.elapsed_ns` is
 ``Event.time_since`` (``cuEventElapsedTime``, milliseconds as a float) times
 1e6, rounded to ns.
 
+This module holds :class:`CudaDevice`: its options, contexts, GPU setup (kernels
+compiled or loaded there), the protocol's methods, :meth:`~CudaDevice.describe` and
+:meth:`~CudaDevice.close`. Its parts live beside it: :mod:`~harness.device.cuda_probe`
+(whether it can run here: :func:`probe`, :data:`INSTALL_HINT`),
+:mod:`~harness.device.cuda_handles` (per-GPU, stream, event and thread state),
+:mod:`~harness.device.cuda_clock` (event timing, cross-GPU alignment, host anchor;
+base class ``_CudaClocks``) and :mod:`~harness.device.cuda_launch` (what a job's work
+launches, and the calibration; base class ``_CudaLaunches``).
+
 Contexts:
     Each GPU's *primary* context (``Device(i).retain_primary_context()``), never
     ``pycuda.autoinit``. PyCUDA keeps one context stack per thread and aborts the
@@ -25,29 +34,16 @@ Several GPUs:
     CUDA only records an event on a stream of its own context); waits work
     across GPUs. Elapsed times within one GPU are read directly. Between GPUs
     each GPU's time base is aligned at every synchronize point with a ping-pong
-    of events (record on GPU 0, wait+record on GPU d, wait+record on GPU 0; GPU
-    d's mark is placed at half the round trip, taking the best of three), so
-    the error of a cross-GPU difference is at most half the asymmetry of the
-    two one-way latencies (a few µs at worst).
+    of events (:mod:`harness.device.cuda_clock`).
 
 Host anchor:
-    Once per device, after the first synchronize, an event is recorded and
-    waited for and ``time.time_ns()`` read at once: :meth:`CudaDevice.host_time_ns`
-    places any completed event on the host's wall clock (within the
-    synchronize wake-up latency, µs). The timeline itself never uses host clocks.
+    :meth:`CudaDevice.host_time_ns` places any completed event on the host's
+    wall clock (:mod:`harness.device.cuda_clock`). The timeline itself never
+    uses host clocks.
 
 Workloads (:attr:`CudaDevice.workload`):
-    ``spin`` (default): each compute launch is the ``spin`` kernel of
-        ``kernels.cu`` - one block busy-waiting ``Work.duration_ns`` on
-        ``%globaltimer``, minus the measured event-to-kernel overhead, so the
-        event-measured duration matches the cost model.
-    ``gemm``: each compute launch is a tiled float32 GEMM sized from
-        ``Work.flops`` (``n = cbrt(flops/2)``, at most 2048, repeated to reach
-        the FLOPs); its measured TFLOP/s is in :meth:`CudaDevice.describe`.
-    Copy work (``Work.is_copy``) copies ``Work.nbytes`` device-to-device with the
-    ``copy`` kernel on the job's (comm) stream; to another GPU when the work
-    names a ``peer_rank`` on a different GPU (direct peer writes when peer access
-    is on, host-staged otherwise).
+    ``spin`` (default) or ``gemm``; copy work moves bytes with the ``copy``
+    kernel. What each launches, sized how, is in :mod:`harness.device.cuda_launch`.
 
 Measurement method (after NVIDIA's CUDA C++ Best Practices Guide, "Using CUDA
 GPU Timers", and the L2 flush between timed runs of ``triton.testing.do_bench``): modules are
@@ -65,7 +61,6 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shutil
 import threading
 import time
 import weakref
@@ -83,122 +78,22 @@ from harness.device.base import (
     check_stall_timeout,
     check_strings,
 )
+from harness.device.cuda_clock import _NS_PER_MS, _CudaClocks
+from harness.device.cuda_handles import _Event, _Gpu, _Scope, _Stream, _Tls
+from harness.device.cuda_launch import _CudaLaunches
+from harness.device.cuda_probe import INSTALL_HINT, _find_nvcc, probe  # _load_kernels calls _find_nvcc through this module
 from harness.errors import BackendUnavailable, ConfigError, ExecutionError
 
 __all__ = ["INSTALL_HINT", "KERNELS_ENV", "KERNELS_SOURCE", "WORKLOADS", "CudaDevice", "probe"]
 
-INSTALL_HINT = (
-    "Install the optional extra with `pip install -e .[cuda]` on a machine with an NVIDIA driver "
-    "and the CUDA toolkit (PyCUDA builds from source against cuda.h and libcuda); "
-    "offline, build a wheel with scripts/build_pycuda_wheel.sh and install it with scripts/gpu_check.sh."
-)
 WORKLOADS = ("spin", "gemm")
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cu")
 #: Environment variable naming a prebuilt cubin/fatbin/PTX of ``kernels.cu``, for
 #: machines without ``nvcc`` (see docs/cuda.md).
 KERNELS_ENV = "HARNESS_CUDA_KERNELS"
 
-_NS_PER_MS = 1_000_000
 _STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
 _RANK_RE = re.compile(r"rank(\d+)/")
-_MAX_GEMM_N = 2048
-_TILE = 16
-_COPY_BLOCK = 256
-_CALIBRATION_RUNS = 21
-
-
-def probe() -> tuple[bool, str]:
-    """Whether PyCUDA imports and sees a GPU. Returns ``(ok, reason)``; never raises."""
-    try:
-        import pycuda.driver as drv  # type: ignore[import-not-found]
-    except ImportError as exc:
-        return False, f"PyCUDA is not importable ({exc})"
-    except OSError as exc:  # e.g. libcuda.so.1 missing: no driver
-        return False, f"the NVIDIA driver library could not be loaded ({exc})"
-    except Exception as exc:  # a broken installation must not break `auto`
-        return False, f"PyCUDA failed to import ({exc!r})"
-    try:
-        drv.init()
-        count = drv.Device.count()
-    except Exception as exc:  # pycuda.driver.Error and friends
-        return False, f"the CUDA driver did not initialise ({exc})"
-    if count < 1:
-        return False, "no CUDA device is visible"
-    try:
-        first = drv.Device(0).name()
-    except Exception as exc:
-        return False, f"CUDA device 0 cannot be queried ({exc})"
-    return True, f"{count} CUDA device(s), first is {first}"
-
-
-def _find_nvcc() -> str | None:
-    """``nvcc`` on PATH, else in ``$CUDA_HOME/bin`` or ``/usr/local/cuda/bin``."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
-            return os.path.join(root, "bin", "nvcc")
-    return None
-
-
-class _Gpu:
-    """Per-GPU state: primary context, module, internal streams, buffers."""
-
-    def __init__(self, index: int, ordinal: int, dev: Any, ctx: Any) -> None:
-        self.index = index
-        self.ordinal = ordinal
-        self.dev = dev
-        self.ctx = ctx
-        self.module: Any = None
-        self.spin: Any = None
-        self.gemm: Any = None
-        self.copy: Any = None
-        self.timer_step: Any = None
-        self.aux: Any = None  # internal stream: calibration, flush, anchors
-        self.info: dict[str, Any] = {}
-        self.spin_overhead_ns = 0
-        self.copy_grid = 1
-        self.copy_src: Any = None
-        self.copy_dst: Any = None
-        self.copy_bytes = 0
-        self.gemm_bufs: dict[int, tuple[Any, Any, Any]] = {}
-        self.flush_buf: Any = None
-        self.flush_bytes = 0
-        self.staging: Any = None  # pinned host buffer for host-staged copies
-        self.graveyard: list[Any] = []  # replaced buffers, freed at close
-        self.peers: set[int] = set()  # indices of GPUs whose memory it may access
-        # Cross-GPU alignment (latest synchronize point): mark event and its
-        # offset in ns from the base GPU's mark.
-        self.mark: Any = None
-        self.mark_offset_ns = 0
-
-
-class _Stream:
-    __slots__ = ("gpu", "handle", "last_label", "name", "pending")
-
-    def __init__(self, name: str, gpu: _Gpu, handle: Any) -> None:
-        self.name = name
-        self.gpu = gpu
-        self.handle = handle
-        self.last_label = ""
-        self.pending = False  # a launch waits for its end record (enqueue timing)
-
-
-class _Event:
-    """A harness event: one PyCUDA event per GPU it is recorded on, created lazily."""
-
-    __slots__ = ("latest", "per_gpu", "timing")
-
-    def __init__(self, timing: bool) -> None:
-        self.timing = timing
-        self.per_gpu: dict[int, Any] = {}
-        self.latest: tuple[_Gpu, Any] | None = None
-
-
-class _Tls(threading.local):
-    def __init__(self) -> None:
-        self.held: _Gpu | None = None  # our context held pushed on this thread
 
 
 _LIVE: weakref.WeakSet[CudaDevice] = weakref.WeakSet()
@@ -214,7 +109,7 @@ def _close_live_devices() -> None:  # pragma: no cover - interpreter shutdown
             pass
 
 
-class CudaDevice:
+class CudaDevice(_CudaClocks, _CudaLaunches):
     """Streams, events and kernels on one or more NVIDIA GPUs through PyCUDA.
 
     Args:
@@ -462,34 +357,6 @@ class CudaDevice:
         gpu.copy = m.get_function("copy").prepare("PPQ")
         gpu.timer_step = m.get_function("timer_step").prepare("Pi")
 
-    def _timed(self, gpu: _Gpu, enqueue: Any, runs: int) -> list[int]:
-        """Event-measured durations (ns) of ``runs`` repetitions of ``enqueue(stream)`` on ``gpu.aux``."""
-        drv = self._drv
-        out = []
-        for _ in range(runs):
-            a, b = drv.Event(), drv.Event()
-            a.record(gpu.aux)
-            enqueue(gpu.aux)
-            b.record(gpu.aux)
-            b.synchronize()
-            out.append(round(b.time_since(a) * _NS_PER_MS))
-        return out
-
-    def _calibrate_spin(self, gpu: _Gpu) -> None:
-        """Warm the spin kernel up and measure its event-to-event overhead (ns)."""
-        samples = self._timed(gpu, lambda s: gpu.spin.prepared_async_call((1, 1), (1, 1, 1), s, 0, 0), _CALIBRATION_RUNS)
-        samples.sort()
-        gpu.spin_overhead_ns = max(0, samples[len(samples) // 2])
-        gpu.info["spin_overhead_ns"] = gpu.spin_overhead_ns
-
-    def _calibrate_gemm(self, gpu: _Gpu) -> float:
-        n, reps = 1024, 4
-        a, b, c = self._gemm_buffers(gpu, n, gpu.aux)
-        grid = ((n + _TILE - 1) // _TILE, (n + _TILE - 1) // _TILE)
-        ns = self._timed(gpu, lambda s: gpu.gemm.prepared_async_call(grid, (_TILE, _TILE, 1), s, a, b, c, n, reps), 5)
-        best = max(1, min(ns))
-        return round(2.0 * n**3 * reps / best / 1e3, 3)  # FLOP/ns / 1e3 = TFLOP/s
-
     def _enable_peers(self, gpu: _Gpu) -> None:
         """Enable peer access both ways between ``gpu`` and every GPU set up before it."""
         for other in self._gpus.values():
@@ -614,66 +481,6 @@ class CudaDevice:
         stream.last_label = work.label
         stream.pending = True
 
-    def _launch_gemm(self, stream: _Stream, flops: float) -> None:
-        n = round((flops / 2.0) ** (1.0 / 3.0) / _TILE) * _TILE
-        n = max(_TILE, min(_MAX_GEMM_N, n))
-        reps = max(1, round(flops / (2.0 * n**3)))
-        a, b, c = self._gemm_buffers(stream.gpu, n, stream.handle)
-        grid = (n // _TILE, n // _TILE)
-        stream.gpu.gemm.prepared_async_call(grid, (_TILE, _TILE, 1), stream.handle, a, b, c, n, reps)
-
-    def _gemm_buffers(self, gpu: _Gpu, n: int, stream: Any) -> tuple[Any, Any, Any]:
-        bufs = gpu.gemm_bufs.get(n)
-        if bufs is None:  # first launch of this size: during warm-up
-            drv = self._drv
-            nbytes = 4 * n * n
-            bufs = (drv.mem_alloc(nbytes), drv.mem_alloc(nbytes), drv.mem_alloc(nbytes))
-            for buf in bufs:
-                drv.memset_d32_async(buf, 0, n * n, stream)
-            gpu.gemm_bufs[n] = bufs
-        return bufs
-
-    def _copy_buffers(self, gpu: _Gpu, nbytes: int) -> tuple[Any, Any]:
-        if gpu.copy_bytes < nbytes:  # grow geometrically; old buffers live until close
-            drv = self._drv
-            size = max(nbytes, 2 * gpu.copy_bytes, 1 << 20)
-            if gpu.copy_src is not None:
-                gpu.graveyard += [gpu.copy_src, gpu.copy_dst]
-            gpu.copy_src, gpu.copy_dst = drv.mem_alloc(size), drv.mem_alloc(size)
-            gpu.copy_bytes = size
-        return gpu.copy_src, gpu.copy_dst
-
-    def _launch_copy(self, stream: _Stream, work: Work) -> None:
-        nbytes = int(work.nbytes)
-        if nbytes <= 0:
-            return
-        gpu = stream.gpu
-        src, dst = self._copy_buffers(gpu, nbytes)
-        peer_rank = work.peer_rank  # the receiving rank of a send (the executor fills it in)
-        if peer_rank is not None:
-            peer = self._gpu_for_rank(int(peer_rank))
-            if peer is not gpu:
-                with self._scoped(peer):
-                    _, dst = self._copy_buffers(peer, nbytes)
-                if peer.index not in gpu.peers:
-                    self._host_staged_copy(stream, src, dst, nbytes)
-                    return
-        blocks = max(1, min(gpu.copy_grid, -(-nbytes // (16 * _COPY_BLOCK))))
-        gpu.copy.prepared_async_call((blocks, 1), (_COPY_BLOCK, 1, 1), stream.handle, src, dst, nbytes)
-
-    def _host_staged_copy(self, stream: _Stream, src: Any, dst: Any, nbytes: int) -> None:
-        # Without peer access: device -> pinned host -> peer device, both hops on
-        # the sender's stream (unified addressing resolves the peer pointer).
-        gpu = stream.gpu
-        drv = self._drv
-        if gpu.staging is None or gpu.staging.nbytes < nbytes:
-            import numpy as np
-
-            gpu.staging = drv.pagelocked_empty(max(nbytes, 1 << 20), np.uint8)
-        host = gpu.staging[:nbytes]
-        drv.memcpy_dtoh_async(host, src, stream.handle)
-        drv.memcpy_htod_async(dst, host, stream.handle)
-
     def synchronize(self) -> None:
         """Wait until every stream drained, then (optionally) flush L2 and align the GPUs' clocks.
 
@@ -723,49 +530,6 @@ class CudaDevice:
             polls += 1
             time.sleep(0 if polls < 1000 else 50e-6)  # spin briefly, then back off
 
-    def _align_gpus(self) -> None:
-        """Ping-pong events between the base GPU and each other GPU (see module doc)."""
-        drv = self._drv
-        gpus = sorted(self._gpus.values(), key=lambda g: g.index)
-        base = gpus[0]
-        with self._scoped(base):
-            mark = drv.Event()
-            mark.record(base.aux)
-            mark.synchronize()
-        base.mark, base.mark_offset_ns = mark, 0
-        for gpu in gpus[1:]:
-            best: tuple[int, Any, Any] | None = None
-            for _ in range(3):
-                with self._scoped(base):
-                    a = drv.Event()
-                    a.record(base.aux)
-                with self._scoped(gpu):
-                    z = drv.Event()
-                    gpu.aux.wait_for_event(a)
-                    z.record(gpu.aux)
-                with self._scoped(base):
-                    c = drv.Event()
-                    base.aux.wait_for_event(z)
-                    c.record(base.aux)
-                    c.synchronize()
-                    rtt = round(c.time_since(a) * _NS_PER_MS)
-                if best is None or rtt < best[0]:
-                    best = (rtt, a, z)
-            assert best is not None
-            rtt, a, z = best
-            with self._scoped(base):
-                offset = round(a.time_since(mark) * _NS_PER_MS) + rtt // 2
-            gpu.mark, gpu.mark_offset_ns = z, offset
-            gpu.info["align_rtt_ns"] = rtt
-
-    def _take_host_anchor(self) -> None:
-        gpu = min(self._gpus.values(), key=lambda g: g.index)
-        with self._scoped(gpu):
-            ev = self._drv.Event()
-            ev.record(gpu.aux)
-            ev.synchronize()
-            self._anchor = (ev, gpu, time.time_ns(), time.perf_counter_ns())
-
     def _flush_l2(self) -> None:
         for gpu in self._gpus.values():
             if gpu.flush_buf is not None:
@@ -800,31 +564,7 @@ class CudaDevice:
         except Exception as exc:
             raise ExecutionError(f"cuda: elapsed time unavailable ({exc}); were both events completed?") from exc
 
-    def _global_ns(self, rec: tuple[_Gpu, Any]) -> int:
-        gpu, phys = rec
-        if gpu.mark is None:
-            self._align_gpus()
-        with self._scoped(gpu):
-            return round(phys.time_since(gpu.mark) * _NS_PER_MS) + gpu.mark_offset_ns
-
     # -- extras beyond the protocol ------------------------------------------------------
-
-    def host_time_ns(self, event: _Event) -> int:
-        """Host wall-clock time (``time.time_ns`` scale, ns) of a completed event.
-
-        Uses the host anchor taken at the first synchronize; accurate to the
-        synchronize wake-up latency (µs). For placing a run on the host's clock
-        (e.g. PaddlePaddle-style logs), never for the timeline itself.
-
-        Raises:
-            ExecutionError: no synchronize yet, or the event is not complete.
-        """
-        if self._anchor is None:
-            raise ExecutionError("cuda: no host anchor yet (call synchronize first)")
-        ev, gpu, wall, _ = self._anchor
-        anchor = _Event(True)
-        anchor.latest = (gpu, ev)
-        return wall + self.elapsed_ns(anchor, event)
 
     def last_enqueue_ns(self) -> list[tuple[str, int]]:
         """Host enqueue time of each job of the last synchronized window: ``(label, ns)``.
@@ -861,29 +601,6 @@ class CudaDevice:
             first = min(self._gpus.values(), key=lambda g: g.index).info
             info["name"] = first.get("name")
         return info
-
-    def timer_resolution_ns(self) -> dict[str, int]:
-        """Resolution of the device clocks of the first GPU in use, in ns.
-
-        ``globaltimer``: smallest step of ``%globaltimer`` over 1000 reads;
-        ``event``: smallest non-zero ``cuEventElapsedTime`` of back-to-back
-        records over 200 pairs (0 if none was non-zero).
-        """
-        drv = self._drv
-        gpu = min(self._gpus.values(), key=lambda g: g.index) if self._gpus else self._gpu_for_rank(0)
-        import numpy as np
-
-        with self._scoped(gpu):
-            out = drv.mem_alloc(8)
-            try:
-                gpu.timer_step.prepared_async_call((1, 1), (1, 1, 1), gpu.aux, out, 1000)
-                host = np.zeros(1, dtype=np.uint64)
-                gpu.aux.synchronize()
-                drv.memcpy_dtoh(host, out)
-            finally:
-                out.free()
-            steps = [x for x in self._timed(gpu, lambda s: None, 200) if x > 0]
-        return {"globaltimer": int(host[0]), "event": min(steps) if steps else 0}
 
     def _fail(self, exc: BaseException, stream: _Stream, what: str) -> None:
         self._release()
@@ -953,24 +670,3 @@ class CudaDevice:
                 self.close()
         except Exception:
             pass
-
-
-class _Scope:
-    """Push ``gpu``'s context for a block unless this thread already holds it; pop what was pushed."""
-
-    __slots__ = ("device", "gpu", "pushed")
-
-    def __init__(self, device: CudaDevice, gpu: _Gpu) -> None:
-        self.device = device
-        self.gpu = gpu
-        self.pushed = False
-
-    def __enter__(self) -> _Scope:
-        if self.device._tls.held is not self.gpu:
-            self.gpu.ctx.push()
-            self.pushed = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pushed:
-            self.device._drv.Context.pop()

@@ -3,6 +3,15 @@
 Each builder is registered under a case-insensitive name (and aliases) with
 :func:`register`; :func:`build_schedule` looks one up by name and
 :func:`schedule_names` lists them.
+
+This module holds the registry and the name lookup, the job-count limit
+(:data:`MAX_JOBS`), the helpers the builders share, and the plain one-chunk schedules
+(FThenB, 1F1B, Eager-1F1B). The other families have modules of their own, imported at
+the end of this one so that they register (and importable from here too):
+:mod:`~harness.schedule.interleaved` (Interleaved1F1B, LoopedBFS),
+:mod:`~harness.schedule.zero_bubble` (ZB-H1, InterleavedZeroBubble, ZB-H2, ZB-V),
+:mod:`~harness.schedule.dualpipe` (DualPipeV) and
+:mod:`~harness.schedule.controllable_memory` (V-Half, V-Min).
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import numbers
+import re
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -18,7 +28,7 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError, HarnessError, ResourceError
-from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement
+from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement  # noqa: F401 - v_placement: importable from here as before
 
 __all__ = [
     "BYTES_PER_JOB",
@@ -53,6 +63,9 @@ class BuilderInfo:
 
 _REGISTRY: dict[str, BuilderInfo] = {}
 _ALIASES: dict[str, str] = {}
+#: The modules of the built-in builders split off this one: a bug in one of them raises with its
+#: own traceback, where a user's builder's exception is turned into a ConfigError naming it.
+_BUILT_IN_MODULES = frozenset({__name__, "harness.schedule.interleaved", "harness.schedule.zero_bubble", "harness.schedule.dualpipe"})
 
 
 def register(
@@ -63,8 +76,8 @@ def register(
     splits_backward: bool = False,
     placed_chunks: int = 1,
 ) -> Callable[[Builder], Builder]:
-    """Decorator: register a builder under ``name`` and ``aliases`` (case-insensitive;
-    ``-``, ``_`` and spaces ignored).
+    """Decorator: register a builder under ``name`` and ``aliases``: letters, digits, ``-``
+    and ``_``, matched whatever their case and with ``-`` and ``_`` ignored (:func:`builder_info`).
 
     The builder is called as ``fn(p, m, **options)``, or ``fn(p, m, v, **options)``
     with ``takes_chunks``, and must return a :class:`Schedule` with ``p`` ranks and
@@ -76,18 +89,27 @@ def register(
     Raises:
         ConfigError: ``name`` or an alias is already taken by another builder
             (registering the same function again, as a re-imported module does,
-            is allowed).
+            is allowed), or holds another character than a letter, a digit, ``-``
+            or ``_`` (a space, a dot, ...), which no lookup would match.
     """
 
     def deco(fn: Builder) -> Builder:
         for key in (name, *aliases):
             if not isinstance(key, str) or not _key(key):
                 raise ConfigError(f"a schedule name must be a non-empty string, got {key!r}")
-            taken = _REGISTRY.get(_ALIASES.get(_key(key), ""))
+            # Matched as loosely as names once were, so a near-copy of a taken name is named as taken.
+            taken = _REGISTRY.get(_ALIASES.get(_loose_key(key), ""))
             if taken is not None and not _same_function(taken.build, fn):
                 raise ConfigError(
                     f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} is taken by {taken.name!r} "
                     f"({_where(taken.build)}); register it under another name"
+                )
+            odd = _odd_characters(key)
+            if odd:
+                fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", key.strip()).strip("-")
+                raise ConfigError(
+                    f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} holds {odd}; a schedule name is "
+                    f"letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
                 )
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
         info = BuilderInfo(
@@ -118,8 +140,44 @@ def _where(fn: Builder) -> str:
     return f"{module}.{name}"
 
 
+#: What a schedule name holds once stripped of outer whitespace: ASCII letters, digits, ``-`` and ``_``.
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _key(name: str) -> str:
-    return name.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+    """The lookup key of a schedule name: outer whitespace stripped, case, ``-`` and ``_`` ignored
+    (``"zb-h1"``, ``"ZB_H1"`` and ``"zbh1"`` are one key)."""
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+def _loose_key(name: str) -> str:
+    """``name``'s key with every character but letters and digits dropped: what a name that
+    :func:`builder_info` refuses (``"1 f 1 b"``) is close to."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _odd_characters(name: str) -> str:
+    """What in ``name`` (outer whitespace aside) is not a letter, digit, ``-`` or ``_``, in words;
+    ``""`` for a name of those alone (or an empty one)."""
+    stripped = name.strip()
+    if not stripped or _NAME_RE.fullmatch(stripped):
+        return ""
+    odd = sorted({ch for ch in stripped if not _NAME_RE.fullmatch(ch)})
+    if odd == [" "]:
+        return "a space inside"
+    return ("the characters " if len(odd) > 1 else "the character ") + ", ".join(map(repr, odd))
+
+
+def _closest_name(name: str) -> str | None:
+    """The registered schedule (canonical name) closest to ``name``: the one whose key is
+    ``name``'s letters and digits, else the nearest key by :func:`difflib.get_close_matches`."""
+    import difflib
+
+    loose = _loose_key(name)
+    if loose in _ALIASES:
+        return _ALIASES[loose]
+    close = difflib.get_close_matches(loose, list(_ALIASES), n=1)
+    return _ALIASES[close[0]] if close else None
 
 
 def schedule_names() -> list[str]:
@@ -128,13 +186,25 @@ def schedule_names() -> list[str]:
 
 
 def builder_info(name: str) -> BuilderInfo:
-    """The registered builder for ``name`` (case-insensitive; ``-``/``_`` ignored).
+    """The registered builder for ``name``: its name or an alias, whatever the case, with
+    ``-`` and ``_`` ignored (``"zb-h1"``, ``"ZB_H1"``, ``"zbh1"`` are all ZB-H1) and outer
+    whitespace stripped.
 
     Raises:
-        ConfigError: unknown name; the message lists the valid ones.
+        ConfigError: ``name`` is not a string; holds another character than a letter, a
+            digit, ``-`` or ``_`` (``"1 f 1 b"``, ``"zb.h1"``), the message naming the
+            closest schedule; or is unknown, the message listing the valid ones.
     """
     if not isinstance(name, str):
         raise ConfigError(f"a schedule name must be a string such as '1F1B', got {name!r}")
+    odd = _odd_characters(name)
+    if odd:
+        closest = _closest_name(name)
+        hint = f"; did you mean {closest!r}?" if closest else f"; valid schedules: {', '.join(sorted(_REGISTRY))}"
+        raise ConfigError(
+            f"schedule name {name!r} holds {odd}: a schedule name is letters, digits, '-' and '_' "
+            f"(case, '-' and '_' do not matter){hint}"
+        )
     canonical = _ALIASES.get(_key(name))
     if canonical is None:
         valid = ", ".join(f"{n} ({', '.join(i.aliases)})" if i.aliases else n for n, i in sorted(_REGISTRY.items()))
@@ -176,7 +246,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
     except HarnessError:
         raise
     except Exception as exc:
-        if getattr(info.build, "__module__", None) == __name__:
+        if getattr(info.build, "__module__", None) in _BUILT_IN_MODULES:
             raise  # a built-in builder's bug: its traceback
         frames = traceback.extract_tb(exc.__traceback__)
         at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
@@ -451,443 +521,11 @@ def eager_1f1b(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
     return _finish("Eager-1F1B", m, loop_placement(p), ranks, optimizer)
 
 
-def _interleaved_rounds(name: str, p: int, m: int) -> int:
-    """Micro-batches per round of PyTorch's interleaved schedules.
-
-    PyTorch (``ScheduleInterleaved1F1B.__init__``) uses ``r = max(1, m // p)``
-    rounds of ``m // r`` micro-batches and needs ``m % r == 0``; Megatron-LM's
-    original interleaved schedule needs ``m % p == 0``, a special case.
-
-    Raises:
-        ConfigError: ``m`` is not a multiple of the number of rounds.
-    """
-    rounds = max(1, m // p)
-    if m % rounds:
-        ok = sorted((k for k in range(max(1, m - 2 * p), m + 2 * p) if k % max(1, k // p) == 0), key=lambda k: (abs(k - m), k))
-        ok = sorted(ok[:8])
-        raise ConfigError(
-            f"{name} needs the number of micro-batches m to be a multiple of its number of rounds "
-            f"max(1, m // p) = {rounds} (PyTorch ScheduleInterleaved1F1B); got p={p}, m={m}. "
-            f"Nearby valid m: {', '.join(map(str, ok[:8]))}"
-        )
-    return m // rounds
-
-
-def _rank_ops_1f1b(
-    rank: int,
-    p: int,
-    v: int,
-    m: int,
-    per_round: int,
-    warmup: int,
-    zero_bubble: bool,
-    deferred_w: int = 0,
-) -> tuple[Any, Any, Any]:
-    """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family, as
-    numpy int64 arrays of their stage, kind code (index in ``tuple(JobKind)``)
-    and micro-batch.
-
-    A port of ``_get_1f1b_rank_ops`` (torch/distributed/pipelining/schedules.py)
-    without the idle padding (slots do not take time here): ``warmup`` forwards,
-    then pairs of one forward and one backward, then the remaining backwards.
-    Forwards go through the rank's chunks in blocks of ``per_round`` micro-batches
-    in ascending chunk order, backwards in descending chunk order. With
-    ``zero_bubble`` the backward is ``I`` and each ``I`` after the first
-    ``deferred_w`` steady pairs is followed by the ``W`` of the oldest pending ``I``;
-    the remaining ``W`` close the list. Built with numpy: op ``t`` of each kind
-    has its stage from ``t // per_round`` and its micro-batch from how many ops
-    of that stage came before.
-    """
-    import numpy as np
-
-    total = v * m
-    fwd_bwd = total - warmup
-    ops = np.arange(total)
-    f_chunk = (ops // per_round) % v
-    b_chunk = v - 1 - (ops // per_round) % v  # backward op t is op warmup + t
-
-    def counted(chunk: Any) -> Any:  # per op, earlier ops of its chunk
-        mb = np.empty(total, np.int64)
-        for c in range(v):
-            sel = chunk == c
-            mb[sel] = np.arange(int(sel.sum()))
-        return mb
-
-    f_mb, b_mb = counted(f_chunk), counted(b_chunk)
-    # Backward step t (t < fwd_bwd: steady, after F op warmup + t) emits
-    # [F] B [W of backward t - deferred_w]; the rest of the W close the list.
-    has_w = (ops >= deferred_w) if zero_bubble else np.zeros(total, bool)
-    per_step = 1 + (ops < fwd_bwd) + has_w
-    step_at = warmup + np.concatenate(([0], np.cumsum(per_step)[:-1]))
-    length = 2 * total + (total if zero_bubble else 0)
-    stage = np.empty(length, np.int64)
-    kind = np.empty(length, np.int64)
-    mb = np.empty(length, np.int64)
-    f_at = np.concatenate((ops[:warmup], step_at[:fwd_bwd]))
-    b_at = step_at + (ops < fwd_bwd)
-    stage[f_at], kind[f_at], mb[f_at] = f_chunk * p + rank, _CODE_F, f_mb
-    stage[b_at], kind[b_at], mb[b_at] = b_chunk * p + rank, (_CODE_I if zero_bubble else _CODE_B), b_mb
-    if zero_bubble:
-        steps_w = np.flatnonzero(has_w)
-        w_at = np.concatenate((b_at[steps_w] + 1, np.arange(2 * total + len(steps_w), length)))
-        stage[w_at], kind[w_at], mb[w_at] = b_chunk * p + rank, _CODE_W, b_mb
-    return stage, kind, mb
-
-
 _CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (KIND_CODE[k] for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT))
-
-
-@register(
-    "Interleaved1F1B",
-    "interleaved",
-    "VPP",
-    "interleaved-1F1B",
-    summary="v chunks per rank in loop placement, depth-first 1F1B (Narayanan et al., SC'21, §2.2.2; PyTorch ScheduleInterleaved1F1B)",
-    takes_chunks=True,
-)
-def interleaved_1f1b(
-    num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False, microbatch_group_size_per_vp_stage: int | None = None
-) -> Schedule:
-    """Interleaved 1F1B with ``v = chunks`` stages per rank (loop placement).
-
-    Port of PyTorch's ``ScheduleInterleaved1F1B._calculate_single_rank_operations``:
-    rank ``s`` runs ``min(v*m, (v-1)*R + 2(p-1-s))`` warm-up forwards, where
-    ``R = m // max(1, m // p)`` micro-batches form a round (``R = p`` when
-    ``p | m``, Megatron-LM's ``(v-1)p + 2(p-s-1)`` warm-up), then 1F1B over the
-    chunks, forwards in ascending and backwards in descending chunk order.
-
-    Constraint: ``m`` must be a multiple of ``max(1, m // p)`` (PyTorch's relaxed
-    form of Megatron-LM's ``m % p == 0``). With ``p | m`` and uniform stages the
-    bubble over ideal time is ``(p-1)/(v m)`` (arXiv:2104.04473 §2.2.2).
-
-    ``microbatch_group_size_per_vp_stage`` (Megatron-LM's knob, ``g``): the
-    micro-batches a rank runs on one chunk before moving to the next, instead of
-    PyTorch's ``R``; the warm-up is then ``(v-1) g + 2(p-1-s)`` (Megatron-LM
-    ``megatron/core/pipeline_parallel/schedules.py``,
-    ``forward_backward_pipelining_with_interleaving``) and ``m`` must be a
-    multiple of ``g``. Megatron's default is ``p``, which is ``R`` when ``p | m``.
-
-    ``v = 1`` is refused: the formula then gives a warm-up of ``2(p-1-s)``
-    forwards, not 1F1B's ``p-s``, so the name would silently stand for a
-    deeper (more memory, same bubble) schedule than ``1F1B``.
-
-    Raises:
-        ConfigError: the constraint on ``m`` does not hold, or ``v = 1`` (use ``1F1B``).
-    """
-    _check_sizes(num_ranks, num_microbatches, chunks)
-    p, m, v = num_ranks, num_microbatches, chunks
-    if v == 1:
-        raise ConfigError(
-            f"Interleaved1F1B needs v >= 2 chunks per rank; with v=1 its warm-up would be 2(p-1-s) forwards "
-            f"(rank 0 of p={p}: {min(m, 2 * (p - 1))}), a deeper schedule than 1F1B's p-s ({min(m, p)}): "
-            "use schedule '1F1B' for one chunk per rank"
-        )
-    group = microbatch_group_size_per_vp_stage
-    if group is None:
-        per_round = _interleaved_rounds("Interleaved1F1B", p, m)
-    elif isinstance(group, bool) or not isinstance(group, int) or group < 1 or m % group:
-        raise ConfigError(
-            f"Interleaved1F1B: microbatch_group_size_per_vp_stage must be a positive integer that divides m={m} "
-            f"(Megatron-LM's rule), got {group!r}"
-        )
-    else:
-        per_round = group
-    parts = [
-        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
-        for s in range(p)
-    ]
-    # Stages chunk * p + s on rank s: on their ranks by construction.
-    params: dict[str, object] = {"v": v} if group is None else {"v": v, "microbatch_group_size_per_vp_stage": group}
-    return _from_parts("Interleaved1F1B", m, loop_placement(p, v), parts, optimizer, params)
-
-
-@register(
-    "LoopedBFS",
-    "BFS",
-    "breadth-first",
-    summary="v chunks per rank, all micro-batches of a chunk before the next (Lamy-Poirier, arXiv:2211.05953; PyTorch ScheduleLoopedBFS)",
-    takes_chunks=True,
-)
-def looped_bfs(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
-    """Looped BFS: each rank runs all ``m`` forwards of chunk 0, then of chunk 1, ...,
-    then the backwards of its chunks in reverse order, micro-batches in reverse.
-
-    Port of PyTorch's ``ScheduleLoopedBFS._calculate_single_rank_operations``
-    (without its idle padding). Peak in-flight micro-batches: ``v m`` stage-activations.
-    """
-    _check_sizes(num_ranks, num_microbatches, chunks)
-    p, m, v = num_ranks, num_microbatches, chunks
-    ranks: list[list[Job | None]] = []
-    for s in range(p):
-        stages = range(s, p * v, p)
-        jobs: list[Job | None] = [Job(k, JobKind.F, i) for k in stages for i in range(m)]
-        jobs.extend(Job(k, JobKind.B, i) for k in reversed(stages) for i in reversed(range(m)))
-        ranks.append(jobs)
-    return _finish("LoopedBFS", m, loop_placement(p, v), ranks, optimizer, v=v)
-
-
-@register(
-    "ZB-H1",
-    "ZB1P",
-    "ZBH1",
-    summary="zero bubble, 1F1B memory: backward split into I and W, W delayed (Qi et al., arXiv:2401.10241, §2.1)",
-    splits_backward=True,
-)
-def zb_h1(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
-    """ZB-H1: 1F1B with the backward split into ``I`` (inputs) and ``W`` (weights);
-    rank ``s`` defers its first ``s`` ``W`` passes to the tail, where they fill the
-    cool-down bubble.
-
-    Port of PyTorch's ``ScheduleInterleavedZeroBubble`` (ZB1P) for one chunk per
-    rank: ``min(m, p-1-s)`` warm-up forwards, steady ``F I`` pairs, a ``W`` after
-    each pair from the ``s``-th on, remaining ``W`` at the end. Peak in-flight
-    micro-batches ``min(m, p)`` on every rank (1F1B's rank-0 peak, the paper's
-    ``p M_B``: rank ``s`` holds its activations ``s`` W-passes longer). Uniform stages: bubble
-    ``(p-1)(T_F+T_B-T_W)`` per rank (arXiv:2401.10241, Table 2).
-    """
-    _check_sizes(num_ranks, num_microbatches)
-    p, m = num_ranks, num_microbatches
-    parts = [_rank_ops_1f1b(s, p, 1, m, m, min(m, p - 1 - s), zero_bubble=True, deferred_w=s) for s in range(p)]
-    return _from_parts("ZB-H1", m, loop_placement(p), parts, optimizer, {})
-
-
-@register(
-    "InterleavedZeroBubble",
-    "InterleavedZB",
-    "ZB1P-interleaved",
-    summary="ZB-H1 (ZB1P) over v chunks per rank in loop placement (Qi et al., arXiv:2401.10241; PyTorch ScheduleInterleavedZeroBubble)",
-    takes_chunks=True,
-    splits_backward=True,
-)
-def interleaved_zero_bubble(num_ranks: int, num_microbatches: int, chunks: int = 2, optimizer: bool = False) -> Schedule:
-    """Interleaved zero bubble (ZB1P) with ``v = chunks`` stages per rank (loop placement).
-
-    Port of PyTorch's ``ScheduleInterleavedZeroBubble._calculate_single_rank_operations``
-    (its ``_get_1f1b_rank_ops`` with ``enable_zero_bubble``), without the idle slots its
-    ``_add_bubbles_to_actions`` inserts (slots take no time here; the order of the jobs
-    on each rank is PyTorch's): rank ``s`` runs ``min(v m, (v-1) R + (p-1-s))`` warm-up
-    forwards (``R = m // max(1, m // p)`` micro-batches per round), then ``F I`` pairs
-    over the chunks (forwards ascending, backwards descending chunk order), a ``W`` of
-    the oldest pending ``I`` after each backward from the ``s``-th on, the remaining
-    ``W`` at the end. With ``v = 1`` it is ``ZB-H1``.
-
-    Raises:
-        ConfigError: ``m`` is not a multiple of the number of rounds ``max(1, m // p)``
-            (PyTorch's constraint).
-    """
-    _check_sizes(num_ranks, num_microbatches, chunks)
-    p, m, v = num_ranks, num_microbatches, chunks
-    per_round = _interleaved_rounds("InterleavedZeroBubble", p, m)
-    parts = [
-        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + (p - 1 - s)), zero_bubble=True, deferred_w=s)
-        for s in range(p)
-    ]
-    return _from_parts("InterleavedZeroBubble", m, loop_placement(p, v), parts, optimizer, {"v": v})
-
-
-@register(
-    "ZB-H2",
-    "ZB2P",
-    "ZBH2",
-    summary="zero bubble with 2p-1 in-flight micro-batches: extra warm-up forwards, F I W steady (Qi et al., arXiv:2401.10241, §2.2)",
-    splits_backward=True,
-)
-def zb_h2(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
-    """ZB-H2: rank ``s`` runs ``w = min(m, 2(p-1-s)+1)`` warm-up forwards, then for
-    each micro-batch ``i`` an ``I``, a ``W`` (except that the first ``2s`` ``W`` are
-    deferred to the tail) and the next forward; the deferred ``W`` close the list.
-
-    This is the handcrafted schedule of Figure 3 (bottom) of arXiv:2401.10241,
-    §2.2: extra forwards in the warm-up fill the bubble before the first ``I`` and
-    the ``W`` moved to the tail turn the trapezoid into a parallelogram. Peak
-    in-flight micro-batches ``min(m, 2p-1)``. Uniform stages: every rank is idle
-    ``(p-1)(T_F+T_B-2T_W)`` (when ``>= 0``) inside its own span (first job start to
-    last job end); that is the paper's bubble, the iteration period once the
-    optimizer synchronization is removed (paper §4). With a barrier per step
-    the parallelogram's skew of ``(p-1) T_F`` adds to the step time.
-    """
-    _check_sizes(num_ranks, num_microbatches)
-    p, m = num_ranks, num_microbatches
-    F, I, W = JobKind.F, JobKind.I, JobKind.W  # noqa: N806
-    ranks: list[list[Job | None]] = []
-    for s in range(p):
-        warmup = min(m, 2 * (p - 1 - s) + 1)
-        jobs: list[Job | None] = [Job(s, F, i) for i in range(warmup)]
-        deferred = 2 * s
-        w_next = 0
-        for i in range(m):
-            jobs.append(Job(s, I, i))
-            if i >= deferred:
-                jobs.append(Job(s, W, w_next))
-                w_next += 1
-            if warmup + i < m:
-                jobs.append(Job(s, F, warmup + i))
-        jobs.extend(Job(s, W, i) for i in range(w_next, m))
-        ranks.append(jobs)
-    return _finish("ZB-H2", m, loop_placement(p), ranks, optimizer)
-
-
-@register(
-    "ZB-V",
-    "ZBV",
-    "ZBVZeroBubble",
-    summary="zero bubble in a V placement, two chunks per rank, 1F1B memory (Qi et al., arXiv:2401.10241, §6; PyTorch ScheduleZBVZeroBubble)",
-    splits_backward=True,
-    placed_chunks=2,
-)
-def zb_v(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
-    """ZB-V: rank ``r`` holds stages ``r`` and ``2p-1-r`` (V placement) and runs the
-    handcrafted order of PyTorch's ``ScheduleZBVZeroBubble._calculate_single_rank_operations``:
-    ``2(p-r)-1`` forwards of chunk 0; ``r`` pairs (F chunk 1, F chunk 0); ``p-r``
-    triples (F, I, W of chunk 1); a steady phase of (F0 I0 W0 F1 I1 W1); a
-    cool-down of ``I`` passes with delayed ``W``.
-
-    The order is built for ``max(m, 2p-1)`` micro-batches and jobs of micro-batches
-    ``>= m`` are dropped, as PyTorch does. Zero bubble for ``T_F = T_B = T_W``
-    given enough micro-batches (paper §6, README of sail-sg/zero-bubble-pipeline-parallelism).
-    """
-    _check_sizes(num_ranks, num_microbatches)
-    p, m = num_ranks, num_microbatches
-    n = max(2 * p - 1, m)
-    F, I, W = JobKind.F, JobKind.I, JobKind.W  # noqa: N806
-    ranks: list[list[Job | None]] = []
-    for r in range(p):
-        c0, c1 = r, 2 * p - 1 - r
-        jobs: list[Job] = []
-        f0 = f1 = b0 = b1 = 0
-        for _ in range(2 * (p - r) - 1):
-            jobs.append(Job(c0, F, f0))
-            f0 += 1
-        for _ in range(r):
-            jobs += [Job(c1, F, f1), Job(c0, F, f0)]
-            f1 += 1
-            f0 += 1
-        for _ in range(p - r):
-            jobs += [Job(c1, F, f1), Job(c1, I, b1), Job(c1, W, b1)]
-            f1 += 1
-            b1 += 1
-        while f1 < f0 or f0 < n:
-            if f0 < n:
-                jobs.append(Job(c0, F, f0))
-                f0 += 1
-            jobs += [Job(c0, I, b0), Job(c0, W, b0), Job(c1, F, f1), Job(c1, I, b1), Job(c1, W, b1)]
-            b0 += 1
-            f1 += 1
-            b1 += 1
-        w0, w1 = b0, b1
-        for _ in range(r):
-            jobs += [Job(c0, I, b0), Job(c1, I, b1)]
-            b0 += 1
-            b1 += 1
-        for _ in range(p - r):
-            jobs += [Job(c0, I, b0), Job(c0, W, w0)]
-            b0 += 1
-            w0 += 1
-        jobs += [Job(c1, W, i) for i in range(w1, b1)]
-        jobs += [Job(c0, W, i) for i in range(w0, b0)]
-        ranks.append([j for j in jobs if j.microbatch is not None and j.microbatch < m])
-    return _finish("ZB-V", m, v_placement(p), ranks, optimizer)
-
-
-@register(
-    "DualPipeV",
-    "DualPipe-V",
-    summary="DeepSeek's DualPipe folded into a V placement; F/B pairs of different micro-batches overlapped (PyTorch ScheduleDualPipeV)",
-    placed_chunks=2,
-)
-def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False, overlap: bool = True) -> Schedule:
-    """DualPipeV: V placement (rank ``r`` holds stages ``r`` and ``2p-1-r``), eight
-    phases per rank as in PyTorch's ``ScheduleDualPipeV._calculate_single_rank_operations``
-    (itself from deepseek-ai/DualPipe ``dualpipev.py``).
-
-    Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``: in step 4 both
-    pairs, except the first ``F0 B1`` of the last rank, and in step 5 ``F1 B0``) is
-    listed as the forward then the full backward and kept as an overlapped job
-    group (:mod:`harness.overlap`): the two run at the same time, so the pair
-    lasts ``max(F, B)``. ``overlap=False`` runs them back to back. The second half
-    of the cool-down splits backwards into ``I`` and ``W``.
-
-    Raises:
-        ConfigError: ``m < 2p`` (DualPipeV needs at least as many micro-batches as stages).
-    """
-    _check_sizes(num_ranks, num_microbatches)
-    p, m = num_ranks, num_microbatches
-    if m < 2 * p:
-        raise ConfigError(f"DualPipeV needs m >= 2p micro-batches (one per stage); got p={p}, m={m}")
-    F, I, W, B = JobKind.F, JobKind.I, JobKind.W, JobKind.B  # noqa: N806
-    ranks: list[list[Job | None]] = []
-    groups: list[tuple[Job, Job]] = []
-    for r in range(p):
-        s0, s1 = r, 2 * p - 1 - r
-        jobs: list[Job | None] = []
-        fwd = {s0: 0, s1: 0}
-        bwd = {s0: 0, s1: 0}
-        weights: list[Job] = []
-
-        def add(
-            stage: int,
-            kind: JobKind,
-            jobs: list[Job | None] = jobs,
-            fwd: dict[int, int] = fwd,
-            bwd: dict[int, int] = bwd,
-            weights: list[Job] = weights,
-        ) -> None:
-            if kind is F:
-                jobs.append(Job(stage, F, fwd[stage]))
-                fwd[stage] += 1
-                return
-            jobs.append(Job(stage, kind, bwd[stage]))
-            if kind is I:
-                weights.append(Job(stage, W, bwd[stage]))
-            bwd[stage] += 1
-
-        def add_w(jobs: list[Job | None] = jobs, weights: list[Job] = weights) -> None:
-            if weights:
-                jobs.append(weights.pop(0))
-
-        def pair(f_stage: int, b_stage: int, jobs: list[Job | None] = jobs) -> None:
-            add(f_stage, F)
-            add(b_stage, B)
-            groups.append((jobs[-2], jobs[-1]))  # type: ignore[arg-type]
-
-        for _ in range((p - r - 1) * 2):  # step 1: F0
-            add(s0, F)
-        for _ in range(r + 1):  # step 2: F0 F1
-            add(s0, F)
-            add(s1, F)
-        for _ in range(p - r - 1):  # step 3: I1 W F1
-            add(s1, I)
-            add_w()
-            add(s1, F)
-        for index in range(m - 2 * p + r + 1):  # step 4: (F0 B1) (F1 B0)
-            if index == 0 and r == p - 1:  # not overlapped, as in DualPipe and PyTorch (a shorter bubble)
-                add(s0, F)
-                add(s1, B)
-            else:
-                pair(s0, s1)
-            pair(s1, s0)
-        for _ in range(p - r - 1):  # step 5: B1, (F1 B0)
-            add(s1, B)
-            pair(s1, s0)
-        zb = False
-        half = r + 1
-        for i in range(half):  # step 6: B1 B0, second half split
-            if i == half // 2 and r % 2 == 1:
-                zb = True
-            add(s1, I if zb else B)
-            if i == half // 2 and r % 2 == 0:
-                zb = True
-            add(s0, I if zb else B)
-        for _ in range(p - r - 1):  # step 7: W, B0
-            add_w()
-            add(s0, I if zb else B)
-        for _ in range(r + 1):  # step 8: W
-            add_w()
-        ranks.append(jobs)
-    if overlap:
-        return _finish("DualPipeV", m, v_placement(p), ranks, optimizer, overlap=tuple(groups))
-    return _finish("DualPipeV", m, v_placement(p), ranks, optimizer)
 
 
 # Builders of their own modules register on import (after the helpers above exist).
 from harness.schedule import controllable_memory as _controllable_memory  # noqa: E402, F401
+from harness.schedule.dualpipe import dualpipe_v  # noqa: E402, F401 - importable from here as before
+from harness.schedule.interleaved import _interleaved_rounds, _rank_ops_1f1b, interleaved_1f1b, looped_bfs  # noqa: E402, F401 - importable from here as before
+from harness.schedule.zero_bubble import interleaved_zero_bubble, zb_h1, zb_h2, zb_v  # noqa: E402, F401 - importable from here as before
