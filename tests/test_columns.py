@@ -221,8 +221,11 @@ def test_analyze_refuses_a_step_beyond_int64_ns() -> None:
         def describe(self) -> dict[str, object]:
             return {}
 
+    with pytest.raises(ConfigError, match=r"durations must be below 2\*\*53 ns \(about 104 days\): a unit mistake\?"):
+        analyze(build_schedule("1F1B", 2, 2), Ages())  # one job's answer, checked as a run checks it
+    Ages.duration_ns = lambda self, job, num_stages: (1 << 53) - 1  # each allowed; 600 in a row pass 2**62 ns
     with pytest.raises(ConfigError, match=r"the simulated step lasts \d+ ns \(over 146 years\); check the cost model's units"):
-        analyze(build_schedule("1F1B", 2, 2), Ages())
+        analyze(build_schedule("FThenB", 1, 300), Ages())
 
 
 @pytest.mark.parametrize("make", [copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))])
