@@ -155,13 +155,25 @@ def _per_stage_values(name: str, value: Any, duration: bool, allow_zero: bool = 
                 _signed_bytes(f"{name}[{k}] (stage {k})", v)
             else:
                 _positive(f"{name}[{k}] (stage {k})", v, allow_zero=allow_zero, duration=duration, whole=not duration)
-            out.append(int(v))
+            out.append(_whole_ns(f"{name}[{k}] (stage {k})", v, allow_zero) if duration else int(v))
         return tuple(out)
     if signed:
         _signed_bytes(name, value)
     else:
         _positive(name, value, allow_zero=allow_zero, duration=duration, whole=not duration)
-    return int(value)
+    return _whole_ns(name, value, allow_zero) if duration else int(value)
+
+
+def _whole_ns(name: str, value: float, allow_zero: bool) -> int:
+    """A duration (ns) given as a number, rounded to the nearest ns as :meth:`FixedCost.ms` rounds.
+
+    Raises:
+        ConfigError: a positive duration that rounds to 0 ns.
+    """
+    ns = int(round(value))  # noqa: RUF046 - a numpy scalar rounds to a numpy integer
+    if ns == 0 and value and not allow_zero:
+        raise ConfigError(f"cost model: {name} must be at least 1 ns, got {value!r} (it rounds to 0 ns)")
+    return ns
 
 
 def _signed_bytes(name: str, value: Any) -> None:
@@ -214,7 +226,8 @@ def _pick(value: PerStage, k: int) -> int:
 
 @dataclass(frozen=True)
 class FixedCost:
-    """Fixed durations per job kind, in ns; per stage where a list is given.
+    """Fixed durations per job kind, in ns (a non-whole number is rounded to the nearest ns); per
+    stage where a list is given.
 
     Every duration and memory field takes one number for all stages or a list
     (tuple) of one value per stage, stage 0 first (uneven stages, e.g.
@@ -510,7 +523,8 @@ class CheckedCost:
     the inner model is not asked ``duration_ns``, ``flops`` or ``nbytes`` for it.
 
     Every answer is returned as the executor uses it (durations and bytes as ``int``,
-    FLOPs as ``float``), so a custom model's ``-5``, ``1e20``, ``NaN`` or ``None``
+    a duration of a non-whole number of ns rounded to the nearest ns as :class:`FixedCost`
+    rounds its own, FLOPs as ``float``), so a custom model's ``-5``, ``1e20``, ``NaN`` or ``None``
     stops the case before anything runs instead of failing later, far from its cause.
 
     Args:
@@ -541,13 +555,13 @@ class CheckedCost:
             problem = _answer_problem(value, bounded="durations")
             if problem:
                 raise self._fail("data_parallel_ns", job, value, problem, " ns")
-            return int(value)  # type: ignore[call-overload]
+            return int(round(value))  # type: ignore[call-overload]  # noqa: RUF046 - nearest ns as FixedCost rounds; numpy scalars too
         value = self.inner.duration_ns(job, num_stages)
         compute = job.kind in (JobKind.F, JobKind.B, JobKind.I, JobKind.W)
         problem = _answer_problem(value, positive=compute, bounded="durations")
         if problem:
             raise self._fail("duration_ns", job, value, problem, " ns")
-        return int(value)  # type: ignore[call-overload, no-any-return]
+        return int(round(value))  # type: ignore[call-overload]  # noqa: RUF046 - nearest ns as FixedCost rounds; numpy scalars too
 
     def flops(self, job: Job, num_stages: int) -> float:
         """The inner model's FLOPs of ``job``, checked (see the class); 0 for a data-parallel job."""

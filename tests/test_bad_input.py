@@ -582,3 +582,16 @@ def test_the_streamed_reader_reads_what_csv_writes_as_csv_does(rows, ending, chu
     finally:
         notation._CHUNK_CHARS = old_chunk
     assert [got[r] for r in sorted(got)] == [row or [""] for row in csv.reader(io.StringIO(text, newline=""))]
+
+
+def test_non_whole_ns_round_to_the_nearest_ns_everywhere():
+    # FixedCost(forward_ns=1.7) truncated to 1 ns while FixedCost.ms(F=1.7e-6) rounded to 2 ns
+    assert FixedCost(forward_ns=1.7, backward_ns=3).forward_ns == 2 == FixedCost.ms(F=1.7e-6, B=3e-6).forward_ns
+    assert FixedCost(forward_ns=999.9, backward_ns=3000).forward_ns == 1000
+    assert FixedCost(forward_ns=[1.4, 2.6], backward_ns=3).forward_ns == (1, 3)
+    with pytest.raises(ConfigError, match=r"^cost model: forward_ns must be at least 1 ns, got 0\.3 \(it rounds to 0 ns\)$"):
+        FixedCost(forward_ns=0.3, backward_ns=3)
+    checked = CheckedCost(_Custom(forward=1500.6))
+    assert checked.duration_ns(Job(0, JobKind.F, 0), 2) == 1501
+    result = run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=_Custom(1.7)), backend="sim")
+    assert result.metrics.step_time_median_ns == 3 * (2 + 2000)  # 1F1B p=2 m=2: (m+p-1)(F+B), F rounded to 2 ns
