@@ -176,11 +176,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                  "without a significance test (record more steps: the default adaptive window takes 5 or more)")
     print(f"{len(deltas)} case(s) compared, {len(failed)} past a threshold (gates: {gates})"
           + (f" at {100 * confidence:g}% confidence" if thresholds else "") + f": {counted}{tail}", file=out)
-    broken = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]
+    # a test that fails in NEW and not in BASE is a regression; one that fails in both is no change, which a gate lets by
+    failed_before = {c["id"] for c in base["cases"] if c.get("outcome") in ("failed", "error")}
+    failing = [c["id"] for c in new["cases"] if c.get("outcome") in ("failed", "error")]
+    broken = [cid for cid in failing if cid not in failed_before]
+    still = [cid for cid in failing if cid in failed_before]
     if thresholds and only_base:
         print(f"FAIL: {len(only_base)} case(s) of {args.base} missing from {args.new}", file=out)
     if thresholds and broken:
-        print(f"FAIL: {len(broken)} case(s) in {args.new} ran but their test failed: {', '.join(broken)}", file=out)
+        print(f"FAIL: {len(broken)} case(s) in {args.new} ran but their test failed, as it did not in {args.base}: "
+              f"{', '.join(broken)}", file=out)
+    if thresholds and still:
+        print(f"note: {len(still)} case(s) failed their test in both files (no change, not gated): {', '.join(still)}", file=out)
     return 1 if failed or (thresholds and (only_base or broken)) else 0
 
 
@@ -469,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, "
-                                       "when a base case is missing or a new case's test failed")
+                                       "when a base case is missing or a new case's test failed that passed in BASE")
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",

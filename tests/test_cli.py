@@ -337,8 +337,12 @@ def test_compare_gate_fails_on_missing_or_failed_cases(tmp_path, capsys):
     assert main(["compare", str(base), str(new), "--fail", "step_time:5%"]) == 1
     assert f"FAIL: 1 case(s) of {base} missing from {new}" in capsys.readouterr().out
     assert main(["compare", str(base), str(broken), "--fail", "step_time:5%"]) == 1
-    assert f"FAIL: 1 case(s) in {broken} ran but their test failed: b" in capsys.readouterr().out
+    assert f"FAIL: 1 case(s) in {broken} ran but their test failed, as it did not in {base}: b" in capsys.readouterr().out
     assert main(["compare", str(base), str(base), "--fail", "step_time:5%"]) == 0
+    # identical files whose test failed in both: no change, so the gate passes and says so
+    assert main(["compare", str(broken), str(broken), "--fail", "step_time:5%"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 case(s) failed their test in both files (no change, not gated): b" in out and "FAIL" not in out
 
 
 def test_show_takes_sizes_from_a_schedule_file(capsys):
