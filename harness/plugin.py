@@ -280,6 +280,7 @@ class PipelineRunner:
                 f"got {got}"
             )
         hc = self._hc
+        overridden = bool(hc.workload) and hc.workload != case.workload
         if hc.workload:
             case = replace(case, workload=hc.workload)
         if not case.name:  # reports label a case by its test, e.g. "test_gpt[1F1B-8]"
@@ -298,6 +299,8 @@ class PipelineRunner:
             sites = (("declared", declared_at), ("run", run_at))
             # a case's own error starts with its line already: name the other one only
             where = ", ".join(f"{what} at {site}" for what, site in sites if site and not str(error).startswith(f"{site}: "))
+            if overridden and "workload" in str(error):  # the case did not ask for it: say who did
+                error._case_note = f"the case's workload {hc.workload!r} came from --workload={hc.workload} on the command line"  # type: ignore[attr-defined]
             # The error itself, so pytest.raises(ConfigError) catches it; pytest_runtest_makereport shows it
             # as its message and this note, not a traceback.
             error._case_sites = where  # type: ignore[attr-defined]
@@ -435,7 +438,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         message = f"{type(exc).__name__}: {exc}"
         sites = getattr(exc, "_case_sites", None)  # set by the pipeline fixture: where the case was declared and run
         if sites is not None:
-            report.longrepr = message + (f"\n(case {sites})" if sites else "")
+            note = getattr(exc, "_case_note", None)
+            report.longrepr = message + (f"\n(case {sites})" if sites else "") + (f"\n({note})" if note else "")
         else:
             where = _raised_at(exc.__traceback__)
             report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")

@@ -700,3 +700,19 @@ def test_files_that_fail_to_collect_are_named_with_what_became_of_the_report(pyt
     assert (pytester.path / "reports" / "index.html").exists()
     assert result.stdout.lines[-1] == ("pipeline-harness: 1 file(s) failed to collect (test_broken.py): the report in reports/ "
                                        "holds the other cases only")
+
+
+def test_a_workload_error_caused_by_the_command_line_option_says_so(pytester):
+    pytester.makepyfile(test_w="""
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+
+def test_fixed(pipeline):
+    pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)))
+""")
+    result = pytester.runpytest("--backend=cpu", "--workload=compute", "--profile-steps=0:1", "-p", "no:cacheprovider")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "ConfigError: test_w.py:5: case 'test_fixed': the compute workload runs each job's FLOPs as real matrix products*",
+        "(the case's workload 'compute' came from --workload=compute on the command line)",
+    ])
