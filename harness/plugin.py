@@ -426,6 +426,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         raise
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A harness error raised while a test file is imported (a case refused at module level) is shown as
+    its message, which names the file and line, not as a traceback through the harness's dataclass
+    code (``--fulltrace`` keeps the traceback)."""
+    report = yield
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", "")
+    kind = message.split(":", 1)[0]
+    if (report.failed and kind.startswith("harness.errors.") and kind[len("harness.errors."):] in _HARNESS_ERRORS
+            and not collector.config.getoption("fulltrace", False)):
+        report.longrepr = message[len("harness.errors."):]
+    return report
+
+
+#: The error classes of :mod:`harness.errors`, by name (a collection report carries only their text).
+_HARNESS_ERRORS = frozenset(("HarnessError", "ConfigError", "ScheduleError", "InputFormatError", "BackendUnavailable",
+                             "ExecutionError", "ResourceError"))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # tryfirst: sees the report after the xfail handling
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Note the pytest outcome of each test on the cases it ran (failed cases are marked in reports),

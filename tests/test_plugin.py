@@ -716,3 +716,30 @@ def test_fixed(pipeline):
         "ConfigError: test_w.py:5: case 'test_fixed': the compute workload runs each job's FLOPs as real matrix products*",
         "(the case's workload 'compute' came from --workload=compute on the command line)",
     ])
+
+
+def test_a_case_refused_at_module_level_shows_its_message_not_a_traceback(pytester):
+    pytester.makepyfile(test_m="""
+from harness.case import PipelineCase
+from harness.cost import FixedCost
+C = PipelineCase("1F1B", stages=4, microbatches=0, cost=FixedCost.ms(F=1, B=2))
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    assert result.ret == 2
+    result.stdout.fnmatch_lines([
+        "*ERROR collecting test_m.py*",
+        "ConfigError: test_m.py:3: case '1F1B p=4 m=0': microbatches must be a positive integer, got 0",
+    ])
+    assert "harness/case.py" not in result.stdout.str()  # it showed a traceback through the dataclass code
+    full = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "--fulltrace")
+    assert "harness/case.py" in full.stdout.str()  # --fulltrace keeps it
+
+
+def test_the_collection_hook_knows_every_harness_error_class():
+    import inspect
+
+    from harness import errors
+    from harness.plugin import _HARNESS_ERRORS
+
+    assert _HARNESS_ERRORS == {name for name, cls in inspect.getmembers(errors, inspect.isclass)
+                               if issubclass(cls, errors.HarnessError)}
