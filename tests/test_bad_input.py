@@ -259,7 +259,7 @@ def test_write_report_refuses_a_surrogate_with_a_message_not_a_unicode_error(tmp
     case["label"] = "\ud800"  # a document built by hand, past the case's own check
     with pytest.raises(InputFormatError) as err:
         write_report(tmp_path / "rep", results_document([case]))
-    assert str(err.value) == ("results: case '1F1B p=2 m=2' (#0): label holds a surrogate code point (U+D800..U+DFFF, "
+    assert str(err.value) == ("results: case '1F1B p=2 m=2' (cases[0]): label holds a surrogate code point (U+D800..U+DFFF, "
                               "e.g. from a \\ud800 escape), which is not valid Unicode text")
     assert not (tmp_path / "rep").exists()
 

@@ -286,7 +286,7 @@ def test_wrong_typed_field_names_case_and_field_and_leaves_nothing(tmp_path, cap
     res.write_text(json.dumps(doc))
     out = tmp_path / "new" / "report"
     assert main(["report", str(res), "--out", str(out)]) == 2
-    assert capsys.readouterr().err == f"error: {res}: case 'cases/x.py::test[1F1B]' (#1): {message}\n"
+    assert capsys.readouterr().err == f"error: {res}: case 'cases/x.py::test[1F1B]' (cases[1]): {message}\n"
     assert not (tmp_path / "new").exists()
 
 
@@ -460,7 +460,7 @@ def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, whi
     paths[which].write_text(json.dumps(doc))
     assert main(["compare", str(paths["base"]), str(paths["new"]), "--fail", "step_time:5%"]) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"error: {paths[which]}: case 'cases/x.py::test[1F1B]' (#1): {message}\n"
+    assert captured.err == f"error: {paths[which]}: case 'cases/x.py::test[1F1B]' (cases[1]): {message}\n"
     assert captured.out == ""
 
 

@@ -105,7 +105,7 @@ def test_a_job_time_past_64_bits_is_refused_naming_the_case_and_field(tmp_path):
 
     doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", 2, 2), "sim"))])
     doc["cases"][0]["jobs"]["end_ns"][3] = 2**70
-    with pytest.raises(InputFormatError, match=r"case '1F1B p=2 m=2' \(#0\): jobs\.end_ns\[3\] is 1180591620717411303424 \(int\), "
+    with pytest.raises(InputFormatError, match=r"case '1F1B p=2 m=2' \(cases\[0\]\): jobs\.end_ns\[3\] is 1180591620717411303424 \(int\), "
                                               r"expected an integer of 64 bits"):
         write_report(tmp_path / "r", doc)
     assert not (tmp_path / "r").exists()

@@ -42,7 +42,7 @@ def test_a_minor_field_of_the_wrong_type_is_named_with_file_and_case(tmp_path, c
     bad[field] = value
     code, err, path = _report(tmp_path, bad, capsys)
     assert code == 2
-    assert err.strip() == f"error: {path}: case 'c1' (#0): {said}"
+    assert err.strip() == f"error: {path}: case 'c1' (cases[0]): {said}"
     assert not (tmp_path / "out").exists()
 
 
@@ -68,7 +68,7 @@ def test_a_job_listed_twice_is_refused_naming_file_case_rank_and_job(tmp_path, c
     n = len(jobs["kind"]) - 1
     code, err, path = _report(tmp_path, bad, capsys)
     assert code == 2
-    assert err.strip() == (f"error: {path}: case 'c1' (#0): rank 1's job 1B1 of step 1 (jobs[{n}]) is listed twice (jobs[{k}] and "
+    assert err.strip() == (f"error: {path}: case 'c1' (cases[0]): rank 1's job 1B1 of step 1 (jobs[{n}]) is listed twice (jobs[{k}] and "
                            f"jobs[{n}]); a step runs each job once, so the file is damaged or was edited (two runs' jobs merged into one case?)")
 
 
@@ -93,7 +93,7 @@ def test_a_job_outside_its_steps_span_is_refused(tmp_path, capsys, case, column,
     bad["jobs"][column][k] = edge + shift
     code, err, path = _report(tmp_path, bad, capsys)
     assert code == 2
-    assert err.strip() == (f"error: {path}: case 'c1' (#0): rank 0's job {label} of step 1 (jobs[{k}]) {said}; "
+    assert err.strip() == (f"error: {path}: case 'c1' (cases[0]): rank 0's job {label} of step 1 (jobs[{k}]) {said}; "
                            "a step's span holds all its jobs, so the file is damaged or was edited")
 
 

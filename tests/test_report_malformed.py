@@ -51,7 +51,7 @@ def test_report_folder_is_all_or_nothing(tmp_path, doc):
     broken["cases"].append(json.loads(json.dumps(broken["cases"][0])))
     broken["cases"][-1]["id"] = "c/broken"
     del broken["cases"][-1]["schedule"]["p"]
-    with pytest.raises(InputFormatError, match=r"case 'c/broken' \(#2\): schedule.p is None \(NoneType\), expected an integer"):
+    with pytest.raises(InputFormatError, match=r"case 'c/broken' \(cases\[2\]\): schedule.p is None \(NoneType\), expected an integer"):
         write_report(out, broken)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # earlier report untouched, no staging folder left
@@ -79,38 +79,38 @@ def _set(path, value):
 @pytest.mark.parametrize(("change", "message"), [
     (_set(("cases", 1, "id"), "c/FThenB"),
      "case id 'c/FThenB' appears more than once (cases #0 and #1); reports and compare match cases by id, so each id must be unique"),
-    (_set(("cases", 0, "id"), 5), "case 5 (#0): id is 5 (int), expected a string"),
+    (_set(("cases", 0, "id"), 5), "case 5 (cases[0]): id is 5 (int), expected a string"),
     (_set(("cases", 0, "jobs", "kind", 3), "Q"),
-     "case 'c/FThenB' (#0): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, REDUCE_GRAD, "
+     "case 'c/FThenB' (cases[0]): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, REDUCE_GRAD, "
      "RESHARD, SEND_B, SEND_F, UNSHARD, W"),
-    (_set(("cases", 0, "jobs", "stage", 0), 2), "case 'c/FThenB' (#0): jobs.stage[0] is 2, expected 0 to 1"),
-    (_set(("cases", 0, "jobs", "chunk", 0), 1), "case 'c/FThenB' (#0): jobs.chunk[0] is 1, expected 0"),
-    (_set(("cases", 0, "jobs", "microbatch", 0), -1), "case 'c/FThenB' (#0): jobs.microbatch[0] is -1, expected 0 or more (or null)"),
-    (_set(("cases", 0, "step_end_ns", 1), -5), r"case 'c/FThenB' (#0): step_end_ns[1] (-5) is before step_start_ns[1] ("),
-    (_set(("cases", 0, "deps", 0), ["9F9", "0B0", "end"]), "case 'c/FThenB' (#0): deps[0] names job '9F9', which is not among the case's jobs"),
+    (_set(("cases", 0, "jobs", "stage", 0), 2), "case 'c/FThenB' (cases[0]): jobs.stage[0] is 2, expected 0 to 1"),
+    (_set(("cases", 0, "jobs", "chunk", 0), 1), "case 'c/FThenB' (cases[0]): jobs.chunk[0] is 1, expected 0"),
+    (_set(("cases", 0, "jobs", "microbatch", 0), -1), "case 'c/FThenB' (cases[0]): jobs.microbatch[0] is -1, expected 0 or more (or null)"),
+    (_set(("cases", 0, "step_end_ns", 1), -5), r"case 'c/FThenB' (cases[0]): step_end_ns[1] (-5) is before step_start_ns[1] ("),
+    (_set(("cases", 0, "deps", 0), ["9F9", "0B0", "end"]), "case 'c/FThenB' (cases[0]): deps[0] names job '9F9', which is not among the case's jobs"),
     (_set(("cases", 0, "metrics", "step_time_median_ns"), -5),
-     "case 'c/FThenB' (#0): metrics.step_time_median_ns is -5, but the case's steps last 15000000 to 15000000 ns "
+     "case 'c/FThenB' (cases[0]): metrics.step_time_median_ns is -5, but the case's steps last 15000000 to 15000000 ns "
      "(step_end_ns - step_start_ns); was the file edited?"),
-    (_set(("cases", 0, "metrics", "step_time_max_ns"), 1e300), "case 'c/FThenB' (#0): metrics.step_time_max_ns is 1e+300, but"),
+    (_set(("cases", 0, "metrics", "step_time_max_ns"), 1e300), "case 'c/FThenB' (cases[0]): metrics.step_time_max_ns is 1e+300, but"),
     (_set(("cases", 0, "metrics", "bubble_ratio"), 7.5),
-     "case 'c/FThenB' (#0): metrics.bubble_ratio is 7.5, expected 0 to 1 (a share of the time)"),
-    (_set(("cases", 0, "metrics", "step_time_iqr_ns"), -1.0), "case 'c/FThenB' (#0): metrics.step_time_iqr_ns is -1.0, expected 0 or more"),
-    (_set(("cases", 0, "metrics", "peak_inflight", 1), -2), "case 'c/FThenB' (#0): metrics.peak_inflight[1] is -2, expected 0 or more"),
+     "case 'c/FThenB' (cases[0]): metrics.bubble_ratio is 7.5, expected 0 to 1 (a share of the time)"),
+    (_set(("cases", 0, "metrics", "step_time_iqr_ns"), -1.0), "case 'c/FThenB' (cases[0]): metrics.step_time_iqr_ns is -1.0, expected 0 or more"),
+    (_set(("cases", 0, "metrics", "peak_inflight", 1), -2), "case 'c/FThenB' (cases[0]): metrics.peak_inflight[1] is -2, expected 0 or more"),
     (_set(("cases", 0, "metrics", "per_step", 0, "bubble_ratio"), 7.0),
-     "case 'c/FThenB' (#0): metrics.per_step[0].bubble_ratio is 7.0, expected 0 to 1 (a share of the step)"),
+     "case 'c/FThenB' (cases[0]): metrics.per_step[0].bubble_ratio is 7.0, expected 0 to 1 (a share of the step)"),
     (_set(("cases", 0, "metrics", "per_step", 0, "step_time_ns"), 45000000),
-     "case 'c/FThenB' (#0): metrics.per_step[0].step_time_ns is 45000000, but step 0 lasts 15000000 ns (step_end_ns - step_start_ns)"),
+     "case 'c/FThenB' (cases[0]): metrics.per_step[0].step_time_ns is 45000000, but step 0 lasts 15000000 ns (step_end_ns - step_start_ns)"),
     (_set(("cases", 0, "metrics", "per_step", 0, "idle_ns", 0), 25000000),
-     "case 'c/FThenB' (#0): metrics.per_step[0].idle_ns[0] is 25000000, expected 0 to the step time (15000000 ns)"),
+     "case 'c/FThenB' (cases[0]): metrics.per_step[0].idle_ns[0] is 25000000, expected 0 to the step time (15000000 ns)"),
     (_set(("cases", 0, "metrics", "per_step", 0, "busy_ns"), [1, 2, 3]),
-     "case 'c/FThenB' (#0): metrics.per_step[0].busy_ns has 3 entries, expected one per rank (2)"),
-    (_set(("cases", 0, "metrics", "step_time_min_ns"), 16000000), "case 'c/FThenB' (#0): metrics.step_time_min_ns is 16000000, but"),
-    (_set(("cases", 0, "jobs", "microbatch", 0), 500), "case 'c/FThenB' (#0): jobs.microbatch[0] is 500, expected 0 to 3 (schedule.m is 4)"),
-    (_set(("cases", 0, "jobs", "step", 3), 42), "case 'c/FThenB' (#0): jobs.step[3] is 42, which is not among the case's steps"),
-    (_set(("cases", 0, "steps"), [1, 0]), "case 'c/FThenB' (#0): steps[1] is 0 after 1; steps must increase"),
-    (_set(("cases", 0, "id"), ""), "case '' (#0): id is '' (str), expected a name (reports and compare match cases by id)"),
+     "case 'c/FThenB' (cases[0]): metrics.per_step[0].busy_ns has 3 entries, expected one per rank (2)"),
+    (_set(("cases", 0, "metrics", "step_time_min_ns"), 16000000), "case 'c/FThenB' (cases[0]): metrics.step_time_min_ns is 16000000, but"),
+    (_set(("cases", 0, "jobs", "microbatch", 0), 500), "case 'c/FThenB' (cases[0]): jobs.microbatch[0] is 500, expected 0 to 3 (schedule.m is 4)"),
+    (_set(("cases", 0, "jobs", "step", 3), 42), "case 'c/FThenB' (cases[0]): jobs.step[3] is 42, which is not among the case's steps"),
+    (_set(("cases", 0, "steps"), [1, 0]), "case 'c/FThenB' (cases[0]): steps[1] is 0 after 1; steps must increase"),
+    (_set(("cases", 0, "id"), ""), "case '' (cases[0]): id is '' (str), expected a name (reports and compare match cases by id)"),
     (_set(("cases", 0, "deps", 0), ["1B0", "0B0", "later"]),
-     """case 'c/FThenB' (#0): deps[0] is ['1B0', '0B0', 'later'] (list), expected [source job, target job, "end" or "start"]"""),
+     """case 'c/FThenB' (cases[0]): deps[0] is ['1B0', '0B0', 'later'] (list), expected [source job, target job, "end" or "start"]"""),
 ])
 def test_implausible_results_are_refused_before_anything_is_written(tmp_path, capsys, doc, change, message):
     from harness.cli import main
@@ -153,7 +153,7 @@ def test_a_folder_with_unrelated_files_or_an_earlier_report_is_written(tmp_path,
 
 def test_an_unknown_outcome_is_refused(tmp_path, doc):
     doc["cases"][0]["outcome"] = "exploded"
-    with pytest.raises(InputFormatError, match=r"case 'c/FThenB' \(#0\): outcome is 'exploded' \(str\), expected one of error, "
+    with pytest.raises(InputFormatError, match=r"case 'c/FThenB' \(cases\[0\]\): outcome is 'exploded' \(str\), expected one of error, "
                                                r"failed, passed, skipped, xfailed$"):
         write_report(tmp_path / "out", doc)
 

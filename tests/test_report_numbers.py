@@ -38,7 +38,7 @@ def test_compare_refuses_non_finite_metric(tmp_path, capsys, field, value, shown
     argv = [str(bad), str(good)] if side == "base" else [str(good), str(bad)]
     assert main(["compare", *argv, "--fail", "bubble:2"]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {bad}: case {CASE!r} (#0): metrics.{field} must be a finite number, not {shown}\n"
+    assert err == f"error: {bad}: case {CASE!r} (cases[0]): metrics.{field} must be a finite number, not {shown}\n"
 
 
 def test_report_refuses_non_finite_and_huge_numbers(tmp_path, capsys):
@@ -46,21 +46,21 @@ def test_report_refuses_non_finite_and_huge_numbers(tmp_path, capsys):
     doc["cases"][0]["metrics"]["bubble_ratio"] = float("nan")
     bad = _write(tmp_path / "nan.json", doc)
     assert main(["report", str(bad), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == f"error: {bad}: case {CASE!r} (#0): metrics.bubble_ratio must be a finite number, not nan\n"
+    assert capsys.readouterr().err == f"error: {bad}: case {CASE!r} (cases[0]): metrics.bubble_ratio must be a finite number, not nan\n"
     assert not (tmp_path / "out").exists()
 
     doc = _doc()
     doc["cases"][0]["metrics"]["step_time_median_ns"] = 10**400  # an integer no float can hold
     huge = _write(tmp_path / "huge.json", doc)
     assert main(["report", str(huge), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (f"error: {huge}: case {CASE!r} (#0): metrics.step_time_median_ns must be a finite number, "
+    assert capsys.readouterr().err == (f"error: {huge}: case {CASE!r} (cases[0]): metrics.step_time_median_ns must be a finite number, "
                                        "not an integer of 401 digits (too large)\n")
 
     doc = _doc()
     doc["cases"][0]["metrics"]["per_step"][1]["idle_ns"][0] = float("inf")
     inf = _write(tmp_path / "inf.json", doc)
     assert main(["compare", str(inf), str(inf)]) == 2
-    assert capsys.readouterr().err == (f"error: {inf}: case {CASE!r} (#0): metrics.per_step[1].idle_ns[0] must be a finite number, "
+    assert capsys.readouterr().err == (f"error: {inf}: case {CASE!r} (cases[0]): metrics.per_step[1].idle_ns[0] must be a finite number, "
                                        "not inf\n")
 
 
@@ -96,4 +96,4 @@ def test_report_refuses_broken_per_step_entries(tmp_path, capsys, entry, problem
     doc["cases"][0]["metrics"]["per_step"] = [entry]
     path = _write(tmp_path / "r.json", doc)
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == f"error: {path}: case {CASE!r} (#0): {problem}\n"
+    assert capsys.readouterr().err == f"error: {path}: case {CASE!r} (cases[0]): {problem}\n"

@@ -454,7 +454,7 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
     for i, case in enumerate(doc["cases"]):
         problem = case_field_problem(case, tables)
         if problem:
-            raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
+            raise InputFormatError(f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}")
         j = first.setdefault(case["id"], i)
         if j != i:
             raise InputFormatError(

@@ -242,7 +242,7 @@ def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
     for i, case in enumerate(cases):
         problem = _metrics_problem(case)
         if problem:
-            raise InputFormatError(f"{source}: case {case.get('id')!r} (#{i}): {problem}")
+            raise InputFormatError(f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}")
     return doc
 
 
