@@ -460,6 +460,8 @@ def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) ->
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
+    from harness.run_command import positive_count
+
     parser = argparse.ArgumentParser(prog="pipeline-harness", description="Pipeline-parallel schedule benchmarks: reports and tools.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -529,9 +531,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a schedule's slot x rank grid (a rank's jobs in list order) and its figures")
     p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name, or a PyTorch pipeline CSV file")
-    p.add_argument("-p", type=int, default=None, help="pipeline ranks (a schedule file gives its own; if given, they must match)")
-    p.add_argument("-m", type=int, default=None, help="micro-batches per step (likewise)")
-    p.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules; default 1, said when used)")
+    p.add_argument("-p", type=positive_count("pipeline ranks"), default=None,
+                   help="pipeline ranks (a schedule file gives its own; if given, they must match)")
+    p.add_argument("-m", type=positive_count("micro-batches"), default=None, help="micro-batches per step (likewise)")
+    p.add_argument("-v", type=positive_count("chunks per rank"), default=None,
+                   help="chunks per rank (interleaved schedules; default 1, said when used)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
     p.add_argument("--weight-ms", type=float, default=None,

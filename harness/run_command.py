@@ -20,16 +20,37 @@ from typing import Any
 
 from harness.report.output import add_trace_arguments, trace_options_of
 
-__all__ = ["add_parser", "merge_ranks", "run"]
+__all__ = ["add_parser", "merge_ranks", "positive_count", "run"]
+
+
+def positive_count(what: str) -> Any:
+    """An argparse ``type``: a whole number of at least 1 ``what`` (e.g. ``"pipeline ranks"``), refused in
+    those words, so ``-p 0`` is named as the option (a case's error would name its ``stages`` field).
+
+    The returned function raises :class:`argparse.ArgumentTypeError`, which argparse reports as
+    ``argument -p: pipeline ranks must be at least 1, got 0``.
+    """
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {what}, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be at least 1, got {value}")
+        return value
+
+    return count
 
 
 def add_parser(sub: Any) -> None:
     """Add the ``run`` subcommand to the command line's subparsers ``sub``."""
     p = sub.add_parser("run", help="run one schedule on a backend (sim, cpu, cuda, or mpi under mpirun) and write its report")
     p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name (python -m harness schedules lists them)")
-    p.add_argument("-p", type=int, required=True, help="pipeline ranks (under --backend mpi: the number of MPI processes)")
-    p.add_argument("-m", type=int, required=True, help="micro-batches per step")
-    p.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules)")
+    p.add_argument("-p", type=positive_count("pipeline ranks"), required=True,
+                   help="pipeline ranks (under --backend mpi: the number of MPI processes)")
+    p.add_argument("-m", type=positive_count("micro-batches"), required=True, help="micro-batches per step")
+    p.add_argument("-v", type=positive_count("chunks per rank"), default=None, help="chunks per rank (interleaved schedules)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
     p.add_argument("--activation-bytes", type=int, default=4096, help="bytes each send moves (default 4096)")
@@ -45,9 +66,9 @@ def add_parser(sub: Any) -> None:
                                            "clock and write its report")
     q.add_argument("parts", metavar="PART", nargs="+", help="one part file per rank (any order)")
     q.add_argument("schedule", metavar="SCHEDULE", help="the schedule the run used (a name, or a PyTorch pipeline .csv)")
-    q.add_argument("-p", type=int, required=True, help="pipeline ranks of the run")
-    q.add_argument("-m", type=int, required=True, help="micro-batches per step of the run")
-    q.add_argument("-v", type=int, default=None, help="chunks per rank (interleaved schedules)")
+    q.add_argument("-p", type=positive_count("pipeline ranks"), required=True, help="pipeline ranks of the run")
+    q.add_argument("-m", type=positive_count("micro-batches"), required=True, help="micro-batches per step of the run")
+    q.add_argument("-v", type=positive_count("chunks per rank"), default=None, help="chunks per rank (interleaved schedules)")
     q.add_argument("--forward-ms", type=float, default=1.0, help="the run's forward time per stage (ms, default 1): the theory's")
     q.add_argument("--backward-ms", type=float, default=2.0, help="the run's backward time per stage (ms, default 2)")
     q.add_argument("--out", default="reports-merged", metavar="DIR", help="report folder (default reports-merged)")

@@ -155,6 +155,21 @@ def test_run_names_the_option_at_fault(args: list[str], message: str, capsys: py
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("command", "args", "message"), [
+    ("run", ["-p", "0", "-m", "4"], "pipeline-harness run: error: argument -p: pipeline ranks must be at least 1, got 0"),
+    ("run", ["-p", "2", "-m", "x"], "pipeline-harness run: error: argument -m: expected a whole number of micro-batches, got 'x'"),
+    ("show", ["-p", "4", "-m", "-1"], "pipeline-harness show: error: argument -m: micro-batches must be at least 1, got -1"),
+    ("show", ["-p", "4", "-m", "8", "-v", "0"], "pipeline-harness show: error: argument -v: chunks per rank must be at least 1, got 0"),
+])
+def test_sizes_are_checked_as_the_options_they_are(command: str, args: list[str], message: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # they were refused as the case's fields ("stages must be a positive integer, got 0"), which the command line has not
+    with pytest.raises(SystemExit) as info:
+        main([command, "1F1B", *args])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(message)
+
+
 def test_merge_ranks_without_a_schedule_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = _sim_parts(tmp_path, 0)
     assert main(["merge-ranks", *map(str, paths), "-p", "2", "-m", "2", "--out", str(tmp_path / "m")]) == 2
