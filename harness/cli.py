@@ -263,6 +263,7 @@ def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[
 
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
     from harness.imports.paddle import write_paddle_logs
+    from harness.imports.paddle_export import left_out
     from harness.report.results import load_results
 
     _check_out(args.out)
@@ -277,6 +278,10 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
                           else f"{args.results} holds no case to export")
     paths = write_paddle_logs(Path(args.out), cases[0])
     print(f"{len(paths)} worker log(s) in {args.out}")
+    dropped = left_out(cases[0])
+    if dropped:
+        _err(f"note: {sum(dropped.values())} job(s) left out ({', '.join(f'{n} {k}' for k, n in sorted(dropped.items()))}): "
+             "Paddle's profiler has no job type for them")
     return 0
 
 

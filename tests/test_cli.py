@@ -153,6 +153,24 @@ def test_export_paddle_writes_worker_logs(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"workerlog.{r}" for r in range(4)]
 
 
+def test_export_paddle_keeps_send_receive_jobs_for_a_round_trip(tmp_path, capsys):
+    from harness.imports.paddle_export import left_out
+    from harness.runner import run_case
+
+    r = run_case(PipelineCase("1F1B", stages=4, microbatches=8, cost=FixedCost.ms(F=1, B=2, p2p_latency_ns=100_000)), "sim")
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(results_document([case_to_dict(r)])))
+    assert main(["export-paddle", str(res), "--out", str(tmp_path / "logs")]) == 0
+    log = (tmp_path / "logs" / "workerlog.1").read_text()
+    counts = {t: log.count(f"type = {t},") for t in ("forward", "backward", "send_forward", "recv_forward", "send_backward", "recv_backward")}
+    assert counts == dict.fromkeys(counts, 8)  # rank 1 of 4: every micro-batch's F and B, and its four transfers
+    assert main(["import-paddle", str(tmp_path / "logs"), "--out", str(tmp_path / "rep"), "-q"]) == 0
+    assert "160 jobs on 4 device(s), 1 step(s), 0 overlap(s) flagged" in capsys.readouterr().out  # 64 jobs before
+    (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
+    assert case["metrics"]["step_time_median_ns"] == r.metrics.step_time_median_ns == 36_000_000
+    assert left_out({"jobs": {"kind": ["F", "UNSHARD", "B", "UNSHARD", "REDUCE_GRAD"]}}) == {"UNSHARD": 2, "REDUCE_GRAD": 1}
+
+
 def test_schedules_and_show(capsys):
     assert main(["schedules"]) == 0
     out = capsys.readouterr().out

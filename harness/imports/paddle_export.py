@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.imports.paddle_log import _LOG_NAME, _NON_COMPUTE, _TYPE_OF, EXPORT_MARK, _natural, export_case_of
+from harness.imports.paddle_log import _LOG_NAME, _TYPE_OF, EXPORT_MARK, _natural, export_case_of
 from harness.report.atomic import atomic_write_text, ensure_writable_dir
 
-__all__ = ["DEFAULT_EPOCH_NS", "paddle_log_lines", "write_paddle_logs"]
+__all__ = ["DEFAULT_EPOCH_NS", "NOT_EXPORTED", "left_out", "paddle_log_lines", "write_paddle_logs"]
+
+#: Job kinds Paddle's profiler has no type for: an export leaves them out (:func:`left_out` counts them).
+NOT_EXPORTED = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
 #: Default epoch time of our time base 0 when a case has none (2023-11-14 22:13:20 UTC).
 DEFAULT_EPOCH_NS = 1_700_000_000 * 10**9
@@ -29,9 +32,12 @@ def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = Non
     """Our jobs of ``rank`` printed as PaddlePaddle's profiler lines, in start order per step.
 
     Kinds map back to types (F ``forward``, B ``backward``, I ``backward_b``,
-    W ``backward_w``, OPT ``optimizer``; a chunk suffix ``forward1`` when
-    ``v > 1``); send/receive and data-parallel (``UNSHARD``, ``RESHARD``,
-    ``REDUCE_GRAD``) jobs are left out (Paddle does not time them as jobs). ``Job (N)`` carries the micro-batch id, as Paddle prints it.
+    W ``backward_w``, OPT ``optimizer``, and the send/receive jobs newer Paddle
+    prints, SEND_F ``send_forward``, RECV_F ``recv_forward``, SEND_B
+    ``send_backward``, RECV_B ``recv_backward``; a chunk suffix ``forward1`` when
+    ``v > 1``); data-parallel jobs (``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD``,
+    :data:`NOT_EXPORTED`) are left out: Paddle has no type for them. ``Job (N)``
+    carries the micro-batch id, as Paddle prints it.
 
     Args:
         case: a results-document case.
@@ -42,7 +48,7 @@ def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = Non
     base = epoch_ns if epoch_ns is not None else int((case.get("device") or {}).get("time_base_epoch_ns", DEFAULT_EPOCH_NS))
     v = int(case["schedule"].get("v", 1))
     jobs = case["jobs"]
-    idx = [i for i in range(len(jobs["kind"])) if jobs["rank"][i] == rank and jobs["kind"][i] not in _NON_COMPUTE]
+    idx = [i for i in range(len(jobs["kind"])) if jobs["rank"][i] == rank and jobs["kind"][i] not in NOT_EXPORTED]
     idx.sort(key=lambda i: (jobs["step"][i], jobs["start_ns"][i]))
     lines = []
     if case["steps"]:
@@ -58,6 +64,15 @@ def paddle_log_lines(case: dict[str, Any], rank: int, epoch_ns: int | None = Non
             f"micro_batch_id = {mb}, job_start_time = {_ms(start)}, job_end_time = {_ms(end)}"
         )
     return lines
+
+
+def left_out(case: dict[str, Any]) -> dict[str, int]:
+    """Per kind, how many of ``case``'s jobs an export leaves out (:data:`NOT_EXPORTED`); empty when none."""
+    out: dict[str, int] = {}
+    for kind in case["jobs"]["kind"]:
+        if kind in NOT_EXPORTED:
+            out[kind] = out.get(kind, 0) + 1
+    return out
 
 
 def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
