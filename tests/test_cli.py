@@ -171,6 +171,20 @@ def test_export_paddle_keeps_send_receive_jobs_for_a_round_trip(tmp_path, capsys
     assert left_out({"jobs": {"kind": ["F", "UNSHARD", "B", "UNSHARD", "REDUCE_GRAD"]}}) == {"UNSHARD": 2, "REDUCE_GRAD": 1}
 
 
+def test_a_dualpipev_export_imports_back_without_flagging_its_own_overlapped_pairs(tmp_path, capsys):
+    assert main(["run", "DualPipeV", "-p", "4", "-m", "8", "--backend", "sim", "--out", str(tmp_path / "run")]) == 0
+    assert main(["export-paddle", str(tmp_path / "run" / "results.json"), "--out", str(tmp_path / "logs")]) == 0
+    capsys.readouterr()
+    assert main(["import-paddle", str(tmp_path / "logs"), "--schedule", "DualPipeV", "--out", str(tmp_path / "a"), "-q"]) == 0
+    captured = capsys.readouterr()
+    assert "150 jobs on 4 device(s), 1 step(s), 0 overlap(s) flagged" in captured.out and "overlapping jobs" not in captured.err
+    (case,) = json.loads((tmp_path / "a" / "results.json").read_text())["cases"]
+    assert case["metrics"]["step_time_median_ns"] == 44_000_000 and case["overlaps"] == []
+    # without the schedule's name the importer cannot know the pairs are by design: they are flagged, as before
+    assert main(["import-paddle", str(tmp_path / "logs"), "--out", str(tmp_path / "b"), "-q"]) == 0
+    assert "150 jobs on 4 device(s), 1 step(s), 22 overlap(s) flagged" in capsys.readouterr().out
+
+
 def test_schedules_and_show(capsys):
     assert main(["schedules"]) == 0
     out = capsys.readouterr().out

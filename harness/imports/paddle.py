@@ -255,6 +255,11 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         for i in order:
             track[i] = -1 - track[i]
     overlaps: list[list[int]] = []
+    designed = _designed_overlaps(schedule_name, p, min(m, max(ran, 1)), v)  # sized as the placement is (above)
+
+    def key(f: tuple[Any, ...]) -> tuple[int, str, int]:
+        return stages_of[f[0]][f[4]], f[2], f[3]
+
     for order in (*by_rank.values(), *by_comm.values()):
         ranked = sorted(order, key=lambda i: (starts[i], ends[i]))
         for pos, i in enumerate(ranked):
@@ -263,8 +268,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             earlier = next((k for k in reversed(ranked[:pos]) if starts[k] <= starts[i] < ends[k]), None)
             if earlier is None:
                 continue
-            overlaps.append([earlier, i])
             fe, fi = flat[earlier], flat[i]
+            if frozenset((key(fe), key(fi))) in designed:  # the schedule's own overlapped F&B pair: no host-stamp anomaly
+                continue
+            overlaps.append([earlier, i])
             problems.append(
                 f"{fi[7]}: {labels[fi[0]]}: job {job_label(stages_of[fi[0]][fi[4]], fi[2], fi[3])} starts "
                 f"{(ends[earlier] - starts[i]) / 1e6:.3f} ms before {job_label(stages_of[fe[0]][fe[4]], fe[2], fe[3])} "
@@ -330,6 +337,26 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         "overlaps": overlaps,
         "warnings": problems,
     }
+
+
+def _designed_overlaps(schedule_name: str, p: int, m: int, v: int) -> set[frozenset[tuple[int, str, int]]]:
+    """The pairs of jobs, as ``(stage, kind, micro-batch)``, that the built-in schedule ``schedule_name`` runs
+    overlapped for these sizes (DualPipeV's F&B groups, :mod:`harness.overlap`): an import expects them to
+    overlap. Empty for a schedule without such groups, a name of the user's, or sizes its builder refuses."""
+    from harness.errors import HarnessError
+    from harness.overlap import groups_of
+    from harness.schedule.builders import build_schedule, builder_info
+
+    try:
+        info = builder_info(schedule_name)
+        built = build_schedule(info.name, p, m, v if info.takes_chunks else 1)
+    except HarnessError:
+        return set()
+    out: set[frozenset[tuple[int, str, int]]] = set()
+    for group in groups_of(built):
+        keys = [(job.stage, job.kind.value, job.microbatch if job.microbatch is not None else 0) for job in group]
+        out.update(frozenset((a, b)) for k, a in enumerate(keys) for b in keys[k + 1:])
+    return out
 
 
 def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) -> list[int]:
