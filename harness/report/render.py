@@ -355,13 +355,7 @@ def _remove_empty_tree(root: Path) -> None:
 
 def _say_size(say: Callable[[str], None] | None, what: str, estimate: int, opts: TraceOptions, shrink: list[str]) -> None:
     """Say (or warn) that an output will be large, before it is written (see :func:`write_report`)."""
-    message = size_warning(what, estimate, opts.gzip, shrink, opts.warn_bytes)
-    if message is None:
-        return
-    if say is not None:
-        say(f"warning: {message}")
-    else:
-        warnings.warn(ReportSizeWarning(message), stacklevel=3)
+    _say_or_warn(say, size_warning(what, estimate, opts.gzip, shrink, opts.warn_bytes), ReportSizeWarning)
 
 
 def _say_trace_steps(say: Callable[[str], None] | None, opts: TraceOptions, recorded: dict[str, int]) -> None:
@@ -369,13 +363,18 @@ def _say_trace_steps(say: Callable[[str], None] | None, opts: TraceOptions, reco
     (:func:`harness.report.output.trace_steps_note`)."""
     from harness.report.output import TraceStepsWarning, trace_steps_note
 
-    message = trace_steps_note(opts.steps, recorded)
+    _say_or_warn(say, trace_steps_note(opts.steps, recorded), TraceStepsWarning)
+
+
+def _say_or_warn(say: Callable[[str], None] | None, message: str | None, category: type[Warning]) -> None:
+    """``message`` as a ``warning:`` line through ``say``, or as a Python warning of ``category`` from
+    :func:`write_report`'s caller when there is no ``say``; nothing when ``message`` is ``None``."""
     if message is None:
         return
     if say is not None:
         say(f"warning: {message}")
     else:
-        warnings.warn(TraceStepsWarning(message), stacklevel=3)
+        warnings.warn(category(message), stacklevel=4)
 
 
 def _check_destinations(stage: Path, out_dir: Path) -> None:
