@@ -85,7 +85,7 @@ def case_trace(case: dict[str, Any], flows: bool = True) -> dict[str, Any]:
         events.append({"ph": "M", "pid": steps_pid, "tid": t, "name": "thread_name",
                        "args": {"name": "step (overlaps the previous step across ranks)" if t == 1 else f"step (overlap {t})"}})
     for k, ((step, a, b), t) in enumerate(zip(step_list, on)):
-        args: dict[str, Any] = {"step": step, "span": "union of all ranks' jobs in the step"}
+        args: dict[str, Any] = {"step": step, "span": "the step: its reference time (step_start_ns) to its last job's end"}
         if k and step_list[k - 1][2] > a:
             args["overlaps_previous_step_ns"] = step_list[k - 1][2] - a
         events.append(

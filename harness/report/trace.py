@@ -4,8 +4,9 @@ Layout: one process per pipeline rank (device; pid = rank + 1, as viewers take p
 for the idle process), one thread per stream
 (``compute`` tid 0, then one ``comm↔{q}`` per peer rank, in the case's stream order), named with
 ``process_name`` / ``thread_name`` metadata and ordered with sort indices; a
-"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step (the
-union of all ranks' jobs in it). Where those spans overlap (imported logs: one device's
+"Steps" process on top with one ``ProfilerStep#N`` slice per recorded step (from its
+reference time, ``step_start_ns``, to the end of its last job: on a timed backend the
+reference time is when the host began the step, a little before its first job starts). Where those spans overlap (imported logs: one device's
 step ends after another began the next), a step that starts before the previous one
 ended goes on a second Steps thread, "step (overlaps the previous step across ranks)",
 with ``args.overlaps_previous_step_ns``, and each rank gets its own ``steps`` thread
@@ -152,7 +153,7 @@ def _head_events(case: dict[str, Any], slots: list[Any]) -> list[dict[str, Any]]
         events.append({"ph": "M", "pid": steps_pid, "tid": t, "name": "thread_name",
                        "args": {"name": "step (overlaps the previous step across ranks)" if t == 1 else f"step (overlap {t})"}})
     for k, ((step, a, b), t) in enumerate(zip(step_list, on)):
-        args: dict[str, Any] = {"step": step, "span": "union of all ranks' jobs in the step"}
+        args: dict[str, Any] = {"step": step, "span": "the step: its reference time (step_start_ns) to its last job's end"}
         if k and step_list[k - 1][2] > a:
             args["overlaps_previous_step_ns"] = step_list[k - 1][2] - a
         events.append(
