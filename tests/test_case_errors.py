@@ -97,8 +97,9 @@ def test_outside_the_current_folder_the_path_is_absolute(tmp_path, monkeypatch):
 
 
 def test_command_line_errors_carry_no_harness_location(capsys):
-    assert main(["show", "1F1B", "-p", "0", "-m", "4"]) == 2
-    assert capsys.readouterr().err.strip() == "error: case '1F1B p=0 m=4': stages must be a positive integer, got 0"
+    assert main(["show", "1F1B", "-p", "4", "-m", "4", "-v", "2"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: case '1F1B p=4 m=4 v=2': schedule '1F1B' has one chunk per rank; got v=2 "
+                                               "(use an interleaved schedule for v > 1)")
 
 
 CASES = """
