@@ -11,6 +11,10 @@ one line per case: whether it has send/receive jobs, and the worst rank's distan
   (``ncclDevKernel_SendRecv``) that runs while no compute kernel does as ``non_compute_time``, where
   the harness counts that time as the compute stream's idle time.
 
+With ``HTA_DISABLE_NS_ROUNDING=1`` in the environment HTA keeps the traces' ns-resolution times; by
+default it rounds each kernel's start up and its end down to a whole µs
+(``hta/common/trace_parser.py``, ``round_down_time_stamps``), about 1 µs per compute job on its side.
+
 HTA's columns are defined in ``hta/analyzers/breakdown_analysis.py`` (``get_temporal_breakdown``:
 idle = first-to-last kernel time minus the union of all kernels; non-compute = that union minus the
 union of the compute kernels). Nothing is asserted (``tests/test_hta.py`` asserts the exact ``sim``
