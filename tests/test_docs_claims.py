@@ -70,8 +70,11 @@ def test_profiler_step_slices_span_the_recorded_step(backend):
     case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)), backend, range(1, 3)))
     assert "slice per step on a \"Steps\" track, spanning the step as `results.json` records it" in _doc("docs/reports.md")
     jobs = case["jobs"]
-    slices = _step_slices(case_trace(case)["traceEvents"])
+    events = case_trace(case)["traceEvents"]
+    slices = _step_slices(events)
     assert sorted(slices) == case["steps"] == [1, 2]
+    spans = {e["args"]["span"] for e in events if e["name"].startswith("ProfilerStep#")}
+    assert spans == {"the step: its reference time (step_start_ns) to its last job's end"}
     for k, step in enumerate(case["steps"]):
         start, end = case["step_start_ns"][k], case["step_end_ns"][k]
         assert slices[step] == (start / 1000, end / 1000)
