@@ -20,9 +20,12 @@ rank in a folder. What it needs, and what is written here:
 
 Times are µs (``ts``/``dur`` floats, ns precision) on the case's time base.
 
-What HTA reports then differs from our bubble by definition only: its idle
-time of a rank runs from the rank's first kernel to its last one, ours from
-each step's start to its end; :func:`hta_idle_offset_us` gives the difference.
+What HTA reports then differs from our bubble by definition only, in two ways:
+its idle time of a rank runs from the rank's first kernel to its last one, ours
+from each step's start to its end (:func:`hta_idle_offset_us` gives the
+difference); and time when a send/receive runs and no compute does is HTA's
+``non_compute_time``, our idle time. So per rank, our idle time is HTA's
+``idle_time + non_compute_time`` plus the offset (docs/reports.md, "Traces").
 """
 
 from __future__ import annotations
@@ -215,8 +218,10 @@ def hta_idle_offset_us(case: dict[str, Any], steps: list[int] | None = None) -> 
     With equal busy time the two differ by ``sum(step times) - (last job end -
     first job start)``: the pipeline fill before the rank's first job and the
     drain after its last one count for us, the host time between steps counts
-    for HTA. So ``HTA idle + offset == our idle`` (``metrics.per_step[].idle_ns``
-    summed over ``steps``), up to HTA's rounding to whole µs.
+    for HTA. So ``HTA idle + HTA non-compute + offset == our idle``
+    (``metrics.per_step[].idle_ns`` summed over ``steps``; HTA's non-compute time is
+    the send/receive time with no compute running, 0 without send/receive jobs), up
+    to HTA's rounding to whole µs.
 
     Args:
         case: a results-document case.
