@@ -437,7 +437,14 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
     kind = message.split(":", 1)[0]
     if (report.failed and kind.startswith("harness.errors.") and kind[len("harness.errors."):] in _HARNESS_ERRORS
             and not collector.config.getoption("fulltrace", False)):
-        report.longrepr = message[len("harness.errors."):]
+        import re
+
+        shown = message[len("harness.errors."):]
+        # the test file's own line, the first entry of the short traceback, where the message does not name it
+        site = re.search(r"^(\S+\.py:\d+): in <module>$", str(report.longrepr), re.M)
+        if site and f"{site.group(1)}: " not in shown:
+            shown += f"\n(raised at {site.group(1)})"
+        report.longrepr = shown
     return report
 
 

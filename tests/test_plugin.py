@@ -733,6 +733,13 @@ C = PipelineCase("1F1B", stages=4, microbatches=0, cost=FixedCost.ms(F=1, B=2))
     assert "harness/case.py" not in result.stdout.str()  # it showed a traceback through the dataclass code
     full = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider", "--fulltrace")
     assert "harness/case.py" in full.stdout.str()  # --fulltrace keeps it
+    # an error whose message names no line (a cost model's own check) gets the test file's line
+    pytester.makepyfile(test_m="""
+from harness.cost import FixedCost
+COST = FixedCost(forward_ns=-1, backward_ns=2)
+""")
+    result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["ConfigError: cost model: forward_ns must be positive, got -1", "(raised at test_m.py:3)"])
 
 
 def test_the_collection_hook_knows_every_harness_error_class():
