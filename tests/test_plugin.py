@@ -739,7 +739,7 @@ from harness.cost import FixedCost
 COST = FixedCost(forward_ns=-1, backward_ns=2)
 """)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
-    result.stdout.fnmatch_lines(["ConfigError: cost model: forward_ns must be positive, got -1", "(raised at test_m.py:3)"])
+    result.stdout.fnmatch_lines(["ConfigError: cost model: forward_ns must be positive, got -1", "(raised at test_m.py:2)"])
 
 
 def test_the_collection_hook_knows_every_harness_error_class():
