@@ -171,9 +171,21 @@ def _whole_ns(name: str, value: float, allow_zero: bool) -> int:
         ConfigError: a positive duration that rounds to 0 ns.
     """
     ns = int(round(value))  # noqa: RUF046 - a numpy scalar rounds to a numpy integer
-    if ns == 0 and value and not allow_zero:
-        raise ConfigError(f"cost model: {name} must be at least 1 ns, got {value!r} (it rounds to 0 ns)")
+    if ns == 0 and value:
+        raise ConfigError(f"cost model: {name} must be {'0 or ' if allow_zero else ''}at least 1 ns, got {value!r} (it rounds to 0 ns)")
     return ns
+
+
+def _set_whole_ns(obj: Any, name: str) -> None:
+    """Check the duration field ``name`` of the frozen dataclass ``obj`` (ns, >= 0) and store it rounded
+    to the nearest ns (:func:`_whole_ns`), so the model runs and describes the value it holds.
+
+    Raises:
+        ConfigError: not a number, negative, too large, or positive but rounding to 0 ns.
+    """
+    value = getattr(obj, name)
+    _positive(name, value, allow_zero=True, duration=True)
+    object.__setattr__(obj, name, _whole_ns(name, value, allow_zero=True))
 
 
 def _signed_bytes(name: str, value: Any) -> None:
@@ -302,7 +314,7 @@ class FixedCost:
             if v is not None:
                 set_(self, name, _per_stage_values(name, v, duration=True))
         for name in ("optimizer_ns", "p2p_latency_ns"):
-            _positive(name, getattr(self, name), allow_zero=True, duration=True)
+            _set_whole_ns(self, name)
         _positive("activation_bytes", self.activation_bytes, allow_zero=True, whole=True)
         set_(self, "activation_bytes", int(self.activation_bytes))
         _bandwidth(self.p2p_gbytes_per_s)

@@ -44,10 +44,10 @@ def data_parallel_ns(cost: object, job: Job, num_stages: int) -> int:
 
 def _data_parallel_fields(obj: Any) -> None:
     """Check ``unshard_ns``, ``reshard_ns``, ``reduce_grad_ns`` of a cost model dataclass (durations >= 0)."""
-    from harness.cost import _positive
+    from harness.cost import _set_whole_ns
 
     for name in _DP_FIELDS.values():
-        _positive(name, getattr(obj, name), allow_zero=True, duration=True)
+        _set_whole_ns(obj, name)  # rounded to the nearest ns, as every duration
 
 
 #: A data-parallel kind's duration field on :class:`FixedCost` and :class:`~harness.transformer.TransformerCost`.

@@ -320,10 +320,10 @@ def _overlap_fields(obj: Any) -> None:
     """Check ``overlap_ns`` (a duration >= 0) and ``overlap_ratio`` (in [0, 1]), at most one given."""
     if obj.overlap_ns is not None and obj.overlap_ratio is not None:
         raise ConfigError(f"cost model: give overlap_ns or overlap_ratio, not both (got {obj.overlap_ns!r} and {obj.overlap_ratio!r})")
-    from harness.cost import _positive
+    from harness.cost import _set_whole_ns
 
     if obj.overlap_ns is not None:
-        _positive("overlap_ns", obj.overlap_ns, allow_zero=True, duration=True)
+        _set_whole_ns(obj, "overlap_ns")  # rounded to the nearest ns, as every duration
     r = obj.overlap_ratio
     if r is not None and (isinstance(r, bool) or not isinstance(r, numbers.Real) or not 0 <= float(r) <= 1):
         raise ConfigError(f"cost model: overlap_ratio must be a number in [0, 1] (0: max(F, B), 1: F + B), got {r!r}")

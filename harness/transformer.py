@@ -23,6 +23,7 @@ from harness.cost import (
     _overlap_fields,
     _overlap_group_ns,
     _positive,
+    _set_whole_ns,
     _transfer_ns,
 )
 from harness.errors import ConfigError
@@ -215,8 +216,8 @@ class TransformerCost:
         set_(self, "_groups", groups)
         _positive("tflops", self.tflops)
         _positive("bytes_per_param", self.bytes_per_param, allow_zero=True)
-        _positive("optimizer_ns", self.optimizer_ns, allow_zero=True, duration=True)
-        _positive("p2p_latency_ns", self.p2p_latency_ns, allow_zero=True, duration=True)
+        _set_whole_ns(self, "optimizer_ns")
+        _set_whole_ns(self, "p2p_latency_ns")
         _bandwidth(self.p2p_gbytes_per_s)
         _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
         if self.recompute not in RECOMPUTE:

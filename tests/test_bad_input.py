@@ -591,6 +591,19 @@ def test_non_whole_ns_round_to_the_nearest_ns_everywhere():
     assert FixedCost(forward_ns=[1.4, 2.6], backward_ns=3).forward_ns == (1, 3)
     with pytest.raises(ConfigError, match=r"^cost model: forward_ns must be at least 1 ns, got 0\.3 \(it rounds to 0 ns\)$"):
         FixedCost(forward_ns=0.3, backward_ns=3)
+    # every duration field, and the model holds (and describes) the rounded value
+    rounded = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=1.7, optimizer_ns=2.6, unshard_ns=3.6, overlap_ns=7.7)
+    assert (rounded.p2p_latency_ns, rounded.optimizer_ns, rounded.unshard_ns, rounded.overlap_ns) == (2, 3, 4, 8)
+    assert rounded.describe()["p2p_latency_ns"] == 2 and FixedCost.ms(F=1, B=2, p2p_latency_ns=1.7).p2p_latency_ns == 2
+    assert TransformerCost(hidden_size=64, seq_len=16, micro_batch_size=1, num_layers=4, tflops=1, p2p_latency_ns=1.7).p2p_latency_ns == 2
+    for name in ("p2p_latency_ns", "optimizer_ns", "reduce_grad_ns", "overlap_ns"):
+        with pytest.raises(ConfigError, match=rf"^cost model: {name} must be 0 or at least 1 ns, got 0\.4 \(it rounds to 0 ns\)$"):
+            FixedCost(forward_ns=10, backward_ns=20, **{name: 0.4})
+    # a 1.7 ns latency runs as the 2 ns it is stored as
+    c = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=1.7)
+    assert run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=c), backend="sim").metrics.step_time_median_ns == \
+        run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=2)),
+                 backend="sim").metrics.step_time_median_ns
     checked = CheckedCost(_Custom(forward=1500.6))
     assert checked.duration_ns(Job(0, JobKind.F, 0), 2) == 1501
     result = run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=_Custom(1.7)), backend="sim")
