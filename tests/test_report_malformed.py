@@ -198,3 +198,13 @@ def test_object(pipeline):
     case = doc["cases"][0]
     case["critical_path"]["bogus"] = float("inf")
     assert case_field_problem(case) == "critical_path.bogus is not a finite number (NaN or infinite), which JSON cannot hold"
+
+
+def test_a_null_overlaps_field_reads_as_none_as_the_other_optional_fields_do(tmp_path):
+    # it ended in "cannot render the HTML page (TypeError: 'NoneType' object is not iterable)"
+    doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim"))])
+    doc["cases"][0]["overlaps"] = None
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    write_report(tmp_path / "rep", load_results(path), notice=lambda s: None)
+    assert "1F1B" in (tmp_path / "rep" / "index.html").read_text()

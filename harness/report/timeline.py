@@ -139,7 +139,7 @@ def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = 
                                       f"{jobs['kind'][i]}{'' if jobs['microbatch'][i] is None else jobs['microbatch'][i]} of step {jobs['step'][i]}")
     cp: dict[str, Any] = case["critical_path"] if isinstance(case.get("critical_path"), dict) else {}
     kind_map = np.asarray([kind_index.get(k, 0) for k in t.kinds] or [0], dtype=np.int64)
-    overlaps = np.asarray([x for pair in case.get("overlaps", []) for x in pair], dtype=np.int64)
+    overlaps = np.asarray([x for pair in case.get("overlaps") or [] for x in pair], dtype=np.int64)
     return {
         "id": case["id"],
         "label": case.get("label", case["id"]),
