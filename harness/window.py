@@ -10,7 +10,9 @@ it; window.observe(step, step_time_ns)``):
   ``target`` and the median's 95 % confidence interval, the one the report
   shows (:func:`harness.stats.median_ci`), reaches at most ``1.96 x target``
   from it (what a median known to ``target`` gives), so a few slow steps that
-  the interval still holds keep the window measuring;
+  the interval still holds keep the window measuring; that interval must cover
+  at least 93.75 % (:data:`MIN_TARGET_COVERAGE`, five steps), so a smaller
+  ``min_steps`` never stops on two close steps;
   with at least ``min_steps`` and at most ``max_steps`` recorded
   steps and a host-time budget of ``max_time_ns`` for the whole case. The rule
   is nvbench's stopping criterion (``--stopping-criterion stdrel`` with
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_MIN_STEPS",
     "DEFAULT_TARGET",
     "MAX_STEPS",
+    "MIN_TARGET_COVERAGE",
     "AdaptiveWindow",
     "FixedWindow",
     "ProfilingWindow",
@@ -59,6 +62,10 @@ DEFAULT_TARGET = 0.01
 DEFAULT_MIN_STEPS = 5
 DEFAULT_MAX_TIME_NS = 10_000_000_000
 DEFAULT_MAX_STEPS = 1000
+
+#: The least coverage of the median's interval that can reach the target: five steps' ``[min, max]``
+#: (``1 - 2**-4``, 93.75 %); fewer steps give less (two: 50 %), and none below six reaches 95 %.
+MIN_TARGET_COVERAGE = 1 - 2**-4
 
 #: Why a window stopped recording.
 REASONS = {
@@ -112,7 +119,11 @@ class WindowOutcome:
         """One line for people: ``"12 steps after 1 warm-up: target 1% reached (0.8%)"``."""
         steps = f"{self.recorded_steps} step{'s' if self.recorded_steps != 1 else ''} after {self.warmup_steps} warm-up"
         err = "" if self.rel_err is None else f" ({100 * self.rel_err:.2f}% rel. error of the median)"
-        if self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target and self.ci_reach is not None:
+        if (self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target
+                and self.recorded_steps < 5):
+            err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but {self.recorded_steps} steps give its interval "
+                   f"only {100 * (1 - 2.0 ** (1 - self.recorded_steps)):g}% coverage; the target needs 5 or more)")
+        elif self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target and self.ci_reach is not None:
             # the standard error was small enough, the interval the report shows was not
             err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but its 95% CI reaches "
                    f"±{100 * self.ci_reach:.2f}%, above {100 * _Z95 * self.target:.2f}%)")
@@ -265,12 +276,13 @@ class AdaptiveWindow:
         n = len(self._times)
         if n < 2:
             return
-        from harness.stats import median_ci_reach, median_rel_se
+        from harness.stats import median_ci, median_ci_reach, median_rel_se
 
         self._rel_err = median_rel_se(self._times)
         if n < self.min_steps:
             return
-        if self._rel_err <= self.target and median_ci_reach(self._times) <= _Z95 * self.target:
+        if (self._rel_err <= self.target and median_ci(self._times)[2] >= MIN_TARGET_COVERAGE
+                and median_ci_reach(self._times) <= _Z95 * self.target):
             self._reason = "target"
         elif n >= (self.max_steps or DEFAULT_MAX_STEPS):
             self._reason = "max_steps"

@@ -112,6 +112,20 @@ def test_the_window_stops_only_when_the_interval_the_report_shows_is_narrow_too(
                               "median, but its 95% CI reaches ±27.00%, above 1.96%)")
 
 
+def test_two_close_steps_never_reach_the_target_their_interval_covers_only_half():
+    # --profile-min-steps 2 stopped at 2 steps of 85.40 and 87.76 ms, "target 2% reached" beside a 50% interval;
+    # at 3 steps the standard error is (87.76 - 85.40) / (2 * 1.96) / 86.00 = 0.70%
+    w = AdaptiveWindow(warmup_steps=0, target=0.02, min_steps=2, max_time_ns=3 * 86 * MS, clock=FakeClock())
+    drive(w, iter([85_400_000, 87_760_000, 86_000_000, 86_500_000, 85_900_000]))
+    out = w.outcome()
+    assert (out.reason, out.recorded_steps) == ("budget", 3) and out.rel_err <= 0.02
+    assert out.describe().endswith("(0.70% rel. error of the median, but 3 steps give its interval only 75% coverage; "
+                                   "the target needs 5 or more)")
+    w = AdaptiveWindow(warmup_steps=0, target=0.02, min_steps=2, clock=FakeClock())
+    drive(w, iter([85_400_000, 87_760_000, 86_000_000, 86_500_000, 85_900_000, 86_100_000]))
+    assert (w.outcome().reason, w.outcome().recorded_steps) == ("target", 5)  # [min, max] of 5 steps: 93.75%
+
+
 def test_the_minimum_wins_over_the_budget():
     w = AdaptiveWindow(min_steps=5, max_time_ns=1000 * MS, clock=FakeClock())
     drive(w, noisy(3000 * MS, 0.2, seed=6))
@@ -128,7 +142,7 @@ def test_a_fixed_window_records_exactly_its_range():
 def test_the_executor_drives_an_adaptive_window_and_keeps_its_outcome():
     plan = build_plan(build_schedule("1F1B", 2, 3))
     records = execute(plan, SimDevice(), FixedCost(forward_ns=1, backward_ns=2), AdaptiveWindow(min_steps=3))
-    assert records.steps == [1, 2, 3]  # sim has no noise: the minimum
+    assert records.steps == [1, 2, 3, 4, 5]  # sim has no noise, but 3 steps give the median's interval only 75%: 5 at least
     assert records.window is not None and records.window.reason == "target"
 
 
