@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness._gcpause import gc_paused
-from harness.cost import CheckedCost, CostModel, checked
+from harness.cost import CostModel, checked
 from harness.errors import ConfigError
 from harness.plan import Plan, build_plan
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
-__all__ = ["ScheduleAnalytics", "Timeline", "analyze", "check_cost_answers", "simulate"]
+__all__ = ["ScheduleAnalytics", "Timeline", "analyze", "simulate"]
 
 
 
@@ -53,31 +53,6 @@ class Timeline:
     def makespan_ns(self) -> int:
         """Time from the step's start to the last job's end (ns)."""
         return max(self.end, default=0)
-
-
-def check_cost_answers(plan: Plan, cost: CostModel) -> None:
-    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its duration, FLOPs and bytes once
-    per ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
-    case on every backend, including ``sim``, whose replay asks neither FLOPs nor bytes, and
-    :func:`analyze` as it stops a run. Shipped models (not a ``CheckedCost``) check their own values.
-
-    Raises:
-        ConfigError: an answer :class:`~harness.cost.CheckedCost` refuses (names the model, job and value).
-    """
-    if not isinstance(cost, CheckedCost):
-        return
-    import numpy as np
-
-    cols = plan.arrays
-    _, first = np.unique(cols.stage * len(JobKind) + cols.kind, return_index=True)
-    n_stages = plan.schedule.num_stages
-    kinds = tuple(JobKind)
-    for j in np.sort(first).tolist():
-        b = int(cols.microbatch[j])
-        job = Job(int(cols.stage[j]), kinds[int(cols.kind[j])], None if b < 0 else b)
-        cost.duration_ns(job, n_stages)
-        cost.flops(job, n_stages)
-        cost.nbytes(job, n_stages)
 
 
 def durations(plan: Plan, cost: CostModel) -> list[int]:
@@ -354,7 +329,7 @@ def analyze(
     from harness.schedule.passes import comm_jobs_added
 
     comm_model = comm_models.check_comm_model(comm_model)
-    cost = checked(cost)  # a custom model's answers, as a run checks them (check_cost_answers below)
+    cost = checked(cost)  # a custom model's answers, as a run checks them
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
@@ -376,7 +351,6 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
 
     from harness import comm as comm_models
 
-    check_cost_answers(plan, cost)
     tl = simulate(plan, cost, comm_models.edge_delays(plan, cost) if comm_model == "edge" else None)
     sched = plan.schedule
     p = sched.num_ranks

@@ -381,6 +381,30 @@ def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     return dataclasses.replace(case, cost=checked(case.cost, where))
 
 
+def _check_cost_answers(plan: Plan, cost: Any) -> None:
+    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its duration, FLOPs and bytes once
+    per ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
+    case on every backend, including ``sim``, whose replay asks neither FLOPs nor bytes.
+
+    Raises:
+        ConfigError: an answer :class:`~harness.cost.CheckedCost` refuses (names the model, job and value).
+    """
+    if not isinstance(cost, CheckedCost):
+        return
+    import numpy as np
+
+    cols = plan.arrays
+    _, first = np.unique(cols.stage * len(JobKind) + cols.kind, return_index=True)
+    n_stages = plan.schedule.num_stages
+    kinds = tuple(JobKind)
+    for j in np.sort(first).tolist():
+        b = int(cols.microbatch[j])
+        job = Job(int(cols.stage[j]), kinds[int(cols.kind[j])], None if b < 0 else b)
+        cost.duration_ns(job, n_stages)
+        cost.flops(job, n_stages)
+        cost.nbytes(job, n_stages)
+
+
 def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any, delays: list[int] | None = None) -> BubbleDecomposition:
     """The median step's decomposition: on ``sim`` from the cost model, on a timed backend from the
     median step's measured busy time per rank (:func:`harness.bubble.decompose`)."""
@@ -537,10 +561,10 @@ def run_case(
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
     try:
-        from harness.analytics import check_cost_answers, durations
+        from harness.analytics import durations
 
         durations(plan, case.cost)  # checks that costs do not vary by micro-batch (they would be flattened to the first)
-        check_cost_answers(plan, case.cost)
+        _check_cost_answers(plan, case.cost)
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
             step_flops = _step_flops(case, plan)
             _check_compute_flops(case, step_flops)
