@@ -233,7 +233,7 @@ def test_compare_refuses_a_duplicate_case_id(tmp_path, capsys):
     dup.write_text(json.dumps(doc))
     assert main(["compare", str(base), str(dup)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {dup}: case id 'cases/x.py::test[FThenB]' appears more than once (cases #0 and #1); ")
+    assert err.startswith(f"error: {dup}: case id 'cases/x.py::test[FThenB]' appears more than once (cases[0] and cases[1]); ")
 
 
 def test_compare_warns_when_backend_or_workload_differ(tmp_path, capsys):

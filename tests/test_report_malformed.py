@@ -78,7 +78,7 @@ def _set(path, value):
 
 @pytest.mark.parametrize(("change", "message"), [
     (_set(("cases", 1, "id"), "c/FThenB"),
-     "case id 'c/FThenB' appears more than once (cases #0 and #1); reports and compare match cases by id, so each id must be unique"),
+     "case id 'c/FThenB' appears more than once (cases[0] and cases[1]); reports and compare match cases by id, so each id must be unique"),
     (_set(("cases", 0, "id"), 5), "case 5 (cases[0]): id is 5 (int), expected a string"),
     (_set(("cases", 0, "jobs", "kind", 3), "Q"),
      "case 'c/FThenB' (cases[0]): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, REDUCE_GRAD, "

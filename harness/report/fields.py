@@ -458,7 +458,7 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
         j = first.setdefault(case["id"], i)
         if j != i:
             raise InputFormatError(
-                f"{source}: case id {case['id']!r} appears more than once (cases #{j} and #{i}); "
+                f"{source}: case id {case['id']!r} appears more than once (cases[{j}] and cases[{i}]); "
                 "reports and compare match cases by id, so each id must be unique"
             )
 

@@ -227,7 +227,7 @@ def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
     if not isinstance(cases, list):
         raise InputFormatError(f"{source}: \"cases\" must be a list")
     for i, case in enumerate(cases):
-        where = f"{source}: case #{i}" + (f" ({case.get('id')!r})" if isinstance(case, dict) else "")
+        where = f"{source}: " + (f"case {case.get('id')!r} (cases[{i}])" if isinstance(case, dict) else f"cases[{i}]")
         if not isinstance(case, dict):
             raise InputFormatError(f"{where}: not an object")
         missing = [k for k in _CASE_KEYS if k not in case]
