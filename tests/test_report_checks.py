@@ -33,9 +33,20 @@ def _report(tmp_path, case, capsys):
     ("usage", {"wall_ns": "12", "cores": 2}, "usage.wall_ns is '12' (str), expected an integer (ns)"),
     ("usage", {"other_cores": [1]}, "usage.other_cores is [1] (list), expected a number (cores) or null"),
     ("backend_reason", 3, "backend_reason is 3 (int), expected a string"),
-    ("warmup_steps", 1.5, "warmup_steps is 1.5 (float), expected an integer"),
+    ("warmup_steps", 1.5, "warmup_steps is 1.5 (float), expected a count (an integer, 0 or more)"),
+    ("warmup_steps", -3, "warmup_steps is -3 (int), expected a count (an integer, 0 or more)"),
     ("window", "fixed", "window is 'fixed' (str), expected an object"),
+    ("window", {"target": "1%"}, "window.target is '1%' (str), expected a number (a share, 0.01 = 1%) or null"),
+    ("window", {"description": None}, "window.description is None (NoneType), expected a string"),
+    ("window", {"ci_reach": "x"}, "window.ci_reach is 'x' (str), expected a number, 0 or more, or null"),
+    ("comm_model", "bogus", "comm_model is 'bogus' (str), expected one of edge, free, stream"),
+    ("usage", {"cores": -2}, "usage.cores is -2 (int), expected a count (an integer, 0 or more)"),
+    ("device", {"clock_bound_ns": 1310.0}, "device.clock_bound_ns is 1310.0 (float), expected a whole number of ns, 0 or more "
+                                           "(the merge's clock bound)"),
+    ("device", {"clock_bound_ns": "1310"}, "device.clock_bound_ns is '1310' (str), expected a whole number of ns, 0 or more "
+                                           "(the merge's clock bound)"),
     ("rank_labels", ["a", None], "rank_labels[1] is None (NoneType), expected a string"),
+    ("rank_labels", ["a"], "rank_labels has 1 label(s), expected one per rank (schedule.p = 2)"),
 ])
 def test_a_minor_field_of_the_wrong_type_is_named_with_file_and_case(tmp_path, capsys, case, field, value, said):
     bad = json.loads(json.dumps(case))

@@ -346,10 +346,11 @@ _OBJECT_FIELDS = ("device", "cost", "options", "window", "fidelity", "usage")
 #: ``usage``'s keys (:meth:`harness.environment.CaseUsage.to_dict`) and the checks they must pass.
 _USAGE_KEYS: dict[str, Callable[[Any], bool]] = {
     "loadavg_before": lambda x: x is None or _is_number(x), "loadavg_after": lambda x: x is None or _is_number(x),
-    "wall_ns": _is_int, "own_cores": _is_number, "other_cores": lambda x: x is None or _is_number(x), "cores": _is_int,
+    "wall_ns": _is_int, "own_cores": _is_number, "other_cores": lambda x: x is None or _is_number(x),
+    "cores": lambda x: _is_int(x) and x >= 0,
 }
 _USAGE_EXPECT = {"loadavg_before": "a number or null", "loadavg_after": "a number or null", "wall_ns": "an integer (ns)",
-                 "own_cores": "a number (cores)", "other_cores": "a number (cores) or null", "cores": "an integer"}
+                 "own_cores": "a number (cores)", "other_cores": "a number (cores) or null", "cores": "a count (an integer, 0 or more)"}
 
 
 def _minor_field_problem(case: dict[str, Any]) -> str | None:
@@ -360,8 +361,10 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
     for key in ("label", "backend_reason", "comm_model"):
         if key in case and not _is_str(case[key]):
             return f"{key} is {_show(case[key])}, expected a string"
-    if "warmup_steps" in case and not _is_int(case["warmup_steps"]):
-        return f"warmup_steps is {_show(case['warmup_steps'])}, expected an integer"
+    if "comm_model" in case and case["comm_model"] not in _COMM_MODELS:
+        return f"comm_model is {_show(case['comm_model'])}, expected one of {', '.join(_COMM_MODELS)}"
+    if "warmup_steps" in case and not (_is_int(case["warmup_steps"]) and 0 <= case["warmup_steps"] < 2**31):
+        return f"warmup_steps is {_show(case['warmup_steps'])}, expected a count (an integer, 0 or more)"
     for key in _OBJECT_FIELDS:
         value = case.get(key)
         if value is not None and not isinstance(value, dict):
@@ -370,9 +373,46 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
     for key, ok in _USAGE_KEYS.items():
         if key in usage and not ok(usage[key]):
             return f"usage.{key} is {_show(usage[key])}, expected {_USAGE_EXPECT[key]}"
-    if case.get("rank_labels") is not None:
-        return _list_problem("rank_labels", case["rank_labels"], _is_str)
+    window = case.get("window") or {}
+    for key, (ok, expect) in _WINDOW_KEYS.items():
+        if key in window and not ok(window[key]):
+            return f"window.{key} is {_show(window[key])}, expected {expect}"
+    bound = (case.get("device") or {}).get("clock_bound_ns")
+    if bound is not None and not (_is_int(bound) and bound >= 0):
+        return f"device.clock_bound_ns is {_show(bound)}, expected a whole number of ns, 0 or more (the merge's clock bound)"
+    labels = case.get("rank_labels")
+    if labels is not None:
+        problem = _list_problem("rank_labels", labels, _is_str)
+        if problem:
+            return problem
+        p = (case.get("schedule") or {}).get("p")
+        if _is_int(p) and len(labels) != p:
+            return f"rank_labels has {len(labels)} label(s), expected one per rank (schedule.p = {p})"
     return None
+
+
+#: The communication models a case may name (:mod:`harness.comm`).
+_COMM_MODELS = ("edge", "free", "stream")
+
+
+def _nonneg(x: Any) -> bool:
+    return _is_number(x) and x >= 0
+
+
+#: ``window``'s typed keys (:meth:`harness.window.WindowOutcome.to_dict`): check, and what is expected.
+_WINDOW_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "reason": (_is_str, "a string"),
+    "description": (_is_str, "a string"),
+    "warmup_steps": (lambda x: _is_int(x) and x >= 0, "a count"),
+    "recorded_steps": (lambda x: _is_int(x) and x >= 0, "a count"),
+    "rel_err": (lambda x: x is None or _nonneg(x), "a number, 0 or more, or null"),
+    "ci_reach": (lambda x: x is None or _nonneg(x), "a number, 0 or more, or null"),
+    "target": (lambda x: x is None or _nonneg(x), "a number (a share, 0.01 = 1%) or null"),
+    "min_steps": (lambda x: x is None or (_is_int(x) and x >= 0), "a count or null"),
+    "max_steps": (lambda x: x is None or (_is_int(x) and x >= 0), "a count or null"),
+    "max_time_ns": (lambda x: x is None or (_is_int(x) and x >= 0), "ns (an integer) or null"),
+    "elapsed_ns": (lambda x: _is_int(x) and x >= 0, "ns (an integer, 0 or more)"),
+}
 
 
 def _job_problem(case: dict[str, Any], table: Any, imported_log: bool) -> str | None:
