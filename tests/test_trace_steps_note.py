@@ -24,10 +24,10 @@ def _case(case_id: str, steps: range) -> dict:
 def test_the_note_names_each_short_case_and_its_steps():
     assert trace_steps_note(None, {"a": 1}) is None
     assert trace_steps_note(2, {"a": 2, "b": 3}) is None  # as many as recorded, or fewer: nothing to say
-    assert trace_steps_note(3, {"a": 2, "b": 3}) == "--trace-steps=3 is more than case 'a' recorded (2 steps); its trace holds all 2"
-    assert trace_steps_note(3, {"a": 1}) == "--trace-steps=3 is more than case 'a' recorded (1 step); its trace holds all 1"
+    assert trace_steps_note(3, {"a": 2, "b": 3}) == "--trace-steps=3 asks for more steps than case 'a' recorded (2); its trace holds all 2 of them"
+    assert trace_steps_note(3, {"a": 1}) == "--trace-steps=3 asks for more steps than case 'a' recorded (1); its trace holds its one step"
     many = {f"c{i}": 1 for i in range(7)}
-    assert trace_steps_note(4, many) == ("--trace-steps=4 is more than 7 cases recorded (steps per case: 'c0' (1), 'c1' (1), 'c2' (1), "
+    assert trace_steps_note(4, many) == ("--trace-steps=4 asks for more steps than 7 cases recorded (steps per case: 'c0' (1), 'c1' (1), 'c2' (1), "
                                          "'c3' (1), 'c4' (1), ... (2 more)); their traces hold every step they recorded")
 
 
@@ -35,14 +35,14 @@ def test_report_says_it_once_and_traces_every_recorded_step(tmp_path, capsys):
     src = tmp_path / "results.json"
     src.write_text(json.dumps(results_document([_case("two", range(0, 2)), _case("three", range(0, 3))])))
     assert main(["report", str(src), "--out", str(tmp_path / "out"), "--trace-steps=3", "-q", "--no-hta"]) == 0
-    assert capsys.readouterr().err == "warning: --trace-steps=3 is more than case 'two' recorded (2 steps); its trace holds all 2\n"
+    assert capsys.readouterr().err == "warning: --trace-steps=3 asks for more steps than case 'two' recorded (2); its trace holds all 2 of them\n"
     trace = json.loads((tmp_path / "out" / "traces" / "two.json").read_text())
     assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "step"] == ["ProfilerStep#0", "ProfilerStep#1"]
 
 
 def test_from_python_it_is_a_trace_steps_warning(tmp_path):
     doc = results_document([_case("one", range(0, 1))])
-    with pytest.warns(TraceStepsWarning, match=r"^--trace-steps=2 is more than case 'one' recorded \(1 step\)"):
+    with pytest.warns(TraceStepsWarning, match=r"^--trace-steps=2 asks for more steps than case 'one' recorded \(1\)"):
         write_report(tmp_path / "a", doc, hta=False, trace_options=TraceOptions(steps=2))
     with warnings.catch_warnings():
         warnings.simplefilter("error", TraceStepsWarning)
@@ -52,7 +52,7 @@ def test_from_python_it_is_a_trace_steps_warning(tmp_path):
 def test_run_says_it_as_a_line(tmp_path, capsys):
     assert main(["run", "1F1B", "-p", "2", "-m", "2", "--backend", "sim", "--trace-steps=4", "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert "warning: --trace-steps=4 is more than case '1F1B p=2 m=2' recorded (1 step); its trace holds all 1\n" in err
+    assert "warning: --trace-steps=4 asks for more steps than case '1F1B p=2 m=2' recorded (1); its trace holds its one step\n" in err
 
 
 def test_pytest_says_it_in_the_summary(pytester):
@@ -65,5 +65,5 @@ def test_case(pipeline):
 """)
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--trace-steps=5", "-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["warning: --trace-steps=5 is more than case 'test_cases.py::test_case' recorded (1 step); "
-                                 "its trace holds all 1"])
+    result.stdout.fnmatch_lines(["warning: --trace-steps=5 asks for more steps than case 'test_cases.py::test_case' recorded (1); "
+                                 "its trace holds its one step"])

@@ -178,9 +178,10 @@ def trace_steps_note(asked: int | None, recorded: dict[str, int]) -> str | None:
         return None
     if len(short) == 1:
         cid, n = short[0]
-        return f"--trace-steps={asked} is more than case {cid!r} recorded ({n} step{'' if n == 1 else 's'}); its trace holds all {n}"
+        held = "its one step" if n == 1 else f"all {n} of them"
+        return f"--trace-steps={asked} asks for more steps than case {cid!r} recorded ({n}); its trace holds {held}"
     shown = ", ".join(f"{cid!r} ({n})" for cid, n in short[:5]) + (f", ... ({len(short) - 5} more)" if len(short) > 5 else "")
-    return (f"--trace-steps={asked} is more than {len(short)} cases recorded (steps per case: {shown}); "
+    return (f"--trace-steps={asked} asks for more steps than {len(short)} cases recorded (steps per case: {shown}); "
             "their traces hold every step they recorded")
 
 
