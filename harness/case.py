@@ -470,6 +470,12 @@ class PipelineCase:
             self._check_chunks(schedule, str(self.schedule))
         else:
             if self.stages is None or self.microbatches is None:
+                from harness.schedule.builders import builder_info
+
+                try:  # a name no lookup finds is the first thing to say, before the sizes it would need
+                    builder_info(self.schedule)
+                except ConfigError as exc:
+                    raise self._error(f"case {self.label()!r}: {exc}") from None
                 raise self._error(f"case {self.label()!r}: give stages (p) and microbatches (m) for schedule {self.schedule!r}")
             opts = dict(self.options)
             if self.optimizer:

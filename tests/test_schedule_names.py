@@ -15,7 +15,7 @@ from harness.errors import ConfigError
 from harness.schedule import build_schedule, builders, register
 from harness.schedule.builders import builder_info, schedule_names
 
-RULE = "a schedule name is letters, digits, '-' and '_' (case, '-' and '_' do not matter)"
+RULE = "a schedule name is ASCII letters, digits, '-' and '_' (case, '-' and '_' do not matter)"
 
 
 @pytest.fixture
@@ -110,12 +110,25 @@ def test_register_refuses_a_name_no_lookup_would_find(own_registry) -> None:
     with pytest.raises(ConfigError) as info:
         register("My Schedule")(mine)
     assert re.fullmatch(r"cannot register (tests\.)?test_schedule_names\..*mine as schedule 'My Schedule': the name 'My Schedule' holds a "
-                        r"space inside; a schedule name is letters, digits, '-' and '_', e.g. 'My-Schedule'", str(info.value))
-    with pytest.raises(ConfigError, match=r"the name 'v2\.0' holds the character '\.'; a schedule name is letters, digits, '-' and '_', "
+                        r"space inside; a schedule name is ASCII letters, digits, '-' and '_', e.g. 'My-Schedule'", str(info.value))
+    with pytest.raises(ConfigError, match=r"the name 'v2\.0' holds the character '\.'; a schedule name is ASCII letters, digits, '-' and '_', "
                                           r"e\.g\. 'v2-0'$"):
         register("Mine", "v2.0")(mine)
-    with pytest.raises(ConfigError, match=r"the name '\?\?' holds the character '\?'; a schedule name is letters, digits, '-' and '_'$"):
+    with pytest.raises(ConfigError, match=r"the name '\?\?' holds the character '\?'; a schedule name is ASCII letters, digits, '-' and '_'$"):
         register("??")(mine)
     assert "My Schedule" not in schedule_names() and "Mine" not in schedule_names()
     register("My_Schedule-2")(mine)
     assert builder_info("my-schedule_2").name == "My_Schedule-2" and build_schedule("MYSCHEDULE2", 2, 3).num_microbatches == 3
+
+
+def test_a_case_without_sizes_names_a_refused_schedule_name_first():
+    from harness.case import PipelineCase
+    from harness.cost import FixedCost
+
+    # it asked for stages and microbatches, and refused the name only once they were given
+    with pytest.raises(ConfigError, match=r"case 'zb\.h1': schedule name 'zb\.h1' holds the character '\.'.*did you mean 'ZB-H1'\?$"):
+        PipelineCase("zb.h1", cost=FixedCost.ms(F=1, B=2)).compute_schedule()
+    with pytest.raises(ConfigError, match=r"case 'nosuch': unknown schedule 'nosuch'; valid schedules: 1F1B"):
+        PipelineCase("nosuch", cost=FixedCost.ms(F=1, B=2)).compute_schedule()
+    with pytest.raises(ConfigError, match=r"case '1F1B': give stages \(p\) and microbatches \(m\) for schedule '1F1B'$"):
+        PipelineCase("1F1B", cost=FixedCost.ms(F=1, B=2)).compute_schedule()

@@ -109,7 +109,7 @@ def register(
                 fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", key.strip()).strip("-")
                 raise ConfigError(
                     f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} holds {odd}; a schedule name is "
-                    f"letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
+                    f"ASCII letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
                 )
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
         info = BuilderInfo(
@@ -202,7 +202,7 @@ def builder_info(name: str) -> BuilderInfo:
         closest = _closest_name(name)
         hint = f"; did you mean {closest!r}?" if closest else f"; valid schedules: {', '.join(sorted(_REGISTRY))}"
         raise ConfigError(
-            f"schedule name {name!r} holds {odd}: a schedule name is letters, digits, '-' and '_' "
+            f"schedule name {name!r} holds {odd}: a schedule name is ASCII letters, digits, '-' and '_' "
             f"(case, '-' and '_' do not matter){hint}"
         )
     canonical = _ALIASES.get(_key(name))
