@@ -249,6 +249,10 @@ def write_part(path: str | os.PathLike[str], part: RankPart) -> Path:
     return out
 
 
+#: A job's fields in a part file's ``records.jobs`` rows, in order (:class:`~harness.records.JobRecord`).
+_JOB_FIELDS = ("rank", "stream", "stage", "kind", "microbatch", "chunk", "step", "start_ns", "end_ns", "enqueue_ns")
+
+
 def read_part(path: str | os.PathLike[str]) -> RankPart:
     """Read a part written by :func:`write_part`.
 
@@ -265,15 +269,54 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
         raise InputFormatError(f"{where}: not a rank part file (format {PART_FORMAT!r} expected)")
     if doc.get("version") != PART_VERSION:
         raise InputFormatError(f"{where}: rank part version {doc.get('version')!r}; this harness reads version {PART_VERSION}")
+    def integer(value: Any, field: str) -> int:
+        if type(value) is not int:  # not a float, a string or a bool, which int() would take
+            raise InputFormatError(f"{where}: {field} is {value!r} ({type(value).__name__}), expected an integer")
+        return value
+
+    def text(value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            raise InputFormatError(f"{where}: {field} is {value!r} ({type(value).__name__}), expected a string")
+        return value
+
+    def integers(values: Any, field: str) -> list[int]:
+        if not isinstance(values, list):
+            raise InputFormatError(f"{where}: {field} is {values!r} ({type(values).__name__}), expected a list of integers")
+        return [integer(x, f"{field}[{k}]") for k, x in enumerate(values)]
+
     try:
-        rank, host, anchor, rec = int(doc["rank"]), str(doc["host"]), int(doc["anchor_ns"]), doc["records"]
-        jobs = [JobRecord(int(a), str(b), int(c), str(d), None if e is None else int(e), int(f), int(g), int(h), int(i), int(k))
-                for a, b, c, d, e, f, g, h, i, k in rec["jobs"]]
-        records = RunRecords(backend=str(rec["backend"]), device=dict(rec["device"]), num_ranks=int(rec["num_ranks"]),
-                             streams=[str(s) for s in rec["streams"]], steps=[int(s) for s in rec["steps"]],
-                             step_start_ns=[int(x) for x in rec["step_start_ns"]], step_end_ns=[int(x) for x in rec["step_end_ns"]],
-                             jobs=jobs, enqueue_ns=[int(x) for x in rec["enqueue_ns"]], warmup_steps=int(rec["warmup_steps"]))
-    except (KeyError, TypeError, ValueError) as exc:
+        rank, host, anchor = integer(doc["rank"], "rank"), text(doc["host"], "host"), integer(doc["anchor_ns"], "anchor_ns")
+        rec = doc["records"]
+        jobs = []
+        for n, row in enumerate(rec["jobs"]):
+            if not isinstance(row, list) or len(row) != len(_JOB_FIELDS):
+                raise InputFormatError(f"{where}: records.jobs[{n}] is {row!r}, expected a list of {len(_JOB_FIELDS)} fields "
+                                       f"({', '.join(_JOB_FIELDS)})")
+            f = {name: row[k] for k, name in enumerate(_JOB_FIELDS)}
+            at = f"records.jobs[{n}]"
+            jobs.append(JobRecord(
+                integer(f["rank"], f"{at}.rank"), text(f["stream"], f"{at}.stream"), integer(f["stage"], f"{at}.stage"),
+                text(f["kind"], f"{at}.kind"), None if f["microbatch"] is None else integer(f["microbatch"], f"{at}.microbatch"),
+                integer(f["chunk"], f"{at}.chunk"), integer(f["step"], f"{at}.step"), integer(f["start_ns"], f"{at}.start_ns"),
+                integer(f["end_ns"], f"{at}.end_ns"), integer(f["enqueue_ns"], f"{at}.enqueue_ns")))
+        if not isinstance(rec["device"], dict):
+            raise InputFormatError(f"{where}: records.device is {rec['device']!r}, expected an object")
+        streams = rec["streams"]
+        if not isinstance(streams, list):
+            raise InputFormatError(f"{where}: records.streams is {streams!r}, expected a list of strings")
+        records = RunRecords(backend=text(rec["backend"], "records.backend"), device=dict(rec["device"]),
+                             num_ranks=integer(rec["num_ranks"], "records.num_ranks"),
+                             streams=[text(x, f"records.streams[{k}]") for k, x in enumerate(streams)],
+                             steps=integers(rec["steps"], "records.steps"),
+                             step_start_ns=integers(rec["step_start_ns"], "records.step_start_ns"),
+                             step_end_ns=integers(rec["step_end_ns"], "records.step_end_ns"),
+                             jobs=jobs, enqueue_ns=integers(rec["enqueue_ns"], "records.enqueue_ns"),
+                             warmup_steps=integer(rec["warmup_steps"], "records.warmup_steps"))
+    except InputFormatError:
+        raise  # names its field already (an InputFormatError is a ValueError too)
+    except KeyError as exc:
+        raise InputFormatError(f"{where}: malformed rank part: no field {exc}") from None
+    except (TypeError, ValueError) as exc:
         raise InputFormatError(f"{where}: malformed rank part ({type(exc).__name__}: {exc})") from None
     bad = next((j for j in jobs if j.end_ns < j.start_ns), None)
     if bad is not None:

@@ -100,3 +100,25 @@ def test_a_job_of_another_rank_in_a_part_is_refused(tmp_path: Path) -> None:
         read_part(paths[1])
     assert str(info.value) == (f"{paths[1]}: rank 1's part holds job 1F1 of step 0 (jobs[{seen['k']}]) of rank 0; a part holds its "
                                "own rank's jobs; the part is damaged or was edited")
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    # they were converted silently: 3999999.3 became 3999999, "4000000" and false were taken as numbers
+    (lambda d: d["records"]["jobs"][0].__setitem__(8, 3999999.3), "records.jobs[0].end_ns is 3999999.3 (float), expected an integer"),
+    (lambda d: d["records"]["jobs"][0].__setitem__(7, "0"), "records.jobs[0].start_ns is '0' (str), expected an integer"),
+    (lambda d: d["records"]["jobs"][0].__setitem__(2, False), "records.jobs[0].stage is False (bool), expected an integer"),
+    (lambda d: d.__setitem__("host", None), "host is None (NoneType), expected a string"),  # it became "rank 1 (None)"
+    # it said "malformed rank part (ValueError: invalid literal for int() ...)", naming no field
+    (lambda d: d["records"].__setitem__("warmup_steps", "abc"), "records.warmup_steps is 'abc' (str), expected an integer"),
+    (lambda d: d["records"]["jobs"].__setitem__(0, [1, 2]), "records.jobs[0] is [1, 2], expected a list of 10 fields (rank, stream, "
+                                                             "stage, kind, microbatch, chunk, step, start_ns, end_ns, enqueue_ns)"),
+    (lambda d: d["records"].pop("steps"), "malformed rank part: no field 'steps'"),
+])
+def test_a_part_field_of_the_wrong_type_is_named(tmp_path: Path, edit, said: str) -> None:
+    path = _parts(tmp_path)[1]
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputFormatError) as err:
+        read_part(path)
+    assert str(err.value) == f"{path}: {said}"
