@@ -20,6 +20,7 @@ from typing import Any
 import pluggy
 import pytest
 
+from harness import errors
 from harness.benchmark_plugin import (
     _BENCHMARK_FIXTURE,
     _FEEDS_BENCHMARK,
@@ -449,8 +450,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 
 
 #: The error classes of :mod:`harness.errors`, by name (a collection report carries only their text).
-_HARNESS_ERRORS = frozenset(("HarnessError", "ConfigError", "ScheduleError", "InputFormatError", "BackendUnavailable",
-                             "ExecutionError", "ResourceError"))
+_HARNESS_ERRORS = frozenset(name for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, HarnessError))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # tryfirst: sees the report after the xfail handling

@@ -14,7 +14,7 @@ from typing import Any
 from harness import theory
 from harness.bubble import BubbleDecomposition, decompose
 from harness.case import PipelineCase
-from harness.cost import CheckedCost, FixedCost, TransformerCost, checked
+from harness.cost import CheckedCost, checked
 from harness.critical_path import CriticalPath, RankWaiting, critical_path, waiting
 from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
 from harness.environment import CaseUsage, UsageProbe
@@ -375,16 +375,15 @@ def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     """``case`` with its cost model's answers checked where they enter the run
     (:class:`~harness.cost.CheckedCost`), its errors naming the case's line and label. The
     shipped models check their own values when made, and are left as they are."""
-    if isinstance(case.cost, (CheckedCost, FixedCost, TransformerCost)):
-        return case
-    where = (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}"
-    return dataclasses.replace(case, cost=checked(case.cost, where))
+    cost = checked(case.cost, (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}")
+    return case if cost is case.cost else dataclasses.replace(case, cost=cost)
 
 
 def _check_cost_answers(plan: Plan, cost: Any) -> None:
-    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its duration, FLOPs and bytes once
-    per ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
-    case on every backend, including ``sim``, whose replay asks neither FLOPs nor bytes.
+    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its FLOPs and bytes once per
+    ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
+    case on every backend, including ``sim``, whose replay asks neither (its durations were asked
+    already, by :func:`~harness.analytics.durations`).
 
     Raises:
         ConfigError: an answer :class:`~harness.cost.CheckedCost` refuses (names the model, job and value).
@@ -400,7 +399,6 @@ def _check_cost_answers(plan: Plan, cost: Any) -> None:
     for j in np.sort(first).tolist():
         b = int(cols.microbatch[j])
         job = Job(int(cols.stage[j]), kinds[int(cols.kind[j])], None if b < 0 else b)
-        cost.duration_ns(job, n_stages)
         cost.flops(job, n_stages)
         cost.nbytes(job, n_stages)
 

@@ -54,7 +54,6 @@ __all__ = [
 
 #: z for a two-sided 95 % interval, used by the McKean-Schrader standard error.
 Z95 = 1.959963984540054
-_Z95 = Z95
 
 #: Bootstrap resamples for :func:`compare_samples` (the percentile interval's
 #: Monte-Carlo error at 95 % is about 0.3 points of coverage at this count).
@@ -205,12 +204,12 @@ def median_rel_se(values: Sequence[float]) -> float:
     if n < 2:
         return math.inf
     xs = sorted(values)
-    c = max(1, min(n // 2, round((n + 1) / 2 - _Z95 * math.sqrt(n / 4))))
+    c = max(1, min(n // 2, round((n + 1) / 2 - Z95 * math.sqrt(n / 4))))
     half = n // 2
     median = xs[half] if n % 2 else (xs[half - 1] + xs[half]) / 2
     if median == 0:
         return 0.0
-    return (xs[n - c] - xs[c - 1]) / (2 * _Z95) / abs(median)
+    return (xs[n - c] - xs[c - 1]) / (2 * Z95) / abs(median)
 
 
 def summarize(values: Sequence[float], level: float = 0.95) -> SampleStats:

@@ -65,7 +65,8 @@ DEFAULT_MAX_STEPS = 1000
 
 #: The least coverage of the median's interval that can reach the target: five steps' ``[min, max]``
 #: (``1 - 2**-4``, 93.75 %); fewer steps give less (two: 50 %), and none below six reaches 95 %.
-MIN_TARGET_COVERAGE = 1 - 2**-4
+MIN_TARGET_STEPS = 5
+MIN_TARGET_COVERAGE = 1 - 2 ** (1 - MIN_TARGET_STEPS)
 
 #: Why a window stopped recording.
 REASONS = {
@@ -120,9 +121,9 @@ class WindowOutcome:
         steps = f"{self.recorded_steps} step{'s' if self.recorded_steps != 1 else ''} after {self.warmup_steps} warm-up"
         err = "" if self.rel_err is None else f" ({100 * self.rel_err:.2f}% rel. error of the median)"
         if (self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target
-                and self.recorded_steps < 5):
+                and self.recorded_steps < MIN_TARGET_STEPS):
             err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but {self.recorded_steps} steps give its interval "
-                   f"only {100 * (1 - 2.0 ** (1 - self.recorded_steps)):g}% coverage; the target needs 5 or more)")
+                   f"only {100 * (1 - 2.0 ** (1 - self.recorded_steps)):g}% coverage; the target needs {MIN_TARGET_STEPS} or more)")
         elif self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target and self.ci_reach is not None:
             # the standard error was small enough, the interval the report shows was not
             err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but its 95% CI reaches "

@@ -74,6 +74,7 @@ the same lines, for tools that parse them.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -131,9 +132,9 @@ from harness.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
 from harness.report.layout import job_label, track_overflow
 from harness.report.results import JOB_COLUMNS
-from harness.schedule.model import v_placement
+from harness.schedule.model import Schedule, v_placement
 
-# The importer is split by its seams (issue: paddle.py past 600 lines): log lines and files
+# The importer is split by its seams: log lines and files
 # (harness.imports.paddle_log), steps and micro-batch ids (harness.imports.paddle_steps), the export
 # (harness.imports.paddle_export). Every name stays importable from here, as before the split.
 __all__ = [
@@ -256,6 +257,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
             track[i] = -1 - track[i]
     overlaps: list[list[int]] = []
     designed = _designed_overlaps(schedule_name, p, min(m, max(ran, 1)), v)  # sized as the placement is (above)
+    _built.cache_clear()  # the schedule both built: not kept past the import
 
     def key(f: tuple[Any, ...]) -> tuple[int, str, int]:
         return stages_of[f[0]][f[4]], f[2], f[3]
@@ -339,17 +341,26 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     }
 
 
+@functools.lru_cache(maxsize=1)
+def _built(name: str, p: int, m: int, chunks: int) -> Schedule:
+    """The built-in schedule ``name`` for these sizes, built once for both the placement and the overlapped
+    pairs of an import (:func:`harness.schedule.builders.build_schedule`; its errors pass through)."""
+    from harness.schedule.builders import build_schedule
+
+    return build_schedule(name, p, m, chunks)
+
+
 def _designed_overlaps(schedule_name: str, p: int, m: int, v: int) -> set[frozenset[tuple[int, str, int]]]:
     """The pairs of jobs, as ``(stage, kind, micro-batch)``, that the built-in schedule ``schedule_name`` runs
     overlapped for these sizes (DualPipeV's F&B groups, :mod:`harness.overlap`): an import expects them to
     overlap. Empty for a schedule without such groups, a name of the user's, or sizes its builder refuses."""
     from harness.errors import HarnessError
     from harness.overlap import groups_of
-    from harness.schedule.builders import build_schedule, builder_info
+    from harness.schedule.builders import builder_info
 
     try:
         info = builder_info(schedule_name)
-        built = build_schedule(info.name, p, m, v if info.takes_chunks else 1)
+        built = _built(info.name, p, m, v if info.takes_chunks else 1)
     except HarnessError:
         return set()
     out: set[frozenset[tuple[int, str, int]]] = set()
@@ -364,7 +375,7 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
     for ``p``, ``m`` and ``v`` (its builder run for them), else the looped one; a
     built-in name whose builder cannot give these sizes adds a note to ``problems``."""
     from harness.errors import ConfigError, HarnessError
-    from harness.schedule.builders import build_schedule, builder_info
+    from harness.schedule.builders import builder_info
 
     loop = [r for _ in range(v) for r in range(p)]
     try:
@@ -380,7 +391,7 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
         return loop
     why = ""
     try:
-        built = build_schedule(info.name, p, m, v if info.takes_chunks else 1)
+        built = _built(info.name, p, m, v if info.takes_chunks else 1)
     except HarnessError as exc:
         why = str(exc).splitlines()[0]
         if v == 2 and _places_v(info.name, p):  # ZB-V, DualPipeV: the V placement does not depend on m
