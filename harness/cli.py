@@ -264,10 +264,12 @@ def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
     from harness.imports.paddle import write_paddle_logs
     from harness.imports.paddle_export import left_out
+    from harness.report.fields import check_cases
     from harness.report.results import load_results
 
     _check_out(args.out)
     doc = load_results(Path(args.results))
+    check_cases(doc, str(args.results))  # as `report` checks them: a damaged case is named, nothing is written
     cases = doc["cases"]
     if args.case is not None:
         cases = _cases_named(cases, args.case, args.results)

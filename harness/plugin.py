@@ -179,7 +179,8 @@ def _profiling_window(config: pytest.Config) -> range | AdaptiveWindow:
     given = [name for name, value in knobs.items() if value is not None]
     if fixed is not None:
         if given:
-            raise ConfigError(f"--profile-steps fixes the window exactly; {', '.join(given)} only apply to the adaptive window "
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ConfigError(f"--profile-steps fixes the window exactly; {', '.join(given)} {verb} only to the adaptive window "
                               "(measure until stable): give one or the other")
         return parse_steps(fixed)
     options: dict[str, Any] = {}

@@ -185,6 +185,19 @@ def test_a_dualpipev_export_imports_back_without_flagging_its_own_overlapped_pai
     assert "150 jobs on 4 device(s), 1 step(s), 22 overlap(s) flagged" in capsys.readouterr().out
 
 
+def test_export_paddle_checks_the_file_as_report_does_and_writes_nothing_from_a_damaged_one(tmp_path, capsys):
+    from harness.runner import run_case
+
+    doc = results_document([case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", case_id="c1"))])
+    doc["cases"][0]["jobs"]["kind"][2] = "Q"  # it was written as "type = Q" (and "abc" times ended in a TypeError)
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(doc))
+    assert main(["export-paddle", str(res), "--out", str(tmp_path / "logs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {res}: case 'c1' (cases[0]): jobs.kind[2] is 'Q' (str), expected one of ")
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+
+
 def test_schedules_and_show(capsys):
     assert main(["schedules"]) == 0
     out = capsys.readouterr().out

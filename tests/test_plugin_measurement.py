@@ -80,7 +80,7 @@ def test_more_gemm_streams_than_cores_are_flagged_contended_in_summary_and_resul
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--profile-steps=1:4", "--profile-target=1%"], "*--profile-steps fixes the window exactly; --profile-target only apply*"),
+    (["--profile-steps=1:4", "--profile-target=1%"], "*--profile-steps fixes the window exactly; --profile-target applies only to the*"),
     (["--profile-target=0"], "*--profile-target '0': must be above 0 and below 100%*"),
     (["--profile-max-time=soon"], "*--profile-max-time 'soon': expected a duration like 10s, 500ms or 2min*"),
     (["--profile-min-steps=1"], "*--profile-min-steps: the minimum of recorded steps*one step tells nothing of the noise*"),
