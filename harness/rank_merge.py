@@ -329,6 +329,12 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
                              step_end_ns=integers(rec["step_end_ns"], "records.step_end_ns"),
                              jobs=jobs, enqueue_ns=integers(rec["enqueue_ns"], "records.enqueue_ns"),
                              warmup_steps=integer(rec["warmup_steps"], "records.warmup_steps"))
+        for name in ("step_start_ns", "step_end_ns", "enqueue_ns"):  # one entry per recorded step
+            if len(rec[name]) != len(records.steps):
+                raise InputFormatError(f"{where}: records.{name} has {len(rec[name])} entries for {len(records.steps)} "
+                                       "recorded step(s) (records.steps), expected one per step")
+        if doc.get("device") is not None and not isinstance(doc["device"], dict):
+            raise InputFormatError(f"{where}: device is {doc['device']!r} ({type(doc['device']).__name__}), expected an object")
     except InputFormatError:
         raise  # names its field already (an InputFormatError is a ValueError too)
     except KeyError as exc:

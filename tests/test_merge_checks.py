@@ -113,6 +113,11 @@ def test_a_job_of_another_rank_in_a_part_is_refused(tmp_path: Path) -> None:
     (lambda d: d["records"]["jobs"].__setitem__(0, [1, 2]), "records.jobs[0] is [1, 2], expected a list of 10 fields (rank, stream, "
                                                              "stage, kind, microbatch, chunk, step, start_ns, end_ns, enqueue_ns)"),
     (lambda d: d["records"].pop("steps"), "malformed rank part: no field 'steps'"),
+    # these ended in raw tracebacks (IndexError, ValueError) or named no field (TypeError)
+    (lambda d: d["records"].__setitem__("step_end_ns", [9000000]),
+     "records.step_end_ns has 1 entries for 2 recorded step(s) (records.steps), expected one per step"),
+    (lambda d: d.__setitem__("device", "cpu"), "device is 'cpu' (str), expected an object"),
+    (lambda d: d["records"].__setitem__("jobs", None), "records.jobs is None, expected a list of rows"),
 ])
 def test_a_part_field_of_the_wrong_type_is_named(tmp_path: Path, edit, said: str) -> None:
     path = _parts(tmp_path)[1]
