@@ -79,3 +79,21 @@ def test_a_pp_name_off_the_grammar_names_the_file_and_event(tmp_path: Path, caps
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     assert main(["import-torch", str(traces), "--out", str(tmp_path / "out"), "-q"]) == 2
     assert capsys.readouterr().err.startswith(f"error: {path}: traceEvents[{k}]: rank 0: {said}")
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda e: e.__setitem__("dur", -50), "dur -50 µs is negative; the trace is damaged"),
+    (lambda e: e.pop("dur"), "a complete ('X') event without \"dur\"; the trace is damaged"),
+])
+def test_a_torch_event_with_a_negative_or_no_duration_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit, said: str) -> None:
+    # both were imported as a 0 ns job, with the intact trace's summary
+    traces = tmp_path / "traces"
+    shutil.copytree(DATA / "ScheduleGPipe_2rank_m4", traces)
+    path = traces / "rank1.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    events = doc["traceEvents"]
+    k = next(i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("name") == "Backward 3")
+    edit(events[k])
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["import-torch", str(traces), "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {path}: traceEvents[{k}] ('Backward 3'): {said}"

@@ -354,7 +354,12 @@ def read_rank_trace(path: Path) -> TorchRank:
             continue
         where = f"{path}: traceEvents[{k}] ({name!r})"
         start = base + us_to_ns(e["ts"], where)
-        end = start + us_to_ns(e.get("dur", 0), where)
+        if "dur" not in e:  # a complete event has one (Trace Event Format); without it the job would last 0 ns
+            raise InputFormatError(f"{where}: a complete ('X') event without \"dur\"; the trace is damaged")
+        dur = us_to_ns(e["dur"], where)
+        if dur < 0:
+            raise InputFormatError(f"{where}: dur {e['dur']!r} µs is negative; the trace is damaged")
+        end = start + dur
         if max(abs(start), abs(end)) >= _MAX_TIME_NS:  # would end as a time past 64 bits, naming a job but not the file
             raise InputFormatError(f"{where}: {'starts' if abs(start) >= _MAX_TIME_NS else 'ends'} at "
                                    f"{start if abs(start) >= _MAX_TIME_NS else end:,} ns (baseTimeNanoseconds + ts + dur), past "
