@@ -38,6 +38,19 @@ def test_a_paddle_job_ending_past_2_62_ns_is_skipped_naming_file_and_line(tmp_pa
     assert case["jobs"]["kind"] == ["F", "B", "B"] and case["jobs"]["end_ns"] == [1_000_000, 3_000_000, 4_000_000]
 
 
+def test_a_paddle_micro_batch_id_of_20_digits_is_skipped_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "workerlog.0"
+    lines = [_line("forward", 0, "1000.000000", "1001.000000"), _line("forward", 1, "1001.000000", "1002.000000"),
+             _line("backward", 0, "1002.000000", "1003.000000"), _line("backward", 1, "1003.000000", "1004.000000")]
+    lines[1] = lines[1].replace("micro_batch_id = 1", "micro_batch_id = 99999999999999999999")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(PaddleLogWarning) as record:  # it stopped the whole import, naming no file or line
+        case = import_paddle_logs(tmp_path)
+    assert str(record[0].message) == (f"{path}:2: job forward has micro_batch_id 99999999999999999999 (2**31 or more: not an id "
+                                      "a run gives), skipped")
+    assert case["jobs"]["kind"] == ["F", "B", "B"]
+
+
 def test_a_paddle_time_just_below_2_62_ns_is_kept(tmp_path: Path) -> None:
     below = (1 << 62) - 1  # ns: 4611686018427.387903 ms
     path = tmp_path / "workerlog.0"

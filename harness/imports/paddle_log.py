@@ -55,6 +55,9 @@ _KIND_OF = {"forward": "F", "backward": "B", "backward_b": "I", "backward_w": "W
 _TYPE_OF = {v: k for k, v in _KIND_OF.items()}
 _PIPELINE_WORK = frozenset({"F", "B", "I", "W"})
 _LOG_NAME = re.compile(r"^workerlog\.(\d+)$", re.ASCII)
+#: A ``micro_batch_id`` at or past this is a damaged line (Paddle's ids are ints; a run has far fewer micro-batches).
+_MAX_MB = 2**31
+
 _NON_COMPUTE = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"})  # Paddle has no job for them
 
 
@@ -143,7 +146,7 @@ def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[P
                 if holes is not None and _JOB_MARK in line:
                     holes.append(lineno)
                 continue
-            if holes is not None and (int(m.group("mb")) < 0 or _ms_to_ns(m.group("start")) <= 0
+            if holes is not None and (not 0 <= int(m.group("mb")) < _MAX_MB or _ms_to_ns(m.group("start")) <= 0
                                       or _ms_to_ns(m.group("end")) < _ms_to_ns(m.group("start"))
                                       or _ms_to_ns(m.group("end")) >= _MAX_TIME_NS):
                 holes.append(lineno)  # skipped below, with its warning
@@ -151,6 +154,12 @@ def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[P
                 problems.append(
                     f"{path}:{lineno}: job {m.group('type')} has micro_batch_id {m.group('mb')} (negative; "
                     "micro-batches count from 0), skipped"
+                )
+                continue
+            if int(m.group("mb")) >= _MAX_MB:  # no run has that many micro-batches; past 64 bits the records cannot hold it
+                problems.append(
+                    f"{path}:{lineno}: job {m.group('type')} has micro_batch_id {m.group('mb')} (2**31 or more: not an id "
+                    "a run gives), skipped"
                 )
                 continue
             start, end = _ms_to_ns(m.group("start")), _ms_to_ns(m.group("end"))
