@@ -152,13 +152,13 @@ def test_injected_clock_offset_is_recovered_within_the_bound(tmp_path: Path) -> 
 
 
 def test_a_raising_rank_fails_every_rank_with_its_error(tmp_path: Path) -> None:
-    rc, docs, log, elapsed = _mpirun(tmp_path, 2, "1F1B", "2", "4", "2", "4", "transfer_timeout_s=20",
+    rc, docs, log, elapsed = _mpirun(tmp_path, 2, "1F1B", "2", "4", "2", "4", "transfer_timeout_s=90",
                                      env={"HARNESS_MPI_TEST_FAULT": "1:raise"})
     assert rc != 0
     assert len(docs) == 2, log
     assert all("rank 1" in d["outcome"] and "raised by the HARNESS_MPI_TEST_FAULT test hook" in d["outcome"] for d in docs), docs
     assert docs[0]["outcome"].startswith("ExecutionError: mpi: rank 1 failed:")
-    assert elapsed < 20  # not the timeout: the failure was sent
+    assert elapsed < 90  # not the timeout (start-up on a loaded machine takes seconds, never 90): the failure was sent
 
 
 def test_a_transfer_that_never_completes_ends_at_the_timeout_naming_rank_and_job(tmp_path: Path) -> None:
