@@ -82,7 +82,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     src = Path(args.results)
     _check_out(args.out, "render beside the results file")
-    doc = load_results(src)
+    left_out: list[dict[str, Any]] = []  # damaged cases: named, left out; the others still get their report
+    doc = load_results(src, left_out)
     out = Path(args.out) if args.out else src.parent
     other = out / "results.json"
     if not args.out and other.is_file() and not other.samefile(src):  # rendering beside a file: keep the folder's own run
@@ -92,10 +93,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     # results.json is published with the page also when re-rendering in place (the file's own
     # folder): under the publish lock, with the page rendered from it, so a render that published
-    # into the folder meanwhile cannot leave its results.json beside this render's page.
+    # into the folder meanwhile cannot leave its results.json beside this render's page. A file
+    # with damaged cases is never replaced by one without them.
+    in_place = other.is_file() and other.samefile(src)
     files = write_report(out, doc, hta=not args.no_hta, source=str(src), progress=None if args.quiet else _err,
-                         notice=_err, trace_options=trace_options_of(args))
+                         notice=_err, trace_options=trace_options_of(args), left_out=left_out,
+                         write_results_if_left_out=not in_place)
+    for entry in left_out:
+        _err(f"error: {entry['message']}; left out of the report")
     print(f"{files.index} ({len(doc['cases'])} case(s); traces in {out / 'traces'}" + ("" if args.no_hta else f", HTA traces in {out / 'hta'}") + ")")
+    if left_out:
+        kept = "" if in_place else f"; {files.results} lacks them too, {src} still holds them"
+        _err(f"{len(left_out)} damaged case(s) of {src} left out of the report (listed on its page{kept})")
+        return 1
     return 0
 
 

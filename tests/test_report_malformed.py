@@ -112,16 +112,64 @@ def _set(path, value):
     (_set(("cases", 0, "deps", 0), ["1B0", "0B0", "later"]),
      """case 'c/FThenB' (cases[0]): deps[0] is ['1B0', '0B0', 'later'] (list), expected [source job, target job, "end" or "start"]"""),
 ])
-def test_implausible_results_are_refused_before_anything_is_written(tmp_path, capsys, doc, change, message):
+def test_an_implausible_case_is_named_and_left_out_and_the_others_are_reported(tmp_path, capsys, doc, change, message):
     from harness.cli import main
 
     assert doc["cases"][0]["deps"][0] == ["1B0", "0B0", "end"]  # what the changes above start from
     change(doc)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    assert main(["report", str(path), "--out", str(tmp_path / "out"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: {message}")
+    bad = 1 if "appears more than once" in message else 0  # a repeated id: the later case is left out
+    assert f"1 damaged case(s) of {path} left out of the report" in err
+    out = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [c["id"] for c in out["cases"]] == [doc["cases"][1 - bad]["id"]]
+    (entry,) = out["session"]["errored_cases"]
+    name = doc["cases"][bad]["id"] if isinstance(doc["cases"][bad]["id"], str) and doc["cases"][bad]["id"] else f"cases[{bad}]"
+    assert entry["id"] == entry["label"] == name
+    if bad:
+        assert entry["error"] == ("cases[1] in the results file: its id appears more than once (cases[0] and cases[1]); "
+                                  "reports and compare match cases by id, so each id must be unique")
+    else:  # the problem as the whole file's refusal named it (some messages above are their opening only)
+        assert entry["error"].startswith(f"cases[0] in the results file: {message.split('): ', 1)[1]}")
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "✗ 1 case(s) could not be reported (left out below)" in page
+    assert path.read_bytes() == before  # the damaged file is never rewritten
+
+
+def test_a_file_whose_every_case_is_damaged_writes_nothing(tmp_path, capsys, doc):
+    from harness.cli import main
+
+    doc["cases"][0]["jobs"]["kind"][3] = "Q"
+    doc["cases"][1]["jobs"]["stage"][0] = 9
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
     assert main(["report", str(path), "--out", str(tmp_path / "out"), "-q"]) == 2
-    assert capsys.readouterr().err.startswith(f"error: {path}: {message}")
+    assert capsys.readouterr().err == (
+        f"error: {path}: case 'c/FThenB' (cases[0]): jobs.kind[3] is 'Q' (str), expected one of B, F, I, OPT, RECV_B, RECV_F, "
+        "REDUCE_GRAD, RESHARD, SEND_B, SEND_F, UNSHARD, W (and 1 more damaged case(s))\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_re_rendering_a_damaged_file_in_its_folder_keeps_the_file(tmp_path, capsys, doc):
+    from harness.cli import main
+
+    del doc["cases"][1]["jobs"]["step"]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    assert main(["report", str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: {path}: case 'c/1F1B' (cases[1]): \"jobs\" must have the columns rank, stream, stage, kind, microbatch, "
+                   "chunk, step, start_ns, end_ns; left out of the report\n"
+                   f"1 damaged case(s) of {path} left out of the report (listed on its page)\n")
+    assert path.read_bytes() == before  # not replaced by a file without the damaged case
+    page = (tmp_path / "index.html").read_text()
+    assert "<bdi>c/1F1B</bdi>: <bdi>cases[1] in the results file: &#34;jobs&#34; must have the columns" in page
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["c_FThenB.json"]
 
 
 @pytest.mark.parametrize(("files", "what"), [

@@ -475,7 +475,8 @@ def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
     return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
 
 
-def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] | None = None) -> None:
+def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] | None = None,
+                left_out: list[dict[str, Any]] | None = None) -> None:
     """Check every case of ``doc`` (see :func:`case_field_problem`).
 
     Args:
@@ -483,23 +484,41 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
         source: names the input in error messages.
         tables: where given, each case's jobs in columns are appended to it, in case order
             (:class:`harness.report.jobtable.JobTable`: the renderers use them).
+        left_out: where given, a case with a problem (or an id an earlier case has) is removed
+            from ``doc["cases"]`` and appended here
+            (:func:`harness.report.results.left_out_entry`) instead of raising; ``tables`` then
+            holds the kept cases' tables only.
 
     Raises:
-        InputFormatError: names ``source``, the case (by id and position) and the field.
+        InputFormatError: (without ``left_out``) names ``source``, the case (by id and position)
+            and the field.
     """
     from harness.errors import InputFormatError
+    from harness.report.results import left_out_entry
 
     first: dict[str, int] = {}
-    for i, case in enumerate(doc["cases"]):
+    kept: list[dict[str, Any]] = []
+    cases = doc["cases"]
+    for i, case in enumerate(cases):
+        had = None if tables is None else len(tables)
         problem = case_field_problem(case, tables)
-        if problem:
-            raise InputFormatError(f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}")
-        j = first.setdefault(case["id"], i)
-        if j != i:
-            raise InputFormatError(
-                f"{source}: case id {case['id']!r} appears more than once (cases[{j}] and cases[{i}]); "
-                "reports and compare match cases by id, so each id must be unique"
-            )
+        message = f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}"
+        if not problem:
+            j = first.setdefault(case["id"], i)
+            if j != i:
+                again = (f"appears more than once (cases[{j}] and cases[{i}]); "
+                         "reports and compare match cases by id, so each id must be unique")
+                problem, message = f"its id {again}", f"{source}: case id {case['id']!r} {again}"
+        if not problem:
+            kept.append(case)
+            continue
+        if left_out is None:
+            raise InputFormatError(message)
+        left_out.append(left_out_entry(case, i, problem, message))
+        if tables is not None and had is not None:
+            del tables[had:]
+    if len(kept) < len(cases):
+        doc["cases"] = kept
 
 
 def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str | None:

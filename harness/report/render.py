@@ -417,6 +417,8 @@ def write_report(
     prune: bool = True,
     notice: Callable[[str], None] | None = None,
     trace_options: TraceOptions | None = None,
+    left_out: list[dict[str, Any]] | None = None,
+    write_results_if_left_out: bool = True,
 ) -> ReportFiles:
     """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
 
@@ -441,12 +443,22 @@ def write_report(
             through ``notice`` (else ``progress``, else a :class:`~harness.report.output.ReportSizeWarning`)
             before it is written, with its estimate and the options that shrink it.
 
+        left_out: where given, a damaged case is left out of the report and appended here
+            (:func:`harness.report.results.left_out_entry`, plus ``message``: the error it would
+            have raised) instead of failing the whole report; cases already in the list (left
+            out when the file was read) count too. The page and ``results.json`` name them in
+            ``session.errored_cases``.
+        write_results_if_left_out: with cases left out, write ``results.json`` still (it then
+            lacks them); ``False`` keeps a results file already in ``out_dir`` as it is (re-rendering
+            a damaged file in its own folder must not replace it with fewer cases).
+
     Raises:
         ConfigError: ``out_dir`` is not writable, or holds another tool's
             ``results.json``, ``index.html``, ``traces/`` or ``hta/``.
         InputFormatError: a case lacks fields the reports need, or has one of a
             wrong type (names the case and the field); nothing is written then,
-            and a report folder created for this call is removed again.
+            and a report folder created for this call is removed again. With
+            ``left_out``, only when every case is damaged.
         OSError: writing failed; files already in place are unchanged.
         ReportInterrupted: Ctrl-C arrived while the finished report was being
             moved into place; it was completed first (a ``KeyboardInterrupt``).
@@ -469,7 +481,18 @@ def write_report(
 
     trim_heap()  # a run's freed memory, fragmented, slows every allocation of the render (harness.report.heap)
     tables: list[JobTable | None] = []
-    check_cases(doc, source, tables)  # wrong-typed fields: refuse before creating anything; each case's job columns, once
+    # wrong-typed fields: refuse (or leave the case out) before creating anything; each case's job columns, once
+    check_cases(doc, source, tables, left_out)
+    if left_out:
+        if not doc["cases"]:
+            more = f" (and {len(left_out) - 1} more damaged case(s))" if len(left_out) > 1 else ""
+            raise InputFormatError(left_out[0]["message"] + more)
+        session = dict(doc.get("session") or {})
+        left_out.sort(key=lambda e: e["index"])  # file order, whichever check found each
+        shown = [{k: e[k] for k in ("id", "label", "error")} for e in left_out]
+        session["errored_cases"] = [*(session.get("errored_cases") or []), *shown]
+        doc = {**doc, "session": session}
+        write_results = write_results and write_results_if_left_out
     out_dir = Path(out_dir)
     check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
     created = _first_missing(out_dir)

@@ -73,7 +73,7 @@ from harness.metrics import metrics_to_dict
 from harness.plan import build_plan
 from harness.runner import CaseResult
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "load_results", "results_document", "unreportable"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "left_out_entry", "load_results", "results_document", "unreportable"]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -207,13 +207,19 @@ def results_document(cases: list[dict[str, Any]], session: dict[str, Any] | None
 _CASE_KEYS = ("id", "schedule", "backend", "streams", "steps", "step_start_ns", "step_end_ns", "jobs", "metrics")
 
 
-def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
+def validate_document(doc: Any, source: str = "results", left_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Check a parsed results document's schema and shape.
+
+    Args:
+        doc: the parsed document.
+        source: names the input in error messages.
+        left_out: where given, a case with a problem is removed from ``doc["cases"]`` and
+            appended here (:func:`left_out_entry`) instead of raising.
 
     Raises:
         InputFormatError: not a results document, an unknown schema version,
-            or a case missing fields or with columns of unequal length (names
-            ``source`` and the case).
+            or (without ``left_out``) a case missing fields or with columns of unequal
+            length (names ``source`` and the case).
     """
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise InputFormatError(f"{source}: not a pipeline-harness results file (no \"schema\": \"{SCHEMA}\")")
@@ -226,24 +232,50 @@ def validate_document(doc: Any, source: str = "results") -> dict[str, Any]:
     cases = doc.get("cases")
     if not isinstance(cases, list):
         raise InputFormatError(f"{source}: \"cases\" must be a list")
+    kept: list[Any] = []
     for i, case in enumerate(cases):
-        where = f"{source}: " + (f"case {case.get('id')!r} (cases[{i}])" if isinstance(case, dict) else f"cases[{i}]")
-        if not isinstance(case, dict):
-            raise InputFormatError(f"{where}: not an object")
-        missing = [k for k in _CASE_KEYS if k not in case]
-        if missing:
-            raise InputFormatError(f"{where}: missing field(s) {', '.join(missing)}")
-        jobs = case["jobs"]
-        if not isinstance(jobs, dict) or any(c not in jobs for c in JOB_COLUMNS):
-            raise InputFormatError(f"{where}: \"jobs\" must have the columns {', '.join(JOB_COLUMNS)}")
-        lengths = {len(jobs[c]) for c in JOB_COLUMNS}
-        if len(lengths) != 1:
-            raise InputFormatError(f"{where}: job columns have different lengths {sorted(lengths)}")
-    for i, case in enumerate(cases):
-        problem = _metrics_problem(case)
-        if problem:
-            raise InputFormatError(f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}")
+        problem = _shape_problem(case) or _metrics_problem(case)
+        if problem is None:
+            kept.append(case)
+            continue
+        where = f"case {case.get('id')!r} (cases[{i}])" if isinstance(case, dict) else f"cases[{i}]"
+        message = f"{source}: {where}: {problem}"
+        if left_out is None:
+            raise InputFormatError(message)
+        left_out.append(left_out_entry(case, i, problem, message))
+    if len(kept) < len(cases):
+        doc["cases"] = kept
     return doc
+
+
+def left_out_entry(case: Any, index: int, problem: str, message: str) -> dict[str, Any]:
+    """How a case left out of a report is named: ``id`` and ``label`` (its id where it is a
+    non-empty string, else ``"cases[index]"``) and ``error`` (the problem, with the case's position
+    in the file), as ``session.errored_cases`` holds them; ``index`` (that position) and
+    ``message`` (the error that refusing the whole file would have raised)."""
+    cid = case.get("id") if isinstance(case, dict) else None
+    name = cid if isinstance(cid, str) and cid else f"cases[{index}]"
+    return {"id": name, "label": name, "error": f"cases[{index}] in the results file: {problem}", "index": index, "message": message}
+
+
+def _shape_problem(case: Any) -> str | None:
+    """What makes ``case`` no case of a results document: not an object, a missing field,
+    job columns missing or of unequal length; ``None`` if none."""
+    if not isinstance(case, dict):
+        return "not an object"
+    missing = [k for k in _CASE_KEYS if k not in case]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    jobs = case["jobs"]
+    if not isinstance(jobs, dict) or any(c not in jobs for c in JOB_COLUMNS):
+        return f"\"jobs\" must have the columns {', '.join(JOB_COLUMNS)}"
+    wrong = next((c for c in JOB_COLUMNS if not isinstance(jobs[c], list)), None)
+    if wrong is not None:
+        return f"jobs.{wrong} is {type(jobs[wrong]).__name__}, expected a list"
+    lengths = {len(jobs[c]) for c in JOB_COLUMNS}
+    if len(lengths) != 1:
+        return f"job columns have different lengths {sorted(lengths)}"
+    return None
 
 
 #: Fields each ``metrics.per_step`` entry must hold (the renderers read them).
@@ -333,8 +365,13 @@ def unreportable(case: dict[str, Any]) -> str | None:
     return case_field_problem(case)
 
 
-def load_results(path: Path) -> dict[str, Any]:
+def load_results(path: Path, left_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Read and validate a results file.
+
+    Args:
+        path: the file.
+        left_out: where given, damaged cases are left out of the document and listed
+            here instead of raising (see :func:`validate_document`).
 
     Raises:
         InputFormatError: unreadable file, invalid JSON (with line and column),
@@ -365,7 +402,7 @@ def load_results(path: Path) -> dict[str, Any]:
                 f"{path}: {bad} holds a lone surrogate (a \\uD800..\\uDFFF escape that is not half of a pair), which is not "
                 "valid Unicode text and cannot be written to a report; fix that string in the file"
             )
-    return validate_document(doc, str(path))
+    return validate_document(doc, str(path), left_out)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
