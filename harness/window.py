@@ -131,7 +131,12 @@ class WindowOutcome:
         if self.reason == "target":
             return f"{steps}: target {100 * (self.target or 0):g}% reached{err}"
         if self.reason == "budget":
-            return f"{steps}: time budget {(self.max_time_ns or 0) / 1e9:g} s ran out before the {100 * (self.target or 0):g}% target{err}"
+            past = ""
+            if self.recorded_steps == self.min_steps and self.max_time_ns is not None and self.elapsed_ns > self.max_time_ns:
+                # the budget had run out before the minimum was recorded: the minimum wins, and says so
+                past = (f"; the minimum of {self.min_steps} recorded steps wins over it "
+                        f"(they took {self.elapsed_ns / 1e9:.3g} s with the warm-up)")
+            return f"{steps}: time budget {(self.max_time_ns or 0) / 1e9:g} s ran out before the {100 * (self.target or 0):g}% target{err}{past}"
         if self.reason == "max_steps":
             return f"{steps}: step cap {self.max_steps} reached before the {100 * (self.target or 0):g}% target{err}"
         if self.reason == "exact":

@@ -129,7 +129,11 @@ def test_two_close_steps_never_reach_the_target_their_interval_covers_only_half(
 def test_the_minimum_wins_over_the_budget():
     w = AdaptiveWindow(min_steps=5, max_time_ns=1000 * MS, clock=FakeClock())
     drive(w, noisy(3000 * MS, 0.2, seed=6))
-    assert (w.outcome().reason, w.outcome().recorded_steps) == ("budget", 5)
+    out = w.outcome()
+    assert (out.reason, out.recorded_steps) == ("budget", 5)
+    assert out.describe().startswith("5 steps after 1 warm-up: time budget 1 s ran out before the 1% target (")
+    assert out.describe().endswith(f"; the minimum of 5 recorded steps wins over it (they took {out.elapsed_ns / 1e9:.3g} s with the warm-up)")
+    assert 6 * 3000 * MS * 0.5 < out.elapsed_ns < 6 * 3000 * MS * 1.5  # six fake steps of 3 s +-20 %
 
 
 def test_a_fixed_window_records_exactly_its_range():
