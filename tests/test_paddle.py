@@ -501,3 +501,41 @@ def test_an_import_of_logs_from_two_exports_says_so(tmp_path):
         import_paddle_logs(tmp_path / "a")
     assert str(record[0].message) == (f"{tmp_path / 'a'}: these worker logs come from different runs (workerlog.0: 'a', "
                                       "workerlog.1: 'b'); the import reads them as one run")
+
+
+def _shift_log(path: Path, ms: float) -> None:
+    """Move every job time of one worker log by ``ms`` (its device's clock read that far off)."""
+    text = re.sub(r"(job_(?:start|end)_time) = ([0-9.]+)", lambda g: f"{g[1]} = {float(g[2]) + ms:.6f}", path.read_text())
+    path.write_text(text)
+
+
+@pytest.mark.parametrize(("device", "ms", "message"), [
+    # 1F1B p=4 m=8, F 1 ms, B 2 ms: the devices' spans in a step are 33, 30, 27 and 24 ms (114 ms); the first
+    # starts 0, 1, 2, 3 ms. GPU 2 an hour late: the step runs from 0 to 29 ms + 1 h; the median first start is 1 ms.
+    (2, 3_600_000.0, "step 1 lasts 3,600,029.000 ms, more than its 4 devices' own spans added up (114.000 ms): their "
+                     "clocks disagree (GPU 2's jobs start 3,600,001.000 ms after the others')"),
+    # GPU 0 ten seconds early: the step runs from -10 s to 31 ms (GPU 1's last backward, 1 + 30 ms); the median first start is 1 ms
+    (0, -10_000.0, "step 1 lasts 10,031.000 ms, more than its 4 devices' own spans added up (114.000 ms): their "
+                   "clocks disagree (GPU 0's jobs start 10,001.000 ms before the others')"),
+])
+def test_a_device_whose_clock_reads_far_off_is_named_and_flagged(tmp_path, device, ms, message):
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(1, 3)))
+    write_paddle_logs(tmp_path, case)
+    _shift_log(tmp_path / f"workerlog.{device}", ms)
+    with pytest.warns(PaddleLogWarning) as caught:
+        back = import_paddle_logs(tmp_path)
+    said = [str(w.message) for w in caught]
+    tail = (", so the step times and the bubble ratio are not meaningful; logs of several hosts need clocks synchronized "
+            "(NTP/PTP) while the run is profiled")
+    assert said == [f"{tmp_path}: {message}{tail}"]
+    assert back["flags"] == [{"kind": "clocks", "reason": message + tail}]
+    assert back["warnings"] == said
+
+
+def test_devices_on_one_clock_are_not_flagged_whatever_the_bubble(tmp_path):
+    # GPipe-like FThenB p=4 m=1: each device idles most of the step, yet the step (4 F + 4 B chained) is the
+    # devices' spans laid end to end at most
+    case = case_to_dict(run_case(PipelineCase("FThenB", stages=4, microbatches=1), "sim", range(1, 3)))
+    write_paddle_logs(tmp_path, case)
+    back = _clean_import(tmp_path)
+    assert "flags" not in back and back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"])

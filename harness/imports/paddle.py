@@ -301,6 +301,9 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                    cols["chunk"][i], cols["step"][i], cols["start_ns"][i], cols["end_ns"][i]) for i in range(len(flat))],
     )
     metrics = metrics_to_dict(compute_metrics(records))  # one implementation of the figures for runs and imports
+    clock_note = clock_disagreement(cols["rank"], cols["step"], starts, ends, steps, labels)
+    if clock_note:
+        problems.append(f"{log_dir}: {clock_note}")
     first = steps[0]
     ranks_text = [
         [job_label(cols["stage"][i], cols["kind"][i], cols["microbatch"][i])
@@ -338,7 +341,53 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         "rank_labels": labels,
         "overlaps": overlaps,
         "warnings": problems,
+        **({"flags": [{"kind": "clocks", "reason": clock_note}]} if clock_note else {}),
     }
+
+
+def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends: list[int], steps: list[int],
+                       labels: list[str]) -> str | None:
+    """Why the devices' clocks cannot agree, or ``None``: the first step whose span (first job start
+    to last job end, ns) exceeds the sum of its devices' own spans.
+
+    A pipeline step's length is a chain of jobs through the devices, each link a job on one device
+    or a transfer between two, so on clocks that agree it never exceeds the devices' spans added
+    up (it is near their mean for a pipeline with a small bubble). A device whose clock reads
+    seconds or hours apart (logs of several hosts whose clocks were not synchronized) stretches the
+    step far past that, and its step time and bubble ratio say nothing; the text names the device
+    whose jobs start farthest from the others' (its first job's start against the median of the
+    devices' first starts). Skews smaller than a step can pass: they are not told apart from
+    transfer time here.
+
+    Args:
+        rank, step, starts, ends: per job, its device, step and times (ns, one time base).
+        steps: the recorded steps.
+        labels: per device, its name (``"machine1 GPU 0"``).
+    """
+    first: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    for r, k, a, b in zip(rank, step, starts, ends):
+        if first.get((k, r), a) >= a:
+            first[(k, r)] = a
+        if last.get((k, r), b) <= b:
+            last[(k, r)] = b
+    for k in steps:
+        devices = sorted(r for kk, r in first if kk == k)
+        if len(devices) < 2:
+            continue
+        span = max(last[(k, r)] for r in devices) - min(first[(k, r)] for r in devices)
+        own = sum(last[(k, r)] - first[(k, r)] for r in devices)
+        if span <= own:
+            continue
+        starts_at = sorted(first[(k, r)] for r in devices)
+        middle = starts_at[(len(starts_at) - 1) // 2]
+        odd = max(devices, key=lambda r: abs(first[(k, r)] - middle))
+        apart = first[(k, odd)] - middle
+        return (f"step {k} lasts {span / 1e6:,.3f} ms, more than its {len(devices)} devices' own spans added up "
+                f"({own / 1e6:,.3f} ms): their clocks disagree ({labels[odd]}'s jobs start {abs(apart) / 1e6:,.3f} ms "
+                f"{'after' if apart > 0 else 'before'} the others'), so the step times and the bubble ratio are not "
+                "meaningful; logs of several hosts need clocks synchronized (NTP/PTP) while the run is profiled")
+    return None
 
 
 @functools.lru_cache(maxsize=1)
