@@ -350,9 +350,10 @@ def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends
     """Why the devices' clocks cannot agree, or ``None``: the first step whose span (first job start
     to last job end, ns) exceeds the sum of its devices' own spans.
 
-    A pipeline step's length is a chain of jobs through the devices, each link a job on one device
-    or a transfer between two, so on clocks that agree it never exceeds the devices' spans added
-    up (it is near their mean for a pipeline with a small bubble). A device whose clock reads
+    A training step begins and ends on the devices holding the first stage (its first forward,
+    its last backward: the optimizer step aside), so on clocks that agree it lasts no longer than
+    those devices' spans, let alone all devices' spans added up (it is near their mean for a
+    pipeline with a small bubble). A device whose clock reads
     seconds or hours apart (logs of several hosts whose clocks were not synchronized) stretches the
     step far past that, and its step time and bubble ratio say nothing; the text names the device
     whose jobs start farthest from the others' (its first job's start against the median of the
