@@ -191,7 +191,8 @@ class PipelineCase:
         if isinstance(self.schedule, str) and _looks_like_path(self.schedule):
             object.__setattr__(self, "schedule", Path(self.schedule))
         if not isinstance(self.schedule, (str, Schedule, Path)):
-            raise self._error(f"case {self.name or ''!r}: schedule must be a name, a Schedule or a path, got {type(self.schedule).__name__}")
+            who = f"case {self.name!r}" if self.name else "a case"
+            raise self._error(f"{who}: schedule must be a name, a Schedule or a path, got {type(self.schedule).__name__} {self.schedule!r:.40}")
         if not isinstance(self.cost, CostModel):
             raise self._error(
                 f"case {self.label()!r}: cost must be a cost model such as FixedCost.ms(F=1, B=2) or TransformerCost(...), "

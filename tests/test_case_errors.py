@@ -60,6 +60,17 @@ def test_construction_error_starts_with_the_declaring_line(fields, message):
 
 
 @pytest.mark.usefixtures("in_tests_dir")
+@pytest.mark.parametrize(("schedule", "name", "message"), [
+    (7, None, "a case: schedule must be a name, a Schedule or a path, got int 7"),  # was "case '': ..."
+    (None, "mine", "case 'mine': schedule must be a name, a Schedule or a path, got NoneType None"),
+])
+def test_a_schedule_of_the_wrong_type_is_named_with_its_value(schedule, name, message):
+    with pytest.raises(ConfigError) as info:
+        line = _line(); PipelineCase(schedule, name=name)  # type: ignore[arg-type]  # noqa: E702
+    assert str(info.value) == f"{HERE}:{line}: {message}"
+
+
+@pytest.mark.usefixtures("in_tests_dir")
 def test_declaration_site_is_the_constructing_code_and_survives_replace():
     line = _line(); case = PipelineCase("1F1B", stages=2, microbatches=4)  # noqa: E702
     assert case.declared_at == f"{HERE}:{line}"
