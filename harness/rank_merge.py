@@ -333,6 +333,16 @@ def read_part(path: str | os.PathLike[str]) -> RankPart:
             if len(rec[name]) != len(records.steps):
                 raise InputFormatError(f"{where}: records.{name} has {len(rec[name])} entries for {len(records.steps)} "
                                        "recorded step(s) (records.steps), expected one per step")
+        steps = records.steps
+        back = next((k for k in range(1, len(steps)) if steps[k] <= steps[k - 1]), None)
+        if back is not None:
+            raise InputFormatError(f"{where}: records.steps[{back}] is {steps[back]} after {steps[back - 1]}; "
+                                   "steps must increase (each recorded step once)")
+        known = set(steps)
+        stray = next((j for j in jobs if j.step not in known), None)
+        if stray is not None:
+            raise InputFormatError(f"{where}: job {stray.label} of rank {stray.rank} is of step {stray.step}, "
+                                   f"which is not among records.steps {steps}")
         if doc.get("device") is not None and not isinstance(doc["device"], dict):
             raise InputFormatError(f"{where}: device is {doc['device']!r} ({type(doc['device']).__name__}), expected an object")
     except InputFormatError:

@@ -118,6 +118,10 @@ def test_a_job_of_another_rank_in_a_part_is_refused(tmp_path: Path) -> None:
      "records.step_end_ns has 1 entries for 2 recorded step(s) (records.steps), expected one per step"),
     (lambda d: d.__setitem__("device", "cpu"), "device is 'cpu' (str), expected an object"),
     (lambda d: d["records"].__setitem__("jobs", None), "records.jobs is None, expected a list of rows"),
+    # a repeated step ended in a raw KeyError from the step-span check
+    (lambda d: d["records"].__setitem__("steps", [0, 0]), "records.steps[1] is 0 after 0; steps must increase (each recorded step once)"),
+    (lambda d: d["records"].__setitem__("steps", [1, 0]), "records.steps[1] is 0 after 1; steps must increase (each recorded step once)"),
+    (lambda d: d["records"]["jobs"][0].__setitem__(6, 7), "job 1RECV_F0 of rank 1 is of step 7, which is not among records.steps [0, 1]"),
 ])
 def test_a_part_field_of_the_wrong_type_is_named(tmp_path: Path, edit, said: str) -> None:
     path = _parts(tmp_path)[1]
