@@ -184,6 +184,22 @@ def test_csv_saved_with_a_byte_order_mark_reads(tmp_path):
     assert schedule.to_text() == [["0F0", "0B0"], ["", "1F0", "1B0"]]
 
 
+@pytest.mark.parametrize(("data", "row", "offset", "byte"), [
+    (b"0F0,0B0\n,1F0,1B0\n\xff\xfe\n", 3, 17, 0xFF),  # it said "in row 1 or the next"
+    (b"0F0,0B0\r\n,1F\xe90,1B0\r\n", 2, 12, 0xE9),  # inside a cell of row 2, after a Windows line end
+    (b"0F0" + b"," * 1_200_000 + b"\n,1F0,\x80\n", 2, 1_200_004 + 5, 0x80),  # past the first 1 MiB chunk (idle cells)
+])
+def test_a_byte_that_is_not_utf8_names_its_row_and_offset(tmp_path, data, row, offset, byte):
+    from harness.schedule.notation import load_schedule_file
+
+    path = tmp_path / "bad.csv"
+    path.write_bytes(data)
+    with pytest.raises(InputFormatError) as info:
+        load_schedule_file(path)
+    assert str(info.value) == (f"{path}: row {row} (rank {row - 1}): byte 0x{byte:02x} at offset {offset:,} is not UTF-8 text; "
+                               "a schedule file is UTF-8 text (saved as CSV, not a spreadsheet)")
+
+
 def test_a_huge_stage_number_lists_only_the_first_missing_stages() -> None:
     with pytest.raises(ScheduleError) as info:
         loads_csv("10000000F0,10000000B0\n", name="big.csv")

@@ -115,6 +115,39 @@ def max_schedule_file_bytes() -> int:
     return MAX_JOBS * BYTES_PER_JOB
 
 
+_LINE_BREAK_BYTES = re.compile(rb"\r\n|\r|\n")
+
+
+def _first_bad_byte(path: object) -> tuple[int, int, int] | None:
+    """Where the file at ``path`` first holds bytes that are not UTF-8: ``(byte offset, row from 0,
+    the byte)``, read in 1 MiB chunks; ``None`` when ``path`` is not a readable file's name or all
+    of it decodes (a ``\\r\\n`` split across two chunks counts as two line breaks: a row off, at most)."""
+    if not isinstance(path, str | bytes | os.PathLike):
+        return None
+    carry, offset, row = b"", 0, 0
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                data = carry + chunk
+                if not data:
+                    return None
+                try:
+                    data.decode("utf-8")
+                    good, carry = len(data), b""
+                except UnicodeDecodeError as exc:
+                    if chunk and exc.reason == "unexpected end of data":  # a character split by the chunk's end
+                        good, carry = exc.start, data[exc.start:]
+                    else:
+                        return offset + exc.start, row + len(_LINE_BREAK_BYTES.findall(data, 0, exc.start)), data[exc.start]
+                row += len(_LINE_BREAK_BYTES.findall(data, 0, good))
+                offset += good
+                if not chunk:
+                    return None
+    except OSError:
+        return None
+
+
 def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, list[str]]]:
     """``(row, first cell, texts)``: runs of consecutive cells of one row of CSV text read
     from ``stream`` in chunks, rows and cells from 0 (the :mod:`csv` module's default
@@ -137,7 +170,12 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, list[st
             try:
                 chunk = stream.read(_CHUNK_CHARS)
             except UnicodeDecodeError as exc:
-                raise InputFormatError(f"{name}: cannot read schedule file: {exc} (in row {row + 1} or the next; UTF-8 text expected)") from None
+                at = _first_bad_byte(getattr(stream, "name", None))
+                if at is None:  # not a file by name (a stream of ours): the row the chunk began in
+                    raise InputFormatError(f"{name}: cannot read schedule file: {exc} (in row {row + 1} or the next; UTF-8 text expected)") from None
+                offset, bad_row, byte = at
+                raise InputFormatError(f"{name}: row {bad_row + 1} (rank {bad_row}): byte 0x{byte:02x} at offset {offset:,} is not "
+                                       "UTF-8 text; a schedule file is UTF-8 text (saved as CSV, not a spreadsheet)") from None
             if chunk:
                 total += len(chunk)
                 if total > limit:
