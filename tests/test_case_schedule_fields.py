@@ -101,7 +101,8 @@ def _write(tmp_path: Path, name: str, content: bytes) -> Path:
          "missing.csv: cannot read schedule file: [Errno 2] No such file or directory: 'missing.csv'"),
         ("folder.csv", "dir", InputFormatError, "folder.csv: is a directory, not a schedule file (a PyTorch pipeline .csv)"),
         ("undecodable.csv", b"\xff\xfe0F0", InputFormatError,
-         "undecodable.csv: cannot read schedule file: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+         "undecodable.csv: row 1 (rank 0): byte 0xff at offset 0 is not UTF-8 text; a schedule file is UTF-8 text (saved as CSV, "
+         "not a spreadsheet) (it starts as UTF-16 text does: save it as CSV UTF-8)"),
         ("cell.csv", b"0XX\n", ScheduleError, "cell.csv: row 1 (rank 0), cell 1 (step 0): cannot read job '0XX': "),
         ("order.csv", b"0F0,0B0\n1B0,1F0\n", ScheduleError,
          "schedule 'order.csv' is invalid: 1 job(s) out of order on their rank: 1B0 is listed before its 1F0 (step 1)\n"),

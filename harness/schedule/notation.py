@@ -174,8 +174,9 @@ def _cells(stream: io.TextIOBase, name: str) -> Iterable[tuple[int, int, list[st
                 if at is None:  # not a file by name (a stream of ours): the row the chunk began in
                     raise InputFormatError(f"{name}: cannot read schedule file: {exc} (in row {row + 1} or the next; UTF-8 text expected)") from None
                 offset, bad_row, byte = at
+                utf16 = " (it starts as UTF-16 text does: save it as CSV UTF-8)" if offset == 0 and byte in (0xFE, 0xFF) else ""
                 raise InputFormatError(f"{name}: row {bad_row + 1} (rank {bad_row}): byte 0x{byte:02x} at offset {offset:,} is not "
-                                       "UTF-8 text; a schedule file is UTF-8 text (saved as CSV, not a spreadsheet)") from None
+                                       f"UTF-8 text; a schedule file is UTF-8 text (saved as CSV, not a spreadsheet){utf16}") from None
             if chunk:
                 total += len(chunk)
                 if total > limit:
