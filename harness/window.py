@@ -337,19 +337,20 @@ def parse_target(text: str) -> float:
     return value
 
 
-_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "min": 60_000_000_000}
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "min": 60_000_000_000,
+             "h": 3_600_000_000_000}
 
 
 def parse_duration_ns(text: str, option: str = "--profile-max-time") -> int:
-    """A host-time budget like ``"10s"``, ``"500ms"``, ``"2min"`` or ``"10"`` (seconds), in ns.
+    """A host-time budget like ``"10s"``, ``"500ms"``, ``"2min"``, ``"1h"`` or ``"10"`` (seconds), in ns.
 
     Raises:
-        ConfigError: not a positive number with one of the units ns, us, ms, s, min
+        ConfigError: not a positive number with one of the units ns, us, ms, s, min, h
             (names ``option``), or longer than a day.
     """
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zµ]*)\s*", text)
     if m is None or m.group(2) not in ("", *_UNITS_NS):
-        raise ConfigError(f"{option} {text!r}: expected a duration like 10s, 500ms or 2min")
+        raise ConfigError(f"{option} {text!r}: expected a duration like 10s, 500ms, 2min or 1h (units: ns, us, ms, s, min, h)")
     ns = round(float(m.group(1)) * _UNITS_NS[m.group(2) or "s"])
     if not 0 < ns <= 86_400 * 10**9:
         raise ConfigError(f"{option} {text!r}: must be above 0 and at most a day")

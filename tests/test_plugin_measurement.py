@@ -82,7 +82,7 @@ def test_more_gemm_streams_than_cores_are_flagged_contended_in_summary_and_resul
 @pytest.mark.parametrize(("args", "message"), [
     (["--profile-steps=1:4", "--profile-target=1%"], "*--profile-steps fixes the window exactly; --profile-target applies only to the*"),
     (["--profile-target=0"], "*--profile-target '0': must be above 0 and below 100%*"),
-    (["--profile-max-time=soon"], "*--profile-max-time 'soon': expected a duration like 10s, 500ms or 2min*"),
+    (["--profile-max-time=soon"], "*--profile-max-time 'soon': expected a duration like 10s, 500ms, 2min or 1h (units: ns, us, ms, s, min, h)*"),
     (["--profile-min-steps=1"], "*--profile-min-steps: the minimum of recorded steps*one step tells nothing of the noise*"),
     (["--profile-min-steps=x"], "*--profile-min-steps 'x': expected a whole number of steps*"),
 ])

@@ -189,8 +189,9 @@ def test_fidelity_carries_the_median_ci_over_to_the_prediction():
     (lambda: AdaptiveWindow(max_time_ns=0), "positive number of ns"),
     (lambda: parse_target("x"), "expected a relative error like 1% or 0.01"),
     (lambda: parse_target("100%"), "above 0 and below 100%"),
-    (lambda: parse_duration_ns("10 parsecs"), "expected a duration like 10s, 500ms or 2min"),
+    (lambda: parse_duration_ns("10 parsecs"), "expected a duration like 10s, 500ms, 2min or 1h"),
     (lambda: parse_duration_ns("0s"), "above 0 and at most a day"),
+    (lambda: parse_duration_ns("25h"), "above 0 and at most a day"),
     (lambda: parse_steps("4:2"), "need 0 <= START < END"),
 ])
 def test_bad_window_settings_are_config_errors(call, message):
@@ -202,3 +203,8 @@ def test_window_option_parsing():
     assert parse_target("1%") == pytest.approx(0.01) and parse_target("0.005") == pytest.approx(0.005)
     assert parse_duration_ns("10s") == 10 * 10**9 and parse_duration_ns("500ms") == 500 * MS
     assert parse_duration_ns("2min") == 120 * 10**9 and parse_duration_ns("3") == 3 * 10**9
+
+
+@pytest.mark.parametrize(("text", "ns"), [("1h", 3_600 * 10**9), ("0.5h", 1_800 * 10**9), ("24h", 86_400 * 10**9), ("2min", 120 * 10**9)])
+def test_budgets_in_hours_are_read(text, ns):  # "1h" was refused though a day is allowed
+    assert parse_duration_ns(text) == ns
