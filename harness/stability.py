@@ -74,6 +74,9 @@ def stability_flags(
             compute streams); sleeping or GPU streams do not.
     """
     flags: list[Flag] = []
+    if step_stats.n == 1:
+        flags.append(Flag("unstable", "one recorded step: how much the step time varies is unknown, and a timed "
+                                      "backend's steps vary (record more steps, e.g. --steps 1:6, or leave the window adaptive)"))
     if window is not None and window.target_missed:
         # the interval the summary's CI column shows (order statistics), not a ± of one standard error
         ci = ""
@@ -109,17 +112,19 @@ def fidelity(step_stats: SampleStats, predicted_step_ns: int) -> dict[str, Any]:
 
     Returns:
         ``{"predicted_step_ns", "change", "ci_low", "ci_high", "ci_level"}``, changes as
-        fractions (0.02 = measured 2 % longer than predicted).
+        fractions (0.02 = measured 2 % longer than predicted); from one recorded step no
+        interval is known: ``ci_low``, ``ci_high`` and ``ci_level`` are then ``None``.
 
     Raises:
         ValueError: ``predicted_step_ns`` is not positive.
     """
     if predicted_step_ns <= 0:
         raise ValueError(f"predicted step must be positive, got {predicted_step_ns} ns")
+    known = step_stats.n > 1  # one step: a zero-width "interval" of coverage 0 would read as certainty
     return {
         "predicted_step_ns": int(predicted_step_ns),
         "change": step_stats.median / predicted_step_ns - 1,
-        "ci_low": step_stats.ci_low / predicted_step_ns - 1,
-        "ci_high": step_stats.ci_high / predicted_step_ns - 1,
-        "ci_level": step_stats.ci_level,
+        "ci_low": step_stats.ci_low / predicted_step_ns - 1 if known else None,
+        "ci_high": step_stats.ci_high / predicted_step_ns - 1 if known else None,
+        "ci_level": step_stats.ci_level if known else None,
     }

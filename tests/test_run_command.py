@@ -141,7 +141,8 @@ def test_merge_ranks_flags_a_clock_alignment_shown_wrong(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "note: causality:" in err and "beyond the bound: the clock alignment is wrong for them" in err
     (case,) = json.loads((out / "results.json").read_text())["cases"]
-    assert [f["kind"] for f in case["flags"]] == ["clocks"]
+    # a loaded machine may earn the case a 'contended' flag too: the merge measures its own load
+    assert [f["kind"] for f in case["flags"] if f["kind"] != "contended"] == ["clocks"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -182,6 +182,21 @@ def test_fidelity_carries_the_median_ci_over_to_the_prediction():
         fidelity(stats, 0)
 
 
+def test_one_recorded_step_has_no_interval_and_is_flagged():
+    # a cpu run with --steps 0:1 showed "CI +3.3% to +3.3%" (a zero-width interval of coverage 0) and no flag
+    from harness.report.html import _fidelity
+
+    stats = summarize([103 * MS])
+    f = fidelity(stats, 100 * MS)
+    assert f == {"predicted_step_ns": 100 * MS, "change": pytest.approx(0.03), "ci_low": None, "ci_high": None, "ci_level": None}
+    assert _fidelity({"fidelity": f})["title"] == ("measured median step against the cost model's exact step (100.000 ms, the "
+                                                   "sim figure); no CI (one recorded step)")
+    assert [(g.kind, g.reason) for g in stability_flags(stats, None)] == [(
+        "unstable", "one recorded step: how much the step time varies is unknown, and a timed backend's steps vary "
+                    "(record more steps, e.g. --steps 1:6, or leave the window adaptive)")]
+    assert stability_flags(summarize([103 * MS, 104 * MS]), None) == []
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: AdaptiveWindow(target=0), "above 0 and below 100%"),
     (lambda: AdaptiveWindow(min_steps=1), "one step tells nothing of the noise"),

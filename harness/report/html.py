@@ -269,11 +269,12 @@ def _flags(case: dict[str, Any]) -> list[dict[str, str]]:
 
 def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
     f = case.get("fidelity")
-    if not isinstance(f, dict) or not all(isinstance(f.get(k), (int, float)) for k in ("change", "ci_low", "ci_high", "predicted_step_ns")):
+    if not isinstance(f, dict) or not all(isinstance(f.get(k), (int, float)) for k in ("change", "predicted_step_ns")):
         return None
+    known = all(isinstance(f.get(k), (int, float)) for k in ("ci_low", "ci_high"))
     return {"text": f"{100 * f['change']:+.1f}%", "sort": f["change"],
             "title": f"measured median step against the cost model's exact step ({f['predicted_step_ns'] / 1e6:,.3f} ms, the sim figure); "
-                     f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%"}
+                     + (f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%" if known else "no CI (one recorded step)")}
 
 
 def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, table: JobTable | None = None) -> dict[str, Any]:
