@@ -189,3 +189,16 @@ def test_chart_series_never_mix_cases_with_and_without_transfer_costs():
              for i, c in enumerate((free, costly)) for m in (2, 4)]
     labels = [s["label"] for s in chart_data(cases)["series"]]
     assert labels == ["1F1B p=2, F=1 B=2 ms (sim, virtual)", "1F1B p=2, F=1 B=2 ms + p2p 10 µs (sim, virtual)"]
+
+
+def test_the_step_behind_the_critical_path_and_decomposition_is_named_when_the_median_falls_between_two():
+    # with 36 steps the page said "median step 240.221 ms" beside a 239.351 ms "median step's" chain
+    from harness.report.html import _critical_text, _decomposition_text
+
+    for steps, note in ((range(0, 2), " (the lower middle of 2 steps: the median falls between two)"), (range(0, 3), "")):
+        case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2), "sim", steps))
+        assert _critical_text(case) == (f"step 0{note}: 6 jobs, 9.000 ms (9.000 ms of it running): "
+                                        "0F0 → 1F0 → 1B0 → 1F1 → 1B1 → 0B1")
+        which = note.strip(" ()") + "; " if note else ""
+        assert _decomposition_text(case) == ("step 9.000 ms = ideal 6.000 + imbalance 0.000 + recompute 0.000 + comm 0.000 + "
+                                             f"schedule bubble 3.000 ms ({which}imbalance and recompute on rank 0, the busiest)")

@@ -466,8 +466,8 @@ def test_page_block_text():
            "steps": [{"step": 3, "measured_ns": 11_000_000}, {"step": 4, "measured_ns": 13_000_000}], "jitter_ns": 500_000,
            "host_overhead_ns": 1_000_000, "transfer_wait_ns": 500_000, "comm_model": "stream", "reference_step": 3}
     html = replay_block({"replay": rep, "torch_import": {"wait_ns_per_rank": [1_000_000, 0], "clock": {"note": "<one>"}}})
-    assert ("<td class=\"l\">measured, step 3 (the median step of 2)</td><td>12.000 ms (spread over steps 2.000 ms)</td>"
-            "<td>25.0 %</td>") in html
+    assert ("<td class=\"l\">measured, step 3 (the lower middle of 2 steps: the median falls between two)</td>"
+            "<td>12.000 ms (spread over steps 2.000 ms)</td><td>25.0 %</td>") in html
     assert "(comm stream: send/receive jobs on their own streams)" in html and "unexplained" not in html
     assert "<td>9.000 ms</td><td>12.5 %</td>" in html
     assert ("difference: step 3 measured 11.000 ms - simulated 9.000 ms = 2.000 ms: jitter (durations off their median) "

@@ -239,7 +239,7 @@ def test_one_reference_step_in_the_cli_the_page_and_results(tmp_path, capsys):
     assert rep["difference_ns"] == measured[ref] - rep["simulated_step_ns"]
     assert f"measured step {ref}, the shorter of 2: {measured[ref] / 1e6:.3f} ms" in out
     page = (tmp_path / "o" / "index.html").read_text()
-    assert f"measured, step {ref} (the median step of 2)</td><td>{measured[ref] / 1e6:.3f} ms" in page
+    assert f"measured, step {ref} (the lower middle of 2 steps: the median falls between two)</td><td>{measured[ref] / 1e6:.3f} ms" in page
     assert f"difference: step {ref} measured {measured[ref] / 1e6:.3f} ms" in page
 
 

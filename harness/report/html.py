@@ -206,7 +206,8 @@ def _critical_text(case: dict[str, Any]) -> str | None:
     shown = [(f"(+{g / 1e3:,.0f} µs) " if isinstance(g, (int, float)) and g > 0 else "") + j for j, g in zip(jobs, gaps)]
     if len(shown) > 40:
         shown = [*shown[:20], f"… {len(shown) - 40} more …", *shown[-20:]]
-    return (f"step {cp.get('step')}: {len(jobs)} jobs, {float(cp.get('length_ns', 0)) / 1e6:,.3f} ms "
+    which = "" if len(case["steps"]) % 2 else f" ({middle_step_note(len(case['steps']))})"
+    return (f"step {cp.get('step')}{which}: {len(jobs)} jobs, {float(cp.get('length_ns', 0)) / 1e6:,.3f} ms "
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
 
 
@@ -224,6 +225,16 @@ def _cp_ms(case: dict[str, Any]) -> float | None:
     return float(cp["length_ns"]) / 1e6 if isinstance(cp, dict) and isinstance(cp.get("length_ns"), (int, float)) else None
 
 
+def middle_step_note(n_steps: int) -> str:
+    """What the step chosen for a case's critical path and decomposition is
+    (:func:`harness.critical_path.median_step`) among ``n_steps`` recorded steps: the median step
+    where ``n_steps`` is odd; where it is even, the median lies between two steps and the lower
+    middle one is taken, whose time differs from the median shown beside it."""
+    if n_steps % 2 or n_steps == 0:
+        return "the median step"
+    return f"the lower middle of {n_steps} steps: the median falls between two"
+
+
 def _decomposition_text(case: dict[str, Any]) -> str | None:
     """``"step 116.544 ms = ideal 98.1 + imbalance 6.6 + ... ms"`` from the case's ``decomposition``."""
     d = case.get("decomposition")
@@ -231,7 +242,9 @@ def _decomposition_text(case: dict[str, Any]) -> str | None:
     if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) for k in (*keys, "step_ns")):
         return None
     parts = " + ".join(f"{k.removesuffix('_ns').replace('schedule', 'schedule bubble')} {d[k] / 1e6:,.3f}" for k in keys)
-    return f"step {d['step_ns'] / 1e6:,.3f} ms = {parts} ms (imbalance and recompute on rank {d.get('busiest_rank')}, the busiest)"
+    which = "" if len(case["steps"]) % 2 else f"{middle_step_note(len(case['steps']))}; "
+    return (f"step {d['step_ns'] / 1e6:,.3f} ms = {parts} ms ({which}imbalance and recompute on rank {d.get('busiest_rank')}, "
+            "the busiest)")
 
 
 def _gib(n: float) -> str:

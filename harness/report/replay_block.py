@@ -33,7 +33,7 @@ def replay_block(case: dict[str, Any]) -> str | None:
     n_steps = len(rep.get("steps") or [])
     try:
         rows = [
-            (f"measured, step {ref} (the median step of {n_steps})" if n_steps > 1 else f"measured, step {ref}",
+            (f"measured, step {ref} ({_which_step(n_steps)})" if n_steps > 1 else f"measured, step {ref}",
              _ms(rep["measured_step_ns"]) + (f" (spread over steps {_ms(rep['measured_step_spread_ns'])})"
                                              if n_steps > 1 else ""),
              f"{100 * rep['measured_bubble']:.1f} %"),
@@ -71,3 +71,9 @@ def replay_block(case: dict[str, Any]) -> str | None:
             out.append(f"<div>clocks: {escape(str(clock['note']))}</div>")
     out.append("</details>")
     return "".join(out)
+
+
+def _which_step(n_steps: int) -> str:
+    """The replay's reference step among ``n_steps`` (:func:`harness.imports.replay.replay`): the
+    median step of an odd number, else the lower (shorter) of the two middle ones."""
+    return f"the median step of {n_steps}" if n_steps % 2 else f"the lower middle of {n_steps} steps: the median falls between two"

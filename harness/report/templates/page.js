@@ -57,7 +57,7 @@
           ["step time (median)", ca.step_ms.toFixed(3) + " ms", cb.step_ms.toFixed(3) + " ms", delta(pair && pair.step, "%"), ci(pair && pair.step, "%"), verdict(pair && pair.step)],
           ["spread over steps", ca.spread, cb.spread, "", "", ""],
           ["bubble (idle share)", (ca.bubble * 100).toFixed(3) + "%", (cb.bubble * 100).toFixed(3) + "%", delta(pair && pair.bubble, " pp"), ci(pair && pair.bubble, " pp"), verdict(pair && pair.bubble)],
-          ["critical path", ca.cpMs === null ? "—" : ca.cpMs.toFixed(3) + " ms", cb.cpMs === null ? "—" : cb.cpMs.toFixed(3) + " ms", rel(ca.cpMs, cb.cpMs), "", "median step's chain"],
+          ["critical path", ca.cpMs === null ? "—" : ca.cpMs.toFixed(3) + " ms", cb.cpMs === null ? "—" : cb.cpMs.toFixed(3) + " ms", rel(ca.cpMs, cb.cpMs), "", "the chain of the median step (of an even number of steps: the lower middle one)"],
           ["peak memory (largest rank)", ca.mem === null ? "— (no memory model)" : bytesFmt(ca.mem), cb.mem === null ? "— (no memory model)" : bytesFmt(cb.mem), rel(ca.mem, cb.mem), ca.mem !== null && cb.mem !== null && !same ? "exact (model)" : "", ""]];
         // Both cases named in the table's header and above their timelines (the selects are not printed).
         [["cmp-th-a", "top: ", ca], ["cmp-th-b", "bottom: ", cb], ["cmp-name-a", "top: ", ca], ["cmp-name-b", "bottom: ", cb]].forEach(function (n) {
