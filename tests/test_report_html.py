@@ -84,6 +84,20 @@ def test_chart_appears_with_several_m_per_schedule():
     assert 'id="charts"' in html and html.count("<polyline") >= 2
 
 
+def test_a_flagged_case_is_a_hollow_dot_whose_tooltip_names_its_flags():
+    # flagged cases were drawn exactly like trusted ones
+    cases = [_case("1F1B", m=4), _case("1F1B", m=8), _case("1F1B", m=16)]
+    cases[1]["flags"] = [{"kind": "unstable", "reason": "x"}, {"kind": "contended", "reason": "y"}, {"kind": "unstable", "reason": "z"}]
+    html = render_index(results_document(cases))
+    dots = re.findall(r"<circle [^>]*>(?:<title>[^<]*</title>)", html)
+    assert len(dots) == 6  # 3 cases, step and bubble panels
+    hollow = [d for d in dots if 'class="flagged"' in d]
+    assert len(hollow) == 2 and all('fill="#fff"' in d and "m=8, " in d for d in hollow)
+    assert all(d.endswith("; flagged unstable, contended: its figures may not repeat</title>") for d in hollow)
+    assert "hollow dot: a flagged case" in html
+    assert "hollow dot" not in render_index(results_document([_case("1F1B", m=4), _case("1F1B", m=8)]))
+
+
 @pytest.mark.slow
 def test_100k_jobs_page_stays_under_10_mb():
     # 1F1B, p=8, m=2084, 3 recorded steps: 8 * 2084 * 2 * 3 = 100,032 jobs.

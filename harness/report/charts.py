@@ -126,6 +126,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the
     closed-form bubble, and for step time the cost model's exact step (``fidelity``) where
     the case has one. Series are shifted apart by a few pixels so equal values stay visible.
+    A flagged case's dot (``flags``: unstable, contended, clocks) is marked ``flagged`` (drawn
+    hollow) and its tooltip names the flags.
 
     Args:
         cases: results-document cases.
@@ -133,7 +135,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
 
     Returns:
         ``None`` when no series has two values of ``dim``; else ``{"dim", "title", "w", "h",
-        "left", "right", "top", "bottom", "xticks", "step", "bubble", "series"}`` (pixels).
+        "left", "right", "top", "bottom", "xticks", "step", "bubble", "series", "flagged"}`` (pixels;
+        ``flagged``: whether any dot is).
 
     Raises:
         ValueError: an unknown ``dim``.
@@ -162,7 +165,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
                         "lo_ms": (m.get("step_time_min_ns") or m["step_time_median_ns"]) / 1e6,
                         "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
                         "bubble": m["bubble_ratio"], "bubble_th": (c.get("theory") or {}).get("bubble_ratio"),
-                        "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None})
+                        "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None,
+                        "flags": _flag_kinds(c)})
         series.append({"label": _series_label(items[0], dim), "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
     if not series:
         return None
@@ -192,7 +196,9 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
                           "dots": [{"x": a, "y": b, "title": f"{s['label']}: {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
                                     + (f" (steps {value_label(pt[lo_key] * scale, unit)} to {value_label(pt[hi_key] * scale, unit)})"
                                        if lo_key and hi_key and pt[hi_key] > pt[lo_key] else "")
-                                    + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")}
+                                    + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")
+                                    + (f"; flagged {', '.join(pt['flags'])}: its figures may not repeat" if pt["flags"] else ""),
+                                    "flagged": bool(pt["flags"])}
                                    for (a, b), pt in zip(pts, s["points"])],
                           "theory": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in theory),
                           "theory_ticks": [{"x": a, "y": b} for a, b in theory] if categorical else []})
@@ -209,7 +215,15 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
         "step": panel("step_ms", "lo_ms", "hi_ms", "step_th", top_ms, ticks_ms, 1 / div, unit),
         "bubble": panel("bubble", None, None, "bubble_th", top_b, ticks_b, 100.0, "%"),
         "series": [{"label": s["label"], "colour": s["colour"]} for s in series],
+        "flagged": any(pt["flags"] for s in series for pt in s["points"]),
     }
+
+
+def _flag_kinds(case: dict[str, Any]) -> list[str]:
+    """The kinds of ``case``'s flags (``unstable``, ``contended``, ``clocks``), each once, in order."""
+    flags = case.get("flags")
+    kinds = [str(f.get("kind")) for f in flags if isinstance(f, dict)] if isinstance(flags, list) else []
+    return list(dict.fromkeys(kinds))
 
 
 def chart_data(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
