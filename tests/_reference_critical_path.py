@@ -21,11 +21,14 @@ class CriticalPath:
         step: the step.
         jobs: the chain's job labels (``"2F0"``), first to last.
         ranks: the rank of each.
-        gaps_ns: before each job, the time between the constraint that released it
-            and its start (the first: from the step's start), ns.
+        gaps_ns: before each job, the time since the chain's jobs before it ended (from the step's
+            start, for the first) that none of them covers, 0 where one was still running: host
+            overhead on a timed backend (a receive that starts inside its send has none), ns.
         length_ns: the chain's span, step start to the last job's end: the step time (ns).
         busy_ns: the time the chain's jobs run, the union of their intervals (ns; an overlapped
-            F&B pair on the chain counts once); ``length_ns - busy_ns`` is the sum of the gaps.
+            F&B pair on the chain counts once); ``length_ns - busy_ns`` is the sum of the gaps
+            wherever the chain's jobs start in order (always on one clock; an import whose ranks'
+            clocks disagree can break it).
     """
 
     step: int
@@ -150,12 +153,12 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
     gaps: list[int] = []
     while j >= 0:
         chain.append(j)
-        b, t, _ = _binding(j, rec, plan, prev)
-        start = rec[j].start_ns
-        gaps.append(start - (t if b >= 0 else t0))
-        j = b
+        j = _binding(j, rec, plan, prev)[0]
     chain.reverse()
-    gaps.reverse()
+    covered = t0
+    for i in chain:
+        gaps.append(max(0, rec[i].start_ns - covered))
+        covered = max(covered, rec[i].end_ns)
     from harness.overlap import busy_union
 
     # the union of the chain's intervals: an overlapped group's jobs on it (a backward released by its
