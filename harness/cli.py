@@ -121,6 +121,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.2f}%" if math.isfinite(x) else "?"
 
 
+#: Per gate metric, the change below which two runs of one commit on a shared host can land
+#: (measured, docs/measurement.md: cases differ significantly by 1-3 % between back-to-back runs;
+#: bubbles by about a point), and how the warning says it.
+_RUN_DRIFT = {"step_time": (0.03, "1-3 %"), "bubble": (0.015, "about 1 pp")}
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from harness.compare import compare_documents, mismatch_groups, parse_confidence
     from harness.report.fields import check_cases
@@ -140,6 +146,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
     for note, ids in mismatch_groups(base, new):
         _err(f"warning: {_said_once(ids, note)}")
+    timed = [d for d in deltas if d.step is not None and d.step.method != "exact"]
+    for t in thresholds if timed else []:
+        drift = _RUN_DRIFT.get(t.metric)
+        if drift is not None and t.limit < drift[0]:
+            _err(f"warning: the gate {t.describe()} is below what two runs of one commit can differ by on a shared host "
+                 f"({drift[1]}, docs/measurement.md): each confidence interval is over one run's own steps and does not "
+                 f"hold that drift, so the gate can fail identical code ({len(timed)} timed case(s) compared)")
     zero = [d.case_id for d in deltas if d.step_change is None]
     if zero:
         note = (f"the median step time in {args.base} is 0 ns, so its change cannot be computed "

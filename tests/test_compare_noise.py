@@ -22,7 +22,7 @@ from harness.metrics import compute_metrics
 from harness.plan import build_plan
 from harness.records import JobRecord
 from harness.report.results import case_to_dict, results_document
-from harness.runner import CaseResult
+from harness.runner import CaseResult, run_case
 from harness.stability import Flag
 
 COST = FixedCost.ms(F=1, B=2)
@@ -142,3 +142,21 @@ def test_a_setup_difference_shared_by_many_cases_is_said_once(tmp_path, capsys):
     assert err.count("warning:") == 1
     assert err == ("warning: 5 cases ran on different setups (workload 'sleep' vs 'matmul'); their deltas compare the setups, "
                    "not the schedule: cases/x.py::test[0], cases/x.py::test[1], cases/x.py::test[2], ... (2 more)\n")
+
+
+def test_a_gate_below_the_drift_between_runs_is_warned_about_on_timed_cases(files, capsys, tmp_path):
+    # a 1 % gate failed an unflagged case of identical code: its CIs hold one run's steps, not the drift between runs
+    base, new = files("base", 100, seed=1), files("new", 100, seed=2)
+    main(["compare", str(base), str(new), "--fail", "step_time:1%", "--fail", "bubble:1"])
+    err = capsys.readouterr().err
+    tail = ("docs/measurement.md): each confidence interval is over one run's own steps and does not hold that drift, so the gate "
+            "can fail identical code (1 timed case(s) compared)\n")
+    assert err == ("warning: the gate step_time +1% is below what two runs of one commit can differ by on a shared host (1-3 %, " + tail
+                   + "warning: the gate bubble +1pp is below what two runs of one commit can differ by on a shared host (about 1 pp, "
+                   + tail)
+    main(["compare", str(base), str(new), "--fail", "step_time:3%", "--fail", "bubble:2"])
+    assert capsys.readouterr().err == ""
+    sim = tmp_path / "sim.json"
+    sim.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4), "sim"))])))
+    assert main(["compare", str(sim), str(sim), "--fail", "step_time:0%"]) == 0
+    assert capsys.readouterr().err == ""  # sim is exact: no drift to warn of
