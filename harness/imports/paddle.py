@@ -105,6 +105,7 @@ from harness.imports.paddle_log import (
     _ms_to_ns,
     _natural,
     _not_logs,
+    drop_repeated_lines,
     export_case_of,
     find_worker_logs,
     is_known_job_type,
@@ -127,6 +128,7 @@ from harness.imports.paddle_steps import (
     _split_plain,
     _split_steps,
     _split_with_holes,
+    recorded_steps,
 )
 from harness.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
@@ -192,6 +194,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         skipped: list[int] = []
         jobs, marker, probs = parse_worker_log(path, skipped)
         problems.extend(probs)
+        jobs = drop_repeated_lines(jobs, path, problems)
         if marker is not None and first_step is None:
             first_step = marker[0]
         if not jobs:
@@ -214,6 +217,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         )
     p = len(per_rank)
     first_step = first_step or 0
+    # Steps a device did not record (its log ends before or inside them) are left out of the figures.
+    kept = recorded_steps(per_rank, hole_lines, [path for _, _, path in logs], labels, first_step, problems)
+    per_rank = [steps[:kept] for steps in per_rank]
+    hole_lines = [lines[:kept] for lines in hole_lines]
     id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
     m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems, hole_lines)
     n_steps = max(len(s) for s in per_rank)
