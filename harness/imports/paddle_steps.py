@@ -82,12 +82,17 @@ def _split_with_holes(jobs: list[PaddleJob], holes: list[int]) -> list[list[Padd
     each skipped line still held one job of its step, so a stand-in takes its place in the file's order
     and the split (on a repeat, or into equal blocks, as :func:`_split_steps`) counts it as that job.
     Without the stand-in one missing job shifts every later step's first job into the step before.
-    The blocks returned keep the stand-ins (``type`` empty)."""
+    Whole steps followed by the first jobs of one (a log that ends inside a step, its last line
+    damaged) are that split, not blocks of another length. The blocks returned keep the stand-ins
+    (``type`` empty)."""
     seq = sorted([*jobs, *map(_hole, holes)], key=lambda j: j.line)
     naive = _split_on_repeat(seq)
     best, best_cost = naive, _hole_cost(naive)
     if best_cost == 0:
         return naive
+    if len(naive) > 1 and _hole_cost(naive[:-1]) == 0 and _is_prefix(*(
+            [None if not j.type else (j.type, j.microbatch) for j in b] for b in (naive[-1], naive[-2]))):
+        return naive  # whole steps, then the start of one: a log that ends inside a step (recorded_steps)
     distinct = len({(j.type, j.microbatch) for j in jobs})
     lengths = [len(b) for b in naive]
     ranked = [n for n, _ in Counter(lengths).most_common(4)]
