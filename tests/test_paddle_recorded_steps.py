@@ -196,3 +196,17 @@ def test_a_device_without_jobs_does_not_leave_every_step_out(logs: Path) -> None
         case = import_paddle_logs(logs)
     assert [str(w.message) for w in record] == [f"{path}: no 'Profiler Info: Job' lines; this device shows no jobs"]
     assert case["steps"] == [1, 2, 3]
+
+
+def test_a_last_step_shorter_than_an_odd_step_before_it_is_whole(logs: Path) -> None:
+    """The reference is the commonest step length: one step with an extra line does not make the last look cut."""
+    path = logs / "workerlog.1"
+    lines = _lines(path)
+    lr = ("Profiler Info: Job (8), type = lr, micro_batch_id = 0, job_start_time = 1700000000028.500000, "
+          "job_end_time = 1700000000029.000000")  # after step 2's B3 (26-28 ms), before step 3
+    _write(path, [*lines[:17], lr, *lines[17:]])
+    case = _quiet_import(logs)
+    assert case["steps"] == [1, 2, 3]
+    assert _steps_of(case, 1) == {1: ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"],
+                                  2: ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "lr0"],
+                                  3: ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]}

@@ -40,7 +40,14 @@ document (:mod:`harness.report.results`), so every report renders from it:
   pair repeats on a device; steps are numbered from ``S`` of the profiler line
   (default 0). Where the blocks so cut do not all run the same jobs (a wrong
   ``micro_batch_id`` repeats a pair inside a step), the split into equal
-  blocks that best does is taken, so a wrong id makes no extra step;
+  blocks that best does is taken, so a wrong id makes no extra step. A line
+  repeating an earlier one of its log (same type, id, start and end) is one
+  job printed twice and is dropped with a warning before the split
+  (:func:`~harness.imports.paddle_log.drop_repeated_lines`);
+* a step that a device did not record, its log ending before or inside it,
+  is left out of the figures (its jobs on every device dropped), with one
+  warning per device naming file, device and steps; where no step is whole
+  on every device, all are kept (:func:`~harness.imports.paddle_steps.recorded_steps`);
 * micro-batch ids are checked per device, step and chunk (each micro-batch
   ``0 .. m-1`` once forward and once backward): ``m`` is one more than the
   largest id most of them have, and a repeated id, an id ``>= m``, missing

@@ -219,11 +219,12 @@ def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[
     a log copied before the run ended), or whose last step is cut short (the log ends inside
     it), did not record the steps after: counted, that device would be idle for them, the
     step's bubble too high and the step time of fewer devices. A step is cut short where it
-    has fewer job lines than the device's step before (or its first step) and runs the jobs
-    that step begins with (:func:`_is_prefix`; every step of a Paddle run prints the same job
-    list, PR #58313), or, on a device with one step only, where it has fewer forward and
-    backward jobs than another device's whole step (every device runs each micro-batch once
-    forward and once backward per chunk). Devices without a job (their own warning) are
+    has fewer job lines than the device's earlier steps (their commonest length; the latest
+    step of that length is the reference) and runs the jobs that step begins with
+    (:func:`_is_prefix`; every step of a Paddle run prints the same job list, PR #58313), or,
+    on a device with one step only, where it has fewer forward and backward jobs than the
+    other devices' whole steps commonly have (every device runs each micro-batch once forward
+    and once backward per chunk). Devices without a job (their own warning) are
     not counted; a log of one step on every device is never called cut short.
 
     One note per device that lacks a step goes to ``problems``, naming its file (and the
@@ -247,7 +248,10 @@ def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[
     n_steps = max(len(per_rank[r]) for r in active)
     hole = [[holes[r][k] if r < len(holes) and k < len(holes[r]) else [] for k in range(len(per_rank[r]))]
             for r in range(len(per_rank))]
-    whole_work = max((_work(per_rank[r][k], hole[r][k]) for r in active for k in range(len(per_rank[r]) - 1)), default=0)
+    # The forward and backward jobs of a whole step: the commonest count of the steps that are not a log's last
+    # (ties to the smaller), so one odd step does not make every one-step log look cut short.
+    works = Counter(_work(per_rank[r][k], hole[r][k]) for r in active for k in range(len(per_rank[r]) - 1))
+    whole_work = min(works, key=lambda n: (-works[n], n)) if works else 0
     whole: dict[int, int] = {}
     cut: dict[int, str] = {}  # device -> how its last step is cut short
     for r in active:
@@ -255,12 +259,15 @@ def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[
         last = _entries(steps[-1], hole[r][-1])
         whole[r] = len(steps)
         if len(steps) > 1:
-            for k in dict.fromkeys((len(steps) - 2, 0)):
-                ref = _entries(steps[k], hole[r][k])
-                if _is_prefix(last, ref):
-                    whole[r] -= 1
-                    cut[r] = f"{len(last)} of the {len(ref)} job lines its step {first_step + k} has"
-                    break
+            # The reference: the latest earlier step of the commonest length (ties to the shorter), so a step
+            # with an extra line before does not make a whole last step look cut short.
+            earlier = [_entries(steps[k], hole[r][k]) for k in range(len(steps) - 1)]
+            sizes = Counter(len(e) for e in earlier)
+            size = min(sizes, key=lambda n: (-sizes[n], n))
+            k = max(k for k, e in enumerate(earlier) if len(e) == size)
+            if _is_prefix(last, earlier[k]):
+                whole[r] -= 1
+                cut[r] = f"{len(last)} of the {size} job lines its step {first_step + k} has"
         elif len(active) > 1 and _work(steps[0], hole[r][0]) < whole_work:
             whole[r] -= 1
             cut[r] = (f"{len(last)} job line{'' if len(last) == 1 else 's'}; a whole step of another device has "

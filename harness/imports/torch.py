@@ -14,7 +14,9 @@ Checks, each a clear error or warning naming the file: a file without
 files or ranks missing; a truncated or invalid file; no pipeline actions (with the
 schedule classes that mark them); actions of one thread that overlap; files of two
 runs (each file's marking named); an unknown schedule class (the known ones listed)
-and one whose stages per rank differ from the trace's (a note). Clock offsets fitted
+and one whose stages per rank differ from the trace's (a note); a step in which a
+rank recorded no pipeline action, left out of the figures with a note (kept, with the
+note, where every step lacks some rank's). Clock offsets fitted
 across hosts, or given ones that break causality, are a note and flag the case
 ``clocks`` (:attr:`harness.imports.clocks.ClockFit.needs_flag`).
 """
