@@ -201,10 +201,13 @@ def drop_repeated_lines(jobs: list[PaddleJob], path: Path, problems: list[str]) 
     """``jobs`` without the lines that repeat an earlier line of the same log: the same type,
     ``micro_batch_id``, start and end (ns), wherever in the file the copy lies.
 
-    Paddle's job profiler (PR #58313, ``profiler_helper_static.py``) prints each job of a
-    step's job list once after the step, and every job has its own start and end on the
-    device's clock, so two lines that agree on all four are one job printed twice (a log
-    written twice through two handlers, a line pasted back in), never two jobs. Kept, the
+    Paddle's job profiler (PR #58313; ``StandaloneExecutor::Run`` in
+    ``paddle/fluid/framework/new_executor/standalone_executor.cc``, under
+    ``FLAGS_auto_parallel_profiler``) prints, after each step, one line per job of the step's
+    job list (``for job_idx < jobs.size()``), with that job's interpreter run time, so every
+    job of a step is printed once with its own start and end: two lines that agree on all four
+    are one job printed twice (a log written twice through two handlers, a line pasted back
+    in), never two jobs. Kept, the
     copy would be a second job of its step: it would start an extra step (a repeated
     (type, micro-batch) pair ends a step) and shift every later step's first job into the
     step before, or, appended at the end, make a one-job last step. So the first line is
