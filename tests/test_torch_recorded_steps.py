@@ -103,3 +103,56 @@ def test_a_rank_without_actions_in_every_step_asked_for_is_refused(tmp_path):
             r"its action order is unknown \(was the profiler active on this rank during the schedule's step\(\)\?\)")):
         _read(d, steps=[3])
     assert _read(d, steps=[2, 3], replay=False).records.steps == [2]  # asked for both: step 3 left out, as by default
+
+
+def _event(name: str, ts: float, dur: float, cat: str = "user_annotation") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": f"{ts:.3f}", "dur": f"{dur:.3f}", "args": {}}
+
+
+def _hand_traces(folder: Path, skip: tuple[int, int] | None = None) -> None:
+    """Two ranks, one stage each, m = 1, ProfilerStep#1-#3 at 0, 100 and 200 µs. In each step (T its start):
+    0F0 at T+0..10 µs, 1F0 at T+15..25, 1B0 at T+25..35, 0B0 at T+40..60, each range opened by an operator at its
+    start (so no wait: the job is the whole range). ``skip`` = (rank, step): that rank's actions of that step left out.
+    By hand, per step: 60 µs from 0F0's start to 0B0's end; busy 30 µs on rank 0, 20 µs on rank 1; bubble
+    1 - 50 / (2 x 60) = 7/12."""
+    plan = {0: [("PP:0F0", 0, 10, "aten::linear"), ("PP:0B0", 40, 20, "autograd::engine::evaluate_function: X")],
+            1: [("PP:1F0", 15, 10, "aten::linear"), ("PP:1B0", 25, 10, "autograd::engine::evaluate_function: X")]}
+    for rank, acts in plan.items():
+        events = []
+        for step in (1, 2, 3):
+            t = 100.0 * (step - 1)
+            events.append(_event(f"ProfilerStep#{step}", t, 99))
+            if skip == (rank, step):
+                continue
+            for name, at, dur, op in acts:
+                events += [_event(name, t + at, dur), _event(op, t + at, dur / 2, "cpu_op")]
+        doc = {"distributedInfo": {"rank": rank, "world_size": 2}, "baseTimeNanoseconds": 0, "traceEvents": events}
+        (folder / f"rank{rank}.json").write_text(json.dumps(doc))
+
+
+def test_a_middle_step_left_out_gives_the_hand_computed_figures_and_renders(tmp_path):
+    from harness.imports.torch import import_torch_traces
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    whole.mkdir()
+    cut.mkdir()
+    _hand_traces(whole)
+    _hand_traces(cut, skip=(1, 2))
+    metrics = torch_case(_read(whole))["metrics"]
+    assert [s["step_time_ns"] for s in metrics["per_step"]] == [60_000] * 3
+    assert [s["busy_ns"] for s in metrics["per_step"]] == [[30_000, 20_000]] * 3
+    assert metrics["bubble_ratio"] == pytest.approx(7 / 12)
+    imp = _read(cut)
+    assert [w for w in imp.warnings if "pipeline action" in w] == [
+        f"{cut / 'rank1.json'}: rank 1's ProfilerStep#2 holds no pipeline action; step 2 is left out of the figures "
+        "(the other ranks ran it)"]
+    case = torch_case(imp)
+    assert case["steps"] == [1, 3]
+    assert [(s["step"], s["step_time_ns"], s["busy_ns"]) for s in case["metrics"]["per_step"]] == [
+        (1, 60_000, [30_000, 20_000]), (3, 60_000, [30_000, 20_000])]  # before: step 2 with rank 1 busy 0 ns
+    assert case["metrics"]["bubble_ratio"] == pytest.approx(7 / 12)  # before: (7/12 + 7/12 + 3/4) / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        files, _ = import_torch_traces(cut, tmp_path / "out", hta=False)
+    doc = json.loads(files.results.read_text())
+    assert doc["cases"][0]["steps"] == [1, 3] and "step 2 is left out of the figures" in files.index.read_text()
