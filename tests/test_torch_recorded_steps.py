@@ -156,3 +156,24 @@ def test_a_middle_step_left_out_gives_the_hand_computed_figures_and_renders(tmp_
         files, _ = import_torch_traces(cut, tmp_path / "out", hta=False)
     doc = json.loads(files.results.read_text())
     assert doc["cases"][0]["steps"] == [1, 3] and "step 2 is left out of the figures" in files.index.read_text()
+
+
+@pytest.mark.parametrize(("folder", "marks"), [
+    ("ScheduleGPipe_2rank_m4", lambda e: str(e.get("name", "")).startswith(("Forward ", "Backward "))),
+    ("Schedule1F1B_2rank_m4", lambda e: e.get("cat") == "cpu_op"),  # no ranges: F and B rebuilt from operators
+])
+def test_other_markings_leave_the_step_out_too(tmp_path, folder, marks):
+    d = tmp_path / folder
+    shutil.copytree(DATA / folder, d)
+    path = d / "rank1.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    span = next(e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#3")
+    lo, hi = float(span["ts"]), float(span["ts"]) + float(span["dur"])
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not (e.get("ph") == "X" and marks(e) and lo <= float(e["ts"]) <= hi)]
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    imp = _read(d, replay=False)
+    assert [w for w in imp.warnings if "ProfilerStep#3" in w] == [
+        f"{path}: rank 1's ProfilerStep#3 holds no pipeline action; step 3 is left out of the figures (the other ranks ran it)"]
+    only2 = _read(DATA / folder, steps=[2], replay=False)
+    assert imp.records.steps == [2]
+    assert torch_case(imp)["metrics"] == torch_case(only2)["metrics"]
