@@ -40,7 +40,14 @@ document (:mod:`harness.report.results`), so every report renders from it:
   pair repeats on a device; steps are numbered from ``S`` of the profiler line
   (default 0). Where the blocks so cut do not all run the same jobs (a wrong
   ``micro_batch_id`` repeats a pair inside a step), the split into equal
-  blocks that best does is taken, so a wrong id makes no extra step;
+  blocks that best does is taken, so a wrong id makes no extra step. A line
+  repeating an earlier one of its log (same type, id, start and end) is one
+  job printed twice and is dropped with a warning before the split
+  (:func:`~harness.imports.paddle_log.drop_repeated_lines`);
+* a step that a device did not record, its log ending before or inside it,
+  is left out of the figures (its jobs on every device dropped), with one
+  warning per device naming file, device and steps; where no step is whole
+  on every device, all are kept (:func:`~harness.imports.paddle_steps.recorded_steps`);
 * micro-batch ids are checked per device, step and chunk (each micro-batch
   ``0 .. m-1`` once forward and once backward): ``m`` is one more than the
   largest id most of them have, and a repeated id, an id ``>= m``, missing
@@ -105,6 +112,7 @@ from harness.imports.paddle_log import (
     _ms_to_ns,
     _natural,
     _not_logs,
+    drop_repeated_lines,
     export_case_of,
     find_worker_logs,
     is_known_job_type,
@@ -127,6 +135,7 @@ from harness.imports.paddle_steps import (
     _split_plain,
     _split_steps,
     _split_with_holes,
+    recorded_steps,
 )
 from harness.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
@@ -192,6 +201,7 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         skipped: list[int] = []
         jobs, marker, probs = parse_worker_log(path, skipped)
         problems.extend(probs)
+        jobs = drop_repeated_lines(jobs, path, problems)
         if marker is not None and first_step is None:
             first_step = marker[0]
         if not jobs:
@@ -214,6 +224,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         )
     p = len(per_rank)
     first_step = first_step or 0
+    # Steps a device did not record (its log ends before or inside them) are left out of the figures.
+    kept = recorded_steps(per_rank, hole_lines, [path for _, _, path in logs], labels, first_step, problems)
+    per_rank = [steps[:kept] for steps in per_rank]
+    hole_lines = [lines[:kept] for lines in hole_lines]
     id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
     m = _micro_batches(per_rank, [path for _, _, path in logs], labels, first_step, id_problems, hole_lines)
     n_steps = max(len(s) for s in per_rank)

@@ -20,6 +20,7 @@ __all__ = [
     "EXPORT_MARK",
     "PaddleJob",
     "PaddleLogWarning",
+    "drop_repeated_lines",
     "export_case_of",
     "find_worker_logs",
     "is_known_job_type",
@@ -194,6 +195,47 @@ def parse_worker_log(path: Path, holes: list[int] | None = None) -> tuple[list[P
             + ", counted as busy time" + (f" ({count} lines in this file)" if count > 1 else "")
         )
     return jobs, marker, problems
+
+
+def drop_repeated_lines(jobs: list[PaddleJob], path: Path, problems: list[str]) -> list[PaddleJob]:
+    """``jobs`` without the lines that repeat an earlier line of the same log: the same type,
+    ``micro_batch_id``, start and end (ns), wherever in the file the copy lies.
+
+    Paddle's job profiler (PR #58313; ``StandaloneExecutor::Run`` in
+    ``paddle/fluid/framework/new_executor/standalone_executor.cc``, under
+    ``FLAGS_auto_parallel_profiler``) prints, after each step, one line per job of the step's
+    job list (``for job_idx < jobs.size()``), with that job's interpreter run time, so every
+    job of a step is printed once with its own start and end: two lines that agree on all four
+    are one job printed twice (a log written twice through two handlers, a line pasted back
+    in), never two jobs. Kept, the
+    copy would be a second job of its step: it would start an extra step (a repeated
+    (type, micro-batch) pair ends a step) and shift every later step's first job into the
+    step before, or, appended at the end, make a one-job last step. So the first line is
+    kept, each copy dropped with a note in ``problems`` naming ``path``, its line and the
+    line it repeats. A line of the same type and micro-batch with other times is a job of
+    its own (a wrong ``micro_batch_id``): it is kept, for the step split and the id check.
+
+    Args:
+        jobs: one log's jobs in file order (:func:`parse_worker_log`).
+        path: the log, for the notes.
+        problems: receives one note per dropped line.
+
+    Returns:
+        the jobs kept, in file order.
+    """
+    first: dict[tuple[str, int, int, int], int] = {}
+    kept: list[PaddleJob] = []
+    for j in jobs:
+        key = (j.type, j.microbatch, j.start_ns, j.end_ns)
+        if key in first:
+            problems.append(
+                f"{path}:{j.line}: repeats line {first[key]} (job {j.type}, micro_batch_id {j.microbatch}, the same start "
+                "and end): Paddle prints each job once per step, so this is a copy of that line; dropped"
+            )
+            continue
+        first[key] = j.line
+        kept.append(j)
+    return kept
 
 
 def _natural(name: str) -> tuple[Any, ...]:

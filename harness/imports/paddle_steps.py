@@ -3,8 +3,10 @@ see :mod:`harness.imports.paddle` for the import as a whole.
 
 Every step of a Paddle run executes the same job list, so :func:`_split_steps` cuts a device's jobs
 where a (type, micro-batch) pair repeats, or into the equal blocks that run the same jobs best, and
-counts job lines the parser skipped in their places; :func:`_micro_batches` finds ``m`` and names
-the ids that are repeated, out of range or missing, by file and line.
+counts job lines the parser skipped in their places; :func:`recorded_steps` finds the steps every
+device recorded whole (a log that ends early leaves the later steps out of the figures);
+:func:`_micro_batches` finds ``m`` and names the ids that are repeated, out of range or missing, by
+file and line.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import itertools
 from collections import Counter
 from pathlib import Path
 
-from harness.imports.paddle_log import PaddleJob, parse_job_type
+from harness.imports.paddle_log import _PIPELINE_WORK, PaddleJob, parse_job_type
+from harness.imports.step_text import steps_text
 
-__all__ = ["MAX_SPLIT_CANDIDATES"]
+__all__ = ["MAX_SPLIT_CANDIDATES", "recorded_steps"]
 
 def _split_on_repeat(jobs: list[PaddleJob]) -> list[list[PaddleJob]]:
     """Split a device's jobs into blocks: a new one starts where a (type, micro-batch) pair repeats."""
@@ -79,12 +82,17 @@ def _split_with_holes(jobs: list[PaddleJob], holes: list[int]) -> list[list[Padd
     each skipped line still held one job of its step, so a stand-in takes its place in the file's order
     and the split (on a repeat, or into equal blocks, as :func:`_split_steps`) counts it as that job.
     Without the stand-in one missing job shifts every later step's first job into the step before.
-    The blocks returned keep the stand-ins (``type`` empty)."""
+    Whole steps followed by the first jobs of one (a log that ends inside a step, its last line
+    damaged) are that split, not blocks of another length. The blocks returned keep the stand-ins
+    (``type`` empty)."""
     seq = sorted([*jobs, *map(_hole, holes)], key=lambda j: j.line)
     naive = _split_on_repeat(seq)
     best, best_cost = naive, _hole_cost(naive)
     if best_cost == 0:
         return naive
+    if len(naive) > 1 and _hole_cost(naive[:-1]) == 0 and _is_prefix(*(
+            [None if not j.type else (j.type, j.microbatch) for j in b] for b in (naive[-1], naive[-2]))):
+        return naive  # whole steps, then the start of one: a log that ends inside a step (recorded_steps)
     distinct = len({(j.type, j.microbatch) for j in jobs})
     lengths = [len(b) for b in naive]
     ranked = [n for n, _ in Counter(lengths).most_common(4)]
@@ -174,6 +182,124 @@ def _split_plain(jobs: list[PaddleJob], path: Path | None, problems: list[str] |
             f"this log equally well; took {len(best[0])} jobs per step, the second step starting here"
         )
     return best
+
+
+def _entries(jobs: list[PaddleJob], holes: list[int]) -> list[tuple[str, int] | None]:
+    """A step's job lines in file order: ``(type, micro-batch)`` per job, ``None`` per skipped (damaged) line."""
+    at: list[tuple[int, tuple[str, int] | None]] = [(j.line, (j.type, j.microbatch)) for j in jobs]
+    at += [(line, None) for line in holes]
+    return [e for _, e in sorted(at, key=lambda x: x[0])]
+
+
+def _is_prefix(last: list[tuple[str, int] | None], ref: list[tuple[str, int] | None]) -> bool:
+    """Whether ``last`` is shorter than ``ref`` and runs the jobs ``ref`` begins with: a step whose log
+    ends inside it. Every step of a Paddle run prints the same job list in the same order; a skipped
+    line in either stands for any job. A step that lacks a job in the middle (a line deleted) is no
+    prefix: it keeps its place and its micro-batch warning."""
+    if not last or len(last) >= len(ref):
+        return False
+    head = ref[:len(last)]
+    wanted = Counter(e for e in head if e is not None)
+    stand_ins = sum(1 for e in head if e is None)
+    unmatched = sum((Counter(e for e in last if e is not None) - wanted).values())
+    return unmatched <= stand_ins
+
+
+def _work(jobs: list[PaddleJob], holes: list[int]) -> int:
+    """Forward and backward (F, B, I, W) jobs of a step, a skipped line counted as one."""
+    return sum(1 for j in jobs if parse_job_type(j.type)[0] in _PIPELINE_WORK) + len(holes)
+
+
+def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[int]]], paths: list[Path],
+                   labels: list[str], first_step: int, problems: list[str]) -> int:
+    """How many of the logs' steps (from the first) every device recorded whole; the later ones are
+    left out of the figures.
+
+    A device whose log has fewer steps than the others' (it ends at a step boundary: a crash,
+    a log copied before the run ended), or whose last step is cut short (the log ends inside
+    it), did not record the steps after: counted, that device would be idle for them, the
+    step's bubble too high and the step time of fewer devices. A step is cut short where it
+    has fewer job lines than the device's earlier steps (their commonest length; the latest
+    step of that length is the reference) and runs the jobs that step begins with
+    (:func:`_is_prefix`; every step of a Paddle run prints the same job list, PR #58313), or,
+    on a device with one step only, where it has fewer forward and backward jobs than the
+    other devices' whole steps commonly have (every device runs each micro-batch once forward
+    and once backward per chunk). Devices without a job (their own warning) are
+    not counted; a log of one step on every device is never called cut short.
+
+    One note per device that lacks a step goes to ``problems``, naming its file (and the
+    line where a step is cut short), the device and the steps left out. Where no step is
+    recorded whole by every device, every step is kept (their figures count the missing
+    device as idle), and the notes say so.
+
+    Args:
+        per_rank: per device, its steps' jobs (:func:`_split_steps`).
+        holes: per device and step, the skipped job lines (:func:`_split_steps` ``holes_out``).
+        paths, labels: per device, its log and its name (``"GPU 2"``).
+        first_step: the number of the first step.
+        problems: receives the notes.
+
+    Returns:
+        the number of leading steps to keep (all of them where none is whole on every device).
+    """
+    active = [r for r, steps in enumerate(per_rank) if steps]
+    if not active:
+        return 0
+    n_steps = max(len(per_rank[r]) for r in active)
+    hole = [[holes[r][k] if r < len(holes) and k < len(holes[r]) else [] for k in range(len(per_rank[r]))]
+            for r in range(len(per_rank))]
+    # The forward and backward jobs of a whole step: the commonest count of the steps that are not a log's last
+    # (ties to the smaller), so one odd step does not make every one-step log look cut short.
+    works = Counter(_work(per_rank[r][k], hole[r][k]) for r in active for k in range(len(per_rank[r]) - 1))
+    whole_work = min(works, key=lambda n: (-works[n], n)) if works else 0
+    whole: dict[int, int] = {}
+    cut: dict[int, str] = {}  # device -> how its last step is cut short
+    for r in active:
+        steps = per_rank[r]
+        last = _entries(steps[-1], hole[r][-1])
+        whole[r] = len(steps)
+        if len(steps) > 1:
+            # The reference: the latest earlier step of the commonest length (ties to the shorter), so a step
+            # with an extra line before does not make a whole last step look cut short.
+            earlier = [_entries(steps[k], hole[r][k]) for k in range(len(steps) - 1)]
+            sizes = Counter(len(e) for e in earlier)
+            size = min(sizes, key=lambda n: (-sizes[n], n))
+            k = max(k for k, e in enumerate(earlier) if len(e) == size)
+            if _is_prefix(last, earlier[k]):
+                whole[r] -= 1
+                cut[r] = f"{len(last)} of the {size} job lines its step {first_step + k} has"
+        elif len(active) > 1 and _work(steps[0], hole[r][0]) < whole_work:
+            whole[r] -= 1
+            cut[r] = (f"{len(last)} job line{'' if len(last) == 1 else 's'}; a whole step of another device has "
+                      f"{whole_work} forward and backward jobs")
+    kept = min(whole.values())
+    if kept == n_steps:
+        return n_steps
+    for r in active:
+        if whole[r] == n_steps:
+            continue
+        lacks = list(range(first_step + whole[r], first_step + n_steps))
+        others = [q for q in active if q != r and whole[q] == n_steps]
+        them = "it" if len(lacks) == 1 else "them"
+        if r in cut:
+            line = max([j.line for j in per_rank[r][-1]] + hole[r][-1])
+            where = f"{paths[r]}:{line}: {labels[r]}'s log ends inside step {lacks[0]} ({cut[r]})"
+        else:
+            where = f"{paths[r]}: {labels[r]}'s log ends after step {lacks[0] - 1}"
+        if kept == 0:
+            problems.append(
+                f"{where}: no step was recorded whole by every device, so every step is kept, and {labels[r]} "
+                f"counts as idle where its log has no jobs ({steps_text(lacks)}): their step times and bubble "
+                "are not the run's"
+            )
+            continue
+        who = ("the other devices ran " + them if len(others) == len(active) - 1
+               else f"{' and '.join(labels[q] for q in others)} ran {them}" if others else "")
+        problems.append(
+            f"{where}; {steps_text(lacks)} {'is' if len(lacks) == 1 else 'are'} left out of the figures"
+            + (f" ({who})" if who else "")
+        )
+    return kept or n_steps
 
 
 #: Job kinds per family of jobs that run each micro-batch once per chunk on a device in

@@ -14,7 +14,9 @@ Checks, each a clear error or warning naming the file: a file without
 files or ranks missing; a truncated or invalid file; no pipeline actions (with the
 schedule classes that mark them); actions of one thread that overlap; files of two
 runs (each file's marking named); an unknown schedule class (the known ones listed)
-and one whose stages per rank differ from the trace's (a note). Clock offsets fitted
+and one whose stages per rank differ from the trace's (a note); a step in which a
+rank recorded no pipeline action, left out of the figures with a note (kept, with the
+note, where every step lacks some rank's). Clock offsets fitted
 across hosts, or given ones that break causality, are a note and flag the case
 ``clocks`` (:attr:`harness.imports.clocks.ClockFit.needs_flag`).
 """
@@ -228,6 +230,7 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
                                        f"(its steps: {', '.join(map(str, sorted(tr.steps)))})")
     if not chosen:
         raise InputFormatError(f"{trace_dir}: no ProfilerStep#N recorded by every rank holds pipeline actions")
+    chosen = _steps_every_rank_ran(ranks, chosen, notes)
     acts = [a for tr in ranks for a in tr.actions if a.step in chosen]
     stage_rank: dict[int, int] = {}
     for a in acts:
@@ -290,6 +293,53 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
 _HOST_KINDS = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
 
+def _steps_every_rank_ran(ranks: list[TorchRank], chosen: list[int], notes: list[str]) -> list[int]:
+    """``chosen`` without the steps some rank recorded no pipeline action in (a ``ProfilerStep#N``
+    range that holds none of its ``PP:`` ranges: a profiler stopped early, actions filtered out).
+
+    Counted, such a rank would be idle for the whole step: its bubble far too high, the case's
+    too. So the step is left out of the figures, with one note per rank naming its file and the
+    steps. Where every step lacks some rank's actions, all are kept (their figures count that
+    rank as idle) and the notes say so.
+
+    Args:
+        ranks: the ranks' traces (:func:`~harness.imports.torch_trace.read_rank_trace`).
+        chosen: the step numbers to import, ascending.
+        notes: receives the notes.
+
+    Returns:
+        the steps to import.
+
+    Raises:
+        InputFormatError: a rank holds no pipeline action in any of ``chosen``: its order, and so
+            the schedule, is unknown (names the file, rank and steps).
+    """
+    from harness.imports.step_text import steps_text
+
+    ran = {(a.rank, a.step) for tr in ranks for a in tr.actions if a.kind not in _HOST_KINDS}
+    lacking = {tr.rank: [s for s in chosen if (tr.rank, s) not in ran] for tr in ranks}
+    keep = [s for s in chosen if all(s not in lack for lack in lacking.values())]
+    for tr in ranks:
+        lack = lacking[tr.rank]
+        if not lack:
+            continue
+        held = f"rank {tr.rank}'s ProfilerStep#{', #'.join(map(str, lack))} hold{'s' if len(lack) == 1 else ''} no pipeline action"
+        if len(lack) == len(chosen):
+            raise InputFormatError(f"{tr.path}: {held}: with none in the imported {steps_text(chosen)}, its action order "
+                                   "is unknown (was the profiler active on this rank during the schedule's step()?)")
+        if keep:
+            others = [t.rank for t in ranks if t.rank != tr.rank and not set(lack) & set(lacking[t.rank])]
+            them = "it" if len(lack) == 1 else "them"
+            who = (f"the other ranks ran {them}" if len(others) == len(ranks) - 1
+                   else f"rank{'s' if len(others) > 1 else ''} {' and '.join(map(str, others))} ran {them}" if others else "")
+            notes.append(f"{tr.path}: {held}; {steps_text(lack)} {'is' if len(lack) == 1 else 'are'} left out of the "
+                         "figures" + (f" ({who})" if who else ""))
+        else:
+            notes.append(f"{tr.path}: {held}: no step holds every rank's actions, so every step is kept, and rank "
+                         f"{tr.rank} counts as idle in {steps_text(lack)}: their step times and bubble are not the run's")
+    return keep or chosen
+
+
 def _recover_schedule(actions: list[TorchAction], placement: list[int], world: int, steps: list[int], name: str,
                       ranks: list[TorchRank], notes: list[str]) -> Any:
     """The schedule the ranks ran: each rank's order of pipeline jobs in the first imported step
@@ -306,24 +356,29 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
     for a in sorted(actions, key=lambda a: (a.start_ns, a.kind != "F")):
         if a.kind not in _HOST_KINDS:
             orders[(a.rank, a.step)].append(a)
+    # Each rank's order is that of the first step it ran actions in (a step it recorded none in is noted
+    # by _steps_every_rank_ran, and kept only where every step lacks some rank's actions).
+    first_of = [next((s for s in steps if orders[(r, s)]), steps[0]) for r in range(world)]
     first = steps[0]
     differ = 0
     for r in range(world):
-        ref = [a.label for a in orders[(r, first)]]
-        for s in steps[1:]:
+        ref = [a.label for a in orders[(r, first_of[r])]]
+        for s in steps:
             other = [a.label for a in orders[(r, s)]]
+            if s == first_of[r] or not other:
+                continue
             if other != ref:
                 differ += 1
                 if differ > 10:
                     continue
                 k = next((i for i, (x, y) in enumerate(zip(ref, other)) if x != y), min(len(ref), len(other)))
-                notes.append(f"{ranks[r].path}: rank {r}: step {s} runs its actions in another order than step {first} "
+                notes.append(f"{ranks[r].path}: rank {r}: step {s} runs its actions in another order than step {first_of[r]} "
                              f"(from action {k}: {other[k] if k < len(other) else 'end'} vs "
-                             f"{ref[k] if k < len(ref) else 'end'}); the schedule is step {first}'s")
+                             f"{ref[k] if k < len(ref) else 'end'}); the schedule is step {first_of[r]}'s")
     if differ > 10:
         notes.append(f"... and {differ - 10} more (rank, step) pairs whose order differs from step {first}'s")
     m = 1 + max(a.microbatch for a in actions if a.microbatch is not None)
-    rows = tuple(tuple(Job(a.stage, JobKind(a.kind), a.microbatch) for a in orders[(r, first)]) for r in range(world))
+    rows = tuple(tuple(Job(a.stage, JobKind(a.kind), a.microbatch) for a in orders[(r, first_of[r])]) for r in range(world))
     try:
         schedule = Schedule(name, m, tuple(placement), rows, {"source": "torch.profiler trace"})
         validate(schedule)
