@@ -102,7 +102,10 @@ def _with_metrics(path, step_ns, bubble):
     case["metrics"].update(step_time_median_ns=step_ns, step_time_min_ns=int(step_ns), step_time_max_ns=int(step_ns),
                            bubble_ratio=bubble)
     case["step_end_ns"] = [start + int(step_ns) for start in case["step_start_ns"]]  # steps that last step_ns, as metrics say
-    del case["metrics"]["per_step"]  # (optional) the per-step figures would contradict the edited steps
+    for key in ("per_step", "stats"):  # (optional) the per-step figures and statistics would contradict the edited steps
+        del case["metrics"][key]
+    for key in ("decomposition", "critical_path"):
+        del case[key]
     path.write_text(json.dumps(doc))
     return path
 
@@ -518,7 +521,10 @@ def test_compare_with_a_base_step_time_of_zero_says_the_change_cannot_be_compute
     case["step_end_ns"] = list(case["step_start_ns"])  # steps of 0 ns, as the metrics say
     start_of = dict(zip(case["steps"], case["step_start_ns"]))  # and jobs of 0 ns, within their steps
     case["jobs"]["start_ns"] = case["jobs"]["end_ns"] = [start_of[s] for s in case["jobs"]["step"]]
-    del case["metrics"]["per_step"]
+    for key in ("per_step", "stats"):  # figures of the steps as they were
+        del case["metrics"][key]
+    for key in ("decomposition", "critical_path"):
+        case.pop(key, None)
     base.write_text(json.dumps(doc))
     new = _results(tmp_path / "new.json", schedules=("1F1B",))
     assert main(["compare", str(base), str(new)]) == 0

@@ -313,6 +313,11 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
     problem = _minor_field_problem(case)
     if problem:
         return problem
+    from harness.report.consistency import derived_figure_problem
+
+    problem = derived_figure_problem(case)  # stored figures the case's own steps fix (a hand edit)
+    if problem:
+        return problem
     if case.get("outcome") is not None and case["outcome"] not in _OUTCOMES:
         return f"outcome is {_show(case['outcome'])}, expected one of {', '.join(sorted(_OUTCOMES))}"
     overlaps = case.get("overlaps")

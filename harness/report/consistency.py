@@ -1,0 +1,146 @@
+"""Stored figures that a case's own steps and per-step figures fix, checked against them.
+
+A results file is plain JSON: a hand edit (or a damaged merge of files) can leave a figure
+that the page and ``compare`` would show as measured although the case's own records say
+otherwise. :func:`derived_figure_problem` recomputes what follows from the stored steps and
+per-step figures without reading the jobs (a few operations per step, whatever the case's
+size), the same way :func:`harness.metrics.compute_metrics` derived them:
+
+* per step: ``busy_ns[r] + idle_ns[r]`` is the step time (each rank's idle time is the step
+  less the union of its compute jobs), and ``bubble_ratio`` is ``sum(idle_ns) / (p x
+  step_time_ns)``, the idle share of total;
+* the case's ``metrics.bubble_ratio`` is the median of the per-step ones, and
+  ``metrics.step_time_median_ns`` the median of the recorded steps' durations
+  (``step_end_ns - step_start_ns``); ``metrics.stats.step_time_ns`` holds the same median
+  inside its confidence interval;
+* ``fidelity.change`` is the median step against ``fidelity.predicted_step_ns``, inside its
+  own interval where it has one (:func:`harness.stability.fidelity`);
+* ``decomposition``'s parts add up to its ``step_ns``, a recorded step's duration
+  (:mod:`harness.bubble`);
+* ``critical_path.length_ns`` is the duration of its step, and its ``busy_ns`` lies within it
+  (:mod:`harness.critical_path`).
+
+Figures that only the jobs fix (a per-step busy time against the jobs' intervals) are not
+recomputed here: that would cost a pass over every job of a million-job case.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+__all__ = ["derived_figure_problem"]
+
+#: Slack for figures stored as floats (a ratio of two ns sums), relative.
+_RATIO_SLACK = 1e-9
+#: Slack for stored ns figures that a median of two steps can make a half, ns.
+_NS_SLACK = 1
+
+
+def _number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+def _ns(x: float) -> str:
+    """A figure in ns as text: whole ns without a fraction (a median of two steps can end in .5)."""
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def derived_figure_problem(case: dict[str, Any]) -> str | None:
+    """The first stored figure of ``case`` that contradicts its steps or per-step figures (see the
+    module doc), described with what they give; ``None`` when all agree, or where a figure is absent.
+
+    Args:
+        case: a results-document case whose fields have their types and ranges
+            (:func:`harness.report.fields.case_field_problem` checks them first).
+    """
+    spans = {s: b - a for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])}
+    metrics = case["metrics"]
+    edited = "; was the file edited?"
+    per_step = metrics.get("per_step")
+    ratios: list[float] = []
+    for k, entry in enumerate(per_step if isinstance(per_step, list) else []):
+        busy, idle, time, ratio = (entry.get(key) for key in ("busy_ns", "idle_ns", "step_time_ns", "bubble_ratio"))
+        if not (isinstance(busy, list) and isinstance(idle, list) and _number(time) and _number(ratio)) or not idle:
+            return None  # an older or partial layout: nothing to hold the figures against
+        where = f"metrics.per_step[{k}]"
+        bad = next((r for r, (b, i) in enumerate(zip(busy, idle)) if abs(b + i - time) > _NS_SLACK), None)
+        if bad is not None:
+            return (f"{where}: rank {bad}'s busy_ns ({busy[bad]!r}) and idle_ns ({idle[bad]!r}) add up to "
+                    f"{busy[bad] + idle[bad]!r}, not the step time ({time!r} ns){edited}")
+        if time > 0:
+            share = sum(idle) / (len(idle) * time)
+            if abs(ratio - share) > _RATIO_SLACK:
+                return (f"{where}.bubble_ratio is {ratio!r}, but its idle times give {share:.6g} "
+                        f"(sum(idle_ns) / (p x step_time_ns)){edited}")
+        ratios.append(ratio)
+    if ratios and len(ratios) == len(spans):
+        median = statistics.median(ratios)
+        if abs(metrics["bubble_ratio"] - median) > _RATIO_SLACK:
+            return (f"metrics.bubble_ratio is {metrics['bubble_ratio']!r}, but the median of metrics.per_step's bubble "
+                    f"ratios is {median:.6g}{edited}")
+    if spans:
+        median_ns = statistics.median(spans.values())
+        if abs(metrics["step_time_median_ns"] - median_ns) > _NS_SLACK:
+            return (f"metrics.step_time_median_ns is {metrics['step_time_median_ns']!r}, but the median of the case's "
+                    f"{len(spans)} step(s) (step_end_ns - step_start_ns) is {_ns(median_ns)} ns{edited}")
+    stats = metrics.get("stats")
+    step_stats = stats.get("step_time_ns") if isinstance(stats, dict) else None
+    if isinstance(step_stats, dict) and all(_number(step_stats.get(k)) for k in ("median", "ci_low", "ci_high")):
+        lo, med, hi = step_stats["ci_low"], step_stats["median"], step_stats["ci_high"]
+        if abs(med - metrics["step_time_median_ns"]) > _NS_SLACK:
+            return f"metrics.stats.step_time_ns.median is {med!r}, not metrics.step_time_median_ns ({metrics['step_time_median_ns']!r}){edited}"
+        if not lo <= med <= hi:
+            return f"metrics.stats.step_time_ns: the median {med!r} lies outside its interval ({lo!r} to {hi!r}){edited}"
+    problem = _fidelity_problem(case.get("fidelity"), metrics["step_time_median_ns"])
+    if problem:
+        return problem + edited
+    problem = _decomposition_problem(case.get("decomposition"), spans)
+    if problem:
+        return problem + edited
+    problem = _critical_path_problem(case.get("critical_path"), spans)
+    return problem + edited if problem else None
+
+
+def _fidelity_problem(fid: Any, median_ns: float) -> str | None:
+    if not isinstance(fid, dict) or not (_number(fid.get("change")) and _number(fid.get("predicted_step_ns"))):
+        return None
+    change, predicted = fid["change"], fid["predicted_step_ns"]
+    if predicted <= 0:
+        return f"fidelity.predicted_step_ns is {predicted!r}, expected a positive step time (ns)"
+    expect = median_ns / predicted - 1
+    if abs(change - expect) > _RATIO_SLACK * max(1.0, abs(expect)):
+        return (f"fidelity.change is {change!r}, but the median step ({_ns(median_ns)} ns) against fidelity.predicted_step_ns "
+                f"({predicted!r} ns) gives {expect:.6g}")
+    lo, hi = fid.get("ci_low"), fid.get("ci_high")
+    if _number(lo) and _number(hi) and not lo - _RATIO_SLACK <= change <= hi + _RATIO_SLACK:
+        return f"fidelity.change ({change!r}) lies outside its own interval (fidelity.ci_low {lo!r} to ci_high {hi!r})"
+    return None
+
+
+_PARTS = ("ideal_ns", "imbalance_ns", "recompute_ns", "comm_ns", "schedule_ns")
+
+
+def _decomposition_problem(d: Any, spans: dict[int, int]) -> str | None:
+    if not isinstance(d, dict) or not all(_number(d.get(k)) for k in (*_PARTS, "step_ns")):
+        return None
+    total = sum(d[k] for k in _PARTS)
+    if abs(total - d["step_ns"]) > len(_PARTS) * _NS_SLACK:
+        return f"decomposition: its parts ({', '.join(_PARTS)}) add up to {_ns(total)} ns, not its step_ns ({d['step_ns']!r})"
+    if spans and not any(abs(d["step_ns"] - s) <= _NS_SLACK for s in spans.values()):
+        return f"decomposition.step_ns is {d['step_ns']!r}, which is no recorded step's duration (step_end_ns - step_start_ns)"
+    return None
+
+
+def _critical_path_problem(cp: Any, spans: dict[int, int]) -> str | None:
+    if not isinstance(cp, dict) or type(cp.get("step")) is not int or not _number(cp.get("length_ns")):
+        return None
+    step, length = cp["step"], cp["length_ns"]
+    if step not in spans:
+        return f"critical_path.step is {step}, which is not among the case's steps"
+    if abs(length - spans[step]) > _NS_SLACK:
+        return f"critical_path.length_ns is {length!r}, but step {step} lasts {spans[step]} ns (step_end_ns - step_start_ns)"
+    busy = cp.get("busy_ns")
+    if _number(busy) and not 0 <= busy <= length + _NS_SLACK:
+        return f"critical_path.busy_ns is {busy!r}, expected 0 to its length ({length!r} ns)"
+    return None
