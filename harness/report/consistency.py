@@ -112,7 +112,8 @@ def _fidelity_problem(fid: Any, median_ns: float) -> str | None:
     if abs(change - expect) > _RATIO_SLACK * max(1.0, abs(expect)):
         return (f"fidelity.change is {change!r}, but the median step ({_ns(median_ns)} ns) against fidelity.predicted_step_ns "
                 f"({predicted!r} ns) gives {expect:.6g}")
-    lo, hi = fid.get("ci_low"), fid.get("ci_high")
+    lo: Any = fid.get("ci_low")
+    hi: Any = fid.get("ci_high")
     if _number(lo) and _number(hi) and not lo - _RATIO_SLACK <= change <= hi + _RATIO_SLACK:
         return f"fidelity.change ({change!r}) lies outside its own interval (fidelity.ci_low {lo!r} to ci_high {hi!r})"
     return None
@@ -140,7 +141,7 @@ def _critical_path_problem(cp: Any, spans: dict[int, int]) -> str | None:
         return f"critical_path.step is {step}, which is not among the case's steps"
     if abs(length - spans[step]) > _NS_SLACK:
         return f"critical_path.length_ns is {length!r}, but step {step} lasts {spans[step]} ns (step_end_ns - step_start_ns)"
-    busy = cp.get("busy_ns")
+    busy: Any = cp.get("busy_ns")
     if _number(busy) and not 0 <= busy <= length + _NS_SLACK:
         return f"critical_path.busy_ns is {busy!r}, expected 0 to its length ({length!r} ns)"
     return None
