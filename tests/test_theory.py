@@ -97,8 +97,8 @@ def test_zb_closed_forms_hold_wherever_the_harness_shows_them() -> None:
     # arXiv:2401.10241 Table 2 takes T_F ~ T_B ~ T_W. Over every F, I, W in 1..4 and p = 2..4, m = p..3p:
     # with W <= min(F, I) (ZB-H1) or W <= F (ZB-H2, m >= 2p-1) the worst rank's span bubble is exactly the
     # closed form; outside, the builders' cool-down is longer and the harness shows no theory.
-    from harness.cli import _span_theory
     from harness.cost import FixedCost
+    from harness.show_command import _span_theory
 
     shown = wrong = 0
     for p in (2, 3, 4):
