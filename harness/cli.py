@@ -14,8 +14,8 @@ Commands::
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
-line on stderr, no traceback), 130 interrupted. This module (with the ``run``
-subcommand's, :mod:`harness.run_command`) is the only one of the harness that prints.
+line on stderr, no traceback), 130 interrupted. This module (with the ``run`` and ``show``
+subcommands', :mod:`harness.run_command` and :mod:`harness.show_command`) is the only one of the harness that prints.
 """
 
 from __future__ import annotations
