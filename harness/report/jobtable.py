@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.report.jobtext import parsable_kinds, parse_job_texts
 from harness.report.jsontext import pick
 from harness.report.layout import job_label, track_overflow
 
@@ -68,6 +69,10 @@ class JobTable:
     _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
     _hashed: tuple[np.ndarray, np.ndarray] | bool | None = field(default=None, repr=False, compare=False)
     _finders: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
+    #: ``(largest stage, micro-batch span, sorted label keys)`` where job texts can be parsed
+    #: (:mod:`harness.report.jobtext`) instead of hashed; set by :meth:`from_case`.
+    _parse_keys: tuple[int, int, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _found: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -96,6 +101,7 @@ class JobTable:
             mb = np.asarray(mb_col, dtype=np.int64).reshape(n)
         stage = ints("stage")
         kinds = list(codes)
+        parse_keys = None
         if n:
             span_mb = int(mb.max()) + 2
             key = (stage * len(kinds) + kind) * span_mb + (mb + 1)
@@ -105,13 +111,16 @@ class JobTable:
             rest = uniq // span_mb
             u_kind = (rest % len(kinds)).tolist()
             u_stage = (rest // len(kinds)).tolist()
+            if int(stage.min()) >= 0 and int(mb.min()) >= -1 and parsable_kinds(kinds) is not None:  # one text per label
+                parse_keys = (int(stage.max()), span_mb, uniq)
         else:
             label = np.zeros(0, dtype=np.int64)
             u_mb, u_kind, u_stage = [], [], []
         labels = label_texts(u_stage, u_kind, u_mb, kinds)
         return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
-                   label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb)
+                   label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb,
+                   _parse_keys=parse_keys)
 
     def _text_index(self) -> dict[str, int]:
         """Job text -> the last label id of that text."""
@@ -132,7 +141,11 @@ class JobTable:
     def ids_of(self, names: list[str]) -> np.ndarray:
         """Per text of ``names``, its label id (the last one of that text), or -1. By the texts' hashes
         (computed in C, matched by binary search) and one string comparison per match, so the labels'
-        dict is never built; through the dict where labels share a hash."""
+        dict is never built; through the dict where labels share a hash. Where the case's kinds allow it
+        (:mod:`harness.report.jobtext`), the texts are parsed in numpy instead, which gives the same ids."""
+        parsed = self._ids_by_parse(names)
+        if parsed is not None:
+            return parsed
         hashed = self._hashes()
         if hashed is None:
             index = self._text_index()
@@ -151,12 +164,28 @@ class JobTable:
         ids[hit[~same]] = -1
         return ids.astype(np.int64)
 
+    def _ids_by_parse(self, names: list[str]) -> np.ndarray | None:
+        """:meth:`ids_of` by parsing the texts (:func:`harness.report.jobtext.parse_job_texts`) and
+        looking their (stage, kind, micro-batch) keys up among the labels'; ``None`` where the
+        texts cannot be read so (then :meth:`ids_of` hashes them)."""
+        if self._parse_keys is None or not names:
+            return None
+        got = parse_job_texts(names, self.kinds)
+        if got is None:
+            return None
+        top, span_mb, keys = self._parse_keys
+        stage, kind, mb = got
+        ok = (kind >= 0) & (stage <= top) & (mb <= span_mb - 2)
+        key = (np.where(ok, stage, 0) * len(self.kinds) + np.where(ok, kind, 0)) * span_mb + np.where(ok, mb, 0) + 1
+        pos = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+        return np.where(ok & (keys[pos] == key), pos, -1).astype(np.int64)
+
     def text_ids(self) -> np.ndarray:
         """Per job (int64, shape ``(n,)``), its label id with labels of one text merged into the last
         such id, the one :meth:`dep_ids` gives (texts collide only for imported kinds ending in digits:
         stage 1, kind ``F1``, micro-batch 2 and stage 1, kind ``F``, micro-batch 12 are both ``1F12``)."""
         if self._text_ids is None:
-            if self._hashes() is not None or len(self._text_index()) == len(self.labels):
+            if self._parse_keys is not None or self._hashes() is not None or len(self._text_index()) == len(self.labels):
                 self._text_ids = self.label
             else:
                 index = self._text_index()
@@ -169,6 +198,7 @@ class JobTable:
         (in job order) of that step value and label id, or -1 (label -1, or no such job). With
         ``by_text``, labels of one text count as one (:meth:`text_ids`; ``label`` from :meth:`dep_ids`).
         One sort of the jobs per table, then binary searches."""
+        by_text = by_text and self.text_ids() is not self.label  # one text per label: the same finder
         got = self._finders.get(by_text)
         if got is None:
             step_values, step_code = np.unique(self.step, return_inverse=True)
@@ -188,6 +218,20 @@ class JobTable:
         q = np.where(ok, spos * nl + label, -1)
         pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
         return np.where(ok & (uk[pos] == q), ui[pos], -1).astype(np.int64)
+
+    def find_step(self, step: int, label: np.ndarray, by_text: bool = False) -> np.ndarray:
+        """:meth:`find` of every query of ``label`` in the one step value ``step``, remembered per
+        ``(step, label, by_text)`` (the trace's arrows and the page's grid ask the same), so the
+        result must not be written to.
+
+        Returns:
+            int64, shape ``(q,)``: the job index per query, or -1."""
+        by_text = by_text and self.text_ids() is not self.label
+        key = (int(step), id(label), by_text)
+        got = self._found.get(key)
+        if got is None or got[0] is not label:  # (the array itself is kept: its id is not reused while it is)
+            got = self._found[key] = (label, self.find(np.full(len(label), step, dtype=np.int64), label, by_text=by_text))
+        return got[1]
 
     def dep_ids(self, deps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The case's dependencies (``[source text, target text, "end" | "start"]``, ``d`` of them) as

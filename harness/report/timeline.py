@@ -73,8 +73,7 @@ def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
     src, dst, start = table.dep_ids(deps)
     out = []
     for step in case["steps"]:
-        at = np.full(len(deps), step, dtype=np.int64)
-        a, b = table.find(at, src, by_text=True), table.find(at, dst, by_text=True)
+        a, b = table.find_step(step, src, by_text=True), table.find_step(step, dst, by_text=True)
         ok = (a >= 0) & (b >= 0)
         out.append(np.stack([a[ok], b[ok], start[ok].astype(np.int64)], axis=1))
     return np.concatenate(out)
