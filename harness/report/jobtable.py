@@ -45,7 +45,8 @@ class JobTable:
         microbatch: int64 array, shape ``(n,)``; -1 for a job without one (``OPT``).
         kinds: the distinct kind tokens; ``kind`` (int64, ``(n,)``) indexes it.
         label: int64 array, shape ``(n,)``: index into ``labels``.
-        labels: distinct job texts (``"2F0"``); ``label_stage``, ``label_kind``
+        labels: distinct job texts (``"2F0"``), made on first use (a run's report needs none of them:
+            its dependencies are resolved by parsing, :mod:`harness.report.jobtext`); ``label_stage``, ``label_kind``
             (index into ``kinds``), ``label_microbatch`` (-1: none) describe each.
     """
 
@@ -60,10 +61,10 @@ class JobTable:
     kind: np.ndarray
     kinds: list[str]
     label: np.ndarray
-    labels: list[str]
     label_stage: list[int]
     label_kind: list[int]
     label_microbatch: list[int]
+    _labels: list[str] | None = field(default=None, repr=False, compare=False)
     _deps: tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(default=None, repr=False, compare=False)
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -116,11 +117,17 @@ class JobTable:
         else:
             label = np.zeros(0, dtype=np.int64)
             u_mb, u_kind, u_stage = [], [], []
-        labels = label_texts(u_stage, u_kind, u_mb, kinds)
         return cls(rank=ints("rank"), stream=ints("stream"), stage=stage, chunk=ints("chunk"), step=ints("step"),
                    start_ns=ints("start_ns"), end_ns=ints("end_ns"), microbatch=mb, kind=kind, kinds=kinds,
-                   label=label, labels=labels, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb,
+                   label=label, label_stage=u_stage, label_kind=u_kind, label_microbatch=u_mb,
                    _parse_keys=parse_keys)
+
+    @property
+    def labels(self) -> list[str]:
+        """The distinct job texts, by label id (:func:`label_texts`; made once, on first use)."""
+        if self._labels is None:
+            self._labels = label_texts(self.label_stage, self.label_kind, self.label_microbatch, self.kinds)
+        return self._labels
 
     def _text_index(self) -> dict[str, int]:
         """Job text -> the last label id of that text."""
@@ -202,7 +209,7 @@ class JobTable:
         got = self._finders.get(by_text)
         if got is None:
             step_values, step_code = np.unique(self.step, return_inverse=True)
-            nl = max(1, len(self.labels))
+            nl = max(1, len(self.label_kind))
             key = step_code.reshape(self.n) * nl + (self.text_ids() if by_text else self.label)
             order = np.argsort(key, kind="stable")
             sk = key[order]
@@ -212,7 +219,7 @@ class JobTable:
         step_values, uk, ui = got
         if not len(uk) or not len(label):
             return np.full(len(label), -1, dtype=np.int64)
-        nl = max(1, len(self.labels))
+        nl = max(1, len(self.label_kind))
         spos = np.minimum(np.searchsorted(step_values, step), len(step_values) - 1)
         ok = (step_values[spos] == step) & (label >= 0)
         q = np.where(ok, spos * nl + label, -1)
