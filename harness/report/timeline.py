@@ -124,7 +124,7 @@ def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = 
     comm_sorted = is_comm[order_a]
     slot: np.ndarray | None
     grid_error = None
-    placed = place_in_order(comm_sorted, chained, deps, starts_a, durs_a)  # in the recorded times' order, where they give one
+    placed = place_in_order(comm_sorted, chained, deps, starts_a)  # in the recorded times' order, where they give one
     if placed is not None:
         slot = np.asarray(placed, dtype=np.int64)
     else:
