@@ -88,3 +88,31 @@ def test_find_step_is_find_of_the_step_and_is_remembered() -> None:
         assert table.find_step(step, label).tolist() == want.tolist() == table.find_step(step, label, by_text=True).tolist()
     assert table.find_step(1, label).tolist() == [len(jobs) + 0, len(jobs) + 23, -1, len(jobs) + 13]
     assert table.find_step(1, label) is table.find_step(1, label)
+
+
+@pytest.mark.parametrize("far", [False, True])
+@pytest.mark.parametrize("dense", [True, False])
+def test_lookups_by_table_and_by_sort_agree_with_a_dict(monkeypatch: pytest.MonkeyPatch, dense: bool, far: bool) -> None:
+    from harness.report import jobtable
+
+    if not dense:
+        monkeypatch.setattr(jobtable, "_dense", lambda size, n: False)
+    rng = random.Random(3)
+    jobs = [(rng.randrange(0, 6), rng.choice(["F", "B", "SEND_F"]), rng.randrange(0, 20)) for _ in range(500)]  # repeats too
+    case = _case(jobs)
+    steps = [2, 5, 9, 10**12 if far else 11]  # far: too wide a range to count the steps
+    case["jobs"]["step"] = [rng.choice(steps) for _ in jobs]
+    table = JobTable.from_case(case)
+    values, code = table.step_codes()
+    want_values, want_code = np.unique(np.asarray(case["jobs"]["step"]), return_inverse=True)
+    assert values.tolist() == want_values.tolist() and code.tolist() == want_code.tolist()
+    names = [job_label(*j) for j in jobs[:100]] + ["9F99", "0B0", "x"]
+    assert table.ids_of(names).tolist() == _by_dict(table, names)
+    last = {}
+    for i, (text, step) in enumerate(zip((job_label(*j) for j in jobs), case["jobs"]["step"])):
+        last[(step, text)] = i
+    label = table.ids_of(names)
+    for step in (*steps, 3):
+        got = table.find(np.full(len(names), step, dtype=np.int64), label)
+        assert got.tolist() == [last.get((step, x), -1) for x in names]
+    assert table.find(np.array([2]), np.array([len(table.label_kind)])).tolist() == [-1]  # no label: no job

@@ -78,8 +78,7 @@ class _RankWriter:
         self.by_rank = np.argsort(t.rank, kind="stable")
         self.bounds = np.searchsorted(t.rank[self.by_rank], np.arange(self.p + 1))
         self.own = rank_step_spans(case) if steps_overlap(case) else None
-        self.step_values, code = np.unique(t.step, return_inverse=True)
-        self.step_code = code.reshape(t.n)
+        self.step_values, self.step_code = t.step_codes()
         self.stream_no = STREAM_BASE + np.asarray([s.tid for s in self.slots] or [0], dtype=np.int64)
         self.stream_text = [str(x) for x in self.stream_no.tolist()]
         inner = [json.dumps(kind)[1:-1] for kind in t.kinds]

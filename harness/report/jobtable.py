@@ -35,6 +35,11 @@ def label_texts(stage: list[int], kind: list[int], microbatch: list[int], kinds:
     return join_rows([int_texts(np.asarray(stage, dtype=np.int64)), pick(kinds, np.asarray(kind, dtype=np.int64)), mb_name], sep).split(sep)
 
 
+def _dense(size: int, n: int) -> bool:
+    """Whether a lookup table of ``size`` entries is small enough for ``n`` jobs (about 4 per job)."""
+    return size <= 4 * n + 4096
+
+
 @dataclass
 class JobTable:
     """The jobs of one case, in the case's job order (``n`` jobs).
@@ -69,10 +74,12 @@ class JobTable:
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _text_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
     _hashed: tuple[np.ndarray, np.ndarray] | bool | None = field(default=None, repr=False, compare=False)
-    _finders: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
+    _finders: dict[bool, tuple[np.ndarray, np.ndarray | None, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     #: ``(largest stage, micro-batch span, sorted label keys)`` where job texts can be parsed
     #: (:mod:`harness.report.jobtext`) instead of hashed; set by :meth:`from_case`.
     _parse_keys: tuple[int, int, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _key_table: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _steps: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _found: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -184,8 +191,29 @@ class JobTable:
         stage, kind, mb = got
         ok = (kind >= 0) & (stage <= top) & (mb <= span_mb - 2)
         key = (np.where(ok, stage, 0) * len(self.kinds) + np.where(ok, kind, 0)) * span_mb + np.where(ok, mb, 0) + 1
+        size = (top + 1) * len(self.kinds) * span_mb  # every key is below this
+        if _dense(size, self.n):  # a table by key: one gather, no binary search of a million keys
+            if self._key_table is None:
+                self._key_table = np.full(size, -1, dtype=np.int64)
+                self._key_table[keys] = np.arange(len(keys), dtype=np.int64)
+            return np.where(ok, self._key_table[key], -1)
         pos = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
         return np.where(ok & (keys[pos] == key), pos, -1).astype(np.int64)
+
+    def step_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct step values (sorted, int64, shape ``(s,)``) and per job the index of its step
+        among them (int64, shape ``(n,)``): ``np.unique(step, return_inverse=True)``, counted instead
+        of sorted where the steps span a small range; made once."""
+        if self._steps is None:
+            lo, hi = (int(self.step.min()), int(self.step.max())) if self.n else (0, -1)
+            if self.n and _dense(hi - lo + 1, self.n):
+                present = np.bincount(self.step - lo) > 0
+                code_of = np.cumsum(present) - 1
+                self._steps = (np.flatnonzero(present).astype(np.int64) + lo, code_of[self.step - lo].astype(np.int64))
+            else:
+                values, code = np.unique(self.step, return_inverse=True)
+                self._steps = (values.astype(np.int64), code.reshape(self.n).astype(np.int64))
+        return self._steps
 
     def text_ids(self) -> np.ndarray:
         """Per job (int64, shape ``(n,)``), its label id with labels of one text merged into the last
@@ -204,25 +232,33 @@ class JobTable:
         """Per query ``(step[k], label[k])`` (int64 arrays, shape ``(q,)``), the index of the last job
         (in job order) of that step value and label id, or -1 (label -1, or no such job). With
         ``by_text``, labels of one text count as one (:meth:`text_ids`; ``label`` from :meth:`dep_ids`).
-        One sort of the jobs per table, then binary searches."""
+        Per table once: a table of the last job per (step, label) where that is small (at most about
+        4 entries per job), else one sort of the jobs; then per query a lookup, or a binary search."""
         by_text = by_text and self.text_ids() is not self.label  # one text per label: the same finder
+        nl = max(1, len(self.label_kind))
         got = self._finders.get(by_text)
         if got is None:
-            step_values, step_code = np.unique(self.step, return_inverse=True)
-            nl = max(1, len(self.label_kind))
-            key = step_code.reshape(self.n) * nl + (self.text_ids() if by_text else self.label)
-            order = np.argsort(key, kind="stable")
-            sk = key[order]
-            last = np.ones(len(sk), dtype=bool)
-            last[:-1] = sk[1:] != sk[:-1]
-            got = self._finders[by_text] = (step_values, sk[last], order[last])
+            step_values, step_code = self.step_codes()
+            key = step_code * nl + (self.text_ids() if by_text else self.label)
+            if _dense(len(step_values) * nl, self.n):
+                last = np.full(len(step_values) * nl, -1, dtype=np.int64)
+                np.maximum.at(last, key, np.arange(self.n, dtype=np.int64))  # the last job (in job order) of each key
+                got = (step_values, None, last)
+            else:
+                order = np.argsort(key, kind="stable")
+                sk = key[order]
+                keep = np.ones(len(sk), dtype=bool)
+                keep[:-1] = sk[1:] != sk[:-1]
+                got = (step_values, sk[keep], order[keep])
+            self._finders[by_text] = got
         step_values, uk, ui = got
-        if not len(uk) or not len(label):
+        if not len(ui) or not len(label):
             return np.full(len(label), -1, dtype=np.int64)
-        nl = max(1, len(self.label_kind))
         spos = np.minimum(np.searchsorted(step_values, step), len(step_values) - 1)
-        ok = (step_values[spos] == step) & (label >= 0)
-        q = np.where(ok, spos * nl + label, -1)
+        ok = (step_values[spos] == step) & (label >= 0) & (label < nl)
+        q = np.where(ok, spos * nl + label, 0)
+        if uk is None:
+            return np.where(ok, ui[q], -1).astype(np.int64)
         pos = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
         return np.where(ok & (uk[pos] == q), ui[pos], -1).astype(np.int64)
 
