@@ -80,6 +80,7 @@ class JobTable:
     _parse_keys: tuple[int, int, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _key_table: np.ndarray | None = field(default=None, repr=False, compare=False)
     _steps: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _stream_order: np.ndarray | None = field(default=None, repr=False, compare=False)
     _found: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -113,8 +114,14 @@ class JobTable:
         if n:
             span_mb = int(mb.max()) + 2
             key = (stage * len(kinds) + kind) * span_mb + (mb + 1)
-            uniq, label = np.unique(key, return_inverse=True)
-            label = label.reshape(n).astype(np.int64)
+            top = int(key.max()) + 1
+            if int(key.min()) >= 0 and _dense(top, n):  # np.unique by counting: no sort
+                present = np.bincount(key, minlength=top) > 0
+                uniq = np.flatnonzero(present).astype(np.int64)
+                label = (np.cumsum(present) - 1)[key].astype(np.int64)
+            else:
+                uniq, label = np.unique(key, return_inverse=True)
+                label = label.reshape(n).astype(np.int64)
             u_mb = (uniq % span_mb - 1).tolist()
             rest = uniq // span_mb
             u_kind = (rest % len(kinds)).tolist()
@@ -295,6 +302,14 @@ class JobTable:
         self._deps = (deps, (src, dst, start))
         return src, dst, start
 
+    def stream_order(self) -> np.ndarray:
+        """The jobs by stream, then start, then end, ties in job order (int64, shape ``(n,)``):
+        ``np.lexsort((end_ns, start_ns, stream))``, made once (the trace's tracks and the page's
+        lanes both want it)."""
+        if self._stream_order is None:
+            self._stream_order = np.lexsort((self.end_ns, self.start_ns, self.stream)).astype(np.int64)
+        return self._stream_order
+
     def sub_tracks(self) -> np.ndarray:
         """Per job, its sub-track within its stream (0 unless jobs of the stream overlap):
         :func:`harness.report.layout.track_overflow` per stream, run only on the streams
@@ -302,7 +317,7 @@ class JobTable:
         sub = np.zeros(self.n, dtype=np.int64)
         if self.n < 2:
             return sub
-        order = np.lexsort((self.end_ns, self.start_ns, self.stream))
+        order = self.stream_order()
         s, a, b = self.stream[order], self.start_ns[order], self.end_ns[order]
         clash = (s[1:] == s[:-1]) & (b[:-1] > a[1:])
         if not clash.any():
