@@ -1,11 +1,8 @@
-"""The report's fast paths for valid input give what the exact paths give (harness.report.fields, .atomic)."""
+"""The report's fast paths for valid input give what the exact paths give (harness.report.fields)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from harness.job_checks import first_duplicate
-from harness.report.atomic import atomic_write_bytes
 from harness.report.fields import _step_labels_distinct
 from harness.report.jobtable import JobTable
 
@@ -34,10 +31,3 @@ def test_steps_too_far_apart_to_count_are_left_to_the_sort() -> None:
     wide = _table([0, 0], [0, 10**12], [0, 0])
     assert not _step_labels_distinct(wide)
     assert first_duplicate(wide.rank, wide.step, wide.label) is None
-
-
-def test_a_file_whose_cached_pages_were_dropped_reads_back_whole(tmp_path) -> None:
-    data = np.arange(300_000, dtype=np.int64).tobytes()  # 2.4 MB: past one 1 MiB write
-    path = atomic_write_bytes(tmp_path / "x.bin", data)
-    assert path.read_bytes() == data
-    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]

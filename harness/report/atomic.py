@@ -8,7 +8,6 @@ POSIX and Windows within one file system).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -65,7 +64,6 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-            _drop_cached(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -74,19 +72,6 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
         except OSError:
             pass
         raise
-
-
-def _drop_cached(fd: int) -> None:
-    """Tell the kernel the file's pages, now on disk (fsynced), need not stay cached
-    (``posix_fadvise(POSIX_FADV_DONTNEED)``), where the system has it.
-
-    A report writes hundreds of MB it does not read back; left cached, every file takes fresh
-    pages, and on a VM that hands free memory back to its host (free page reporting) each fresh
-    page costs a fault into the host. Dropped, the next file's pages are the ones just freed."""
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is not None:
-        with contextlib.suppress(OSError):
-            advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def atomic_write(path: Path, write: Callable[[IO[str]], None]) -> Path:
