@@ -152,8 +152,8 @@ def place_in_order(comm: np.ndarray, chained: np.ndarray, deps: np.ndarray, star
     """
     n = len(comm)
     nxt = np.flatnonzero(chained)
-    src = np.concatenate([nxt - 1, deps[:, 0]]).astype(np.int64)
-    dst = np.concatenate([nxt, deps[:, 1]]).astype(np.int64)
+    src = np.concatenate([nxt - 1, deps[:, 0]]).astype(np.int64, copy=False)
+    dst = np.concatenate([nxt, deps[:, 1]]).astype(np.int64, copy=False)
     tied = np.flatnonzero(start[src] == start[dst])
     depth = np.zeros(n, np.int64)
     for _ in range(64):  # chains of jobs that start together are short: a send and its receive, an overlapped group
@@ -176,11 +176,10 @@ def place_in_order(comm: np.ndarray, chained: np.ndarray, deps: np.ndarray, star
     step = np.where(comm, 0, 1)[src]
     step[len(nxt):][deps[:, 2] != 0] = 0  # released at the source's start
     order = np.argsort(key[src], kind="stable")  # every edge into a job before any edge out of it
-    src, dst, step = src[order], dst[order], step[order]
     ready = [0] * n
-    for lo in range(0, len(src), _EDGES_PER_PASS):  # a few thousand edges' ints at a time: their memory is reused
-        hi = lo + _EDGES_PER_PASS
-        for u, v, w in zip(src[lo:hi].tolist(), dst[lo:hi].tolist(), step[lo:hi].tolist()):
+    for lo in range(0, len(order), _EDGES_PER_PASS):  # a few thousand edges at a time: their memory is reused
+        at = order[lo:lo + _EDGES_PER_PASS]
+        for u, v, w in zip(src[at].tolist(), dst[at].tolist(), step[at].tolist()):
             x = ready[u] + w
             if x > ready[v]:
                 ready[v] = x

@@ -76,7 +76,7 @@ def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
         a, b = table.find_step(step, src, by_text=True), table.find_step(step, dst, by_text=True)
         ok = (a >= 0) & (b >= 0)
         out.append(np.stack([a[ok], b[ok], start[ok].astype(np.int64)], axis=1))
-    return np.concatenate(out)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = None, table: JobTable | None = None) -> dict[str, Any]:
