@@ -112,12 +112,13 @@ def test_place_in_order_matches_kahn_and_refuses_a_backward_edge():
     comm = np.array([False, True, False, False])
     chained = np.array([False, True, False, True])  # stream A: 0 -> 1, stream B: 2 -> 3
     deps = np.array([[1, 3, 0], [0, 2, 1]], dtype=np.int64)  # 1 ends before 3; 2 starts with 0
-    start, length = np.array([0, 5, 0, 7]), np.array([5, 2, 3, 1])
-    got = place_in_order(comm, chained, deps, start, length)
+    start = np.array([0, 5, 0, 7])
+    got = place_in_order(comm, chained, deps, start)
     assert got == place_slots(comm.tolist(), [[0, 1], [2, 3]], deps.reshape(-1).tolist()) == [0, 1, 0, 1]
-    tied = place_in_order(comm, chained, deps, np.zeros(4, np.int64), np.zeros(4, np.int64))  # all at once: the edges order them
+    tied = place_in_order(comm, chained, deps, np.zeros(4, np.int64))  # all at once: the edges order them
     assert tied == [0, 1, 0, 1]
-    assert place_in_order(comm, chained, deps, np.array([0, 5, 0, 4]), length) is None  # 3 starts before 1: 1 -> 3 backward
+    assert place_in_order(comm, chained, deps, np.array([0, 5, 0, 4])) is None  # 3 starts before 1: 1 -> 3 backward
+    assert place_in_order(comm, chained, deps, np.array([0, 5, 0, 7]) + (1 << 60)) == [0, 1, 0, 1]  # past one int64 key: lexsort
 
 
 def test_the_page_embeds_the_same_json_as_json_dumps_of_the_lists():

@@ -177,7 +177,7 @@ def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, s
 
         src, dst, at_start = jobs_table.dep_ids(deps)
         moves = np.asarray([bool(_TRANSFER.search(k)) for k in jobs_table.kinds] or [False], dtype=bool)
-        label_moves = moves[np.asarray(jobs_table.label_kind, dtype=np.int64)] if jobs_table.labels else np.zeros(1, bool)
+        label_moves = moves[np.asarray(jobs_table.label_kind, dtype=np.int64)] if jobs_table.label_kind else np.zeros(1, bool)
         unknown = (src < 0) | (dst < 0)  # a text no job has: decided by its text below
         keep = at_start & (unknown | ~(label_moves[np.maximum(src, 0)] | label_moves[np.maximum(dst, 0)]))
         starts = [deps[i] for i in np.flatnonzero(keep).tolist()]

@@ -78,13 +78,14 @@ class _RankWriter:
         self.by_rank = np.argsort(t.rank, kind="stable")
         self.bounds = np.searchsorted(t.rank[self.by_rank], np.arange(self.p + 1))
         self.own = rank_step_spans(case) if steps_overlap(case) else None
-        self.step_values, code = np.unique(t.step, return_inverse=True)
-        self.step_code = code.reshape(t.n)
+        self.step_values, self.step_code = t.step_codes()
         self.stream_no = STREAM_BASE + np.asarray([s.tid for s in self.slots] or [0], dtype=np.int64)
         self.stream_text = [str(x) for x in self.stream_no.tolist()]
         inner = [json.dumps(kind)[1:-1] for kind in t.kinds]
         self.name_head = [(COMM_KERNEL_PREFIX if kind in _COMM_KINDS else "") for kind in t.kinds]
         self.name_kind = inner
+        longest = int(np.diff(self.bounds).max(initial=0))  # every rank's correlation ids count from CORRELATION_BASE
+        self.corr_text = int_texts(np.arange(CORRELATION_BASE, CORRELATION_BASE + longest, dtype=np.int64))
 
     def head(self, rank: int) -> tuple[list[dict[str, Any]], dict[int, int]]:
         """The rank's metadata and step events, and per step value the launch time (ns) of its jobs."""
@@ -122,21 +123,25 @@ class _RankWriter:
         known = [launch_of.get(v) for v in self.step_values.tolist()]
         launch_code = np.asarray([-1 if x is None else x for x in known], dtype=np.int64)
         has_launch = np.asarray([x is not None for x in known], dtype=bool)
+        launch_text = float_texts(launch_code / 1000.0)  # per step value: where every job of a chunk has its step's launch
         pid = rank_pid(rank)
         for lo in range(0, len(idx), CHUNK_ROWS):
             j = idx[lo:lo + CHUNK_ROWS]
             code = self.step_code[j]
-            launch = np.where(has_launch[code], launch_code[code], t.start_ns[j]) / 1000.0
+            if has_launch[code].all():
+                launches: list[str] = pick(launch_text, code)
+            else:
+                launches = float_texts(np.where(has_launch[code], launch_code[code], t.start_ns[j]) / 1000.0)
             ts = t.start_ns[j] / 1000.0
             dur = t.end_ns[j] / 1000.0 - ts
-            corr = int_texts(np.arange(CORRELATION_BASE + lo, CORRELATION_BASE + lo + len(j), dtype=np.int64))
+            corr = self.corr_text[lo:lo + len(j)]
             kind = t.kind[j]
             stream = pick(self.stream_text, t.stream[j])
             stage = int_texts(t.stage[j])
             mb_name, mb_arg = microbatch_texts(t.microbatch[j])
             text = join_rows([
                 f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {pid}, "tid": {HOST_TID}, "ts": ',
-                float_texts(launch), ', "dur": 0.0, "args": {"correlation": ', corr, ', "external id": ', corr,
+                launches, ', "dur": 0.0, "args": {"correlation": ', corr, ', "external id": ', corr,
                 '}}, {"ph": "X", "cat": "kernel", "name": "', pick(self.name_head, kind), stage, pick(self.name_kind, kind), mb_name,
                 f'", "pid": {pid}, "tid": ', stream, ', "ts": ', float_texts(ts), ', "dur": ', float_texts(dur),
                 ', "args": {"stream": ', stream, f', "device": {rank}, "correlation": ', corr, ', "external id": ', corr,

@@ -73,11 +73,10 @@ def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
     src, dst, start = table.dep_ids(deps)
     out = []
     for step in case["steps"]:
-        at = np.full(len(deps), step, dtype=np.int64)
-        a, b = table.find(at, src, by_text=True), table.find(at, dst, by_text=True)
+        a, b = table.find_step(step, src, by_text=True), table.find_step(step, dst, by_text=True)
         ok = (a >= 0) & (b >= 0)
         out.append(np.stack([a[ok], b[ok], start[ok].astype(np.int64)], axis=1))
-    return np.concatenate(out)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = None, table: JobTable | None = None) -> dict[str, Any]:
@@ -91,7 +90,7 @@ def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = 
     jobs = case["jobs"]
     n = t.n
     base = min(case["step_start_ns"]) if case["step_start_ns"] else (int(t.start_ns.min()) if n else 0)
-    order_a = np.lexsort((t.end_ns, t.start_ns, t.stream)) if n else np.zeros(0, np.int64)  # stable: ties keep job order
+    order_a = t.stream_order()  # stream, start, end; ties keep job order
     pos_a = np.empty(n, np.int64)
     pos_a[order_a] = np.arange(n)
     starts_a = t.start_ns[order_a] - base
@@ -125,7 +124,7 @@ def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = 
     comm_sorted = is_comm[order_a]
     slot: np.ndarray | None
     grid_error = None
-    placed = place_in_order(comm_sorted, chained, deps, starts_a, durs_a)  # in the recorded times' order, where they give one
+    placed = place_in_order(comm_sorted, chained, deps, starts_a)  # in the recorded times' order, where they give one
     if placed is not None:
         slot = np.asarray(placed, dtype=np.int64)
     else:

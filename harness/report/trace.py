@@ -282,8 +282,7 @@ def _flow_points(case: dict[str, Any], table: JobTable, placed: _Placed) -> Iter
     src, dst, at_start = table.dep_ids(deps)
     at_end = ~at_start
     for step in case["steps"]:  # step by step, dependency by dependency
-        at = np.full(len(deps), step, dtype=np.int64)
-        a, b = table.find(at, src), table.find(at, dst)
+        a, b = table.find_step(step, src), table.find_step(step, dst)
         ok = (a >= 0) & (b >= 0)
         a, b, end_side = a[ok], b[ok], at_end[ok]
         for lo in range(0, len(a), CHUNK_ROWS):
