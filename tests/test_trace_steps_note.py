@@ -67,3 +67,19 @@ def test_case(pipeline):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["warning: --trace-steps=5 asks for more steps than case 'test_cases.py::test_case' recorded (1); "
                                  "its trace holds its one step"])
+
+
+def test_a_trace_cut_to_its_first_steps_says_so_in_the_trace_and_on_the_page(tmp_path):
+    # neither the trace's otherData nor the page said that 3 of 5 steps were left out of the trace
+    doc = results_document([_case("five", range(0, 5)), _case("one", range(0, 1))])
+    with pytest.warns(TraceStepsWarning, match="than case 'one' recorded"):
+        files = write_report(tmp_path / "out", doc, trace_options=TraceOptions(steps=2), hta=False)
+    trace = json.loads(files.traces["five"].read_text())
+    assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "step"] == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert trace["otherData"]["traced_steps"] == ("the first 2 of the case's 5 recorded steps (--trace-steps 2); results.json, "
+                                                  "the HTA files and the report page hold all 5")
+    assert "traced_steps" not in json.loads(files.traces["one"].read_text())["otherData"]  # nothing was cut
+    page = files.index.read_text()
+    assert page.count('<span class="hint">first 2 of 5 steps</span>') == 1
+    assert "it holds the first 2 of 5 steps (--trace-steps): this page and results.json hold them all" in page
+    assert len(json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["steps"]) == 5

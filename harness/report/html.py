@@ -412,6 +412,7 @@ def render_index(
     title: str = "Pipeline schedules",
     hta_hrefs: dict[str, str] | None = None,
     tables: list[JobTable | None] | None = None,
+    trace_cuts: dict[str, tuple[int, int]] | None = None,
 ) -> str:
     """Render the review page of a results document to an HTML string.
 
@@ -422,6 +423,8 @@ def render_index(
         hta_hrefs: per case id, a link to its folder of per-rank HTA traces.
         tables: per case (in order), its jobs in columns where the caller has them
             (:class:`harness.report.jobtable.JobTable`, or ``None``).
+        trace_cuts: per case id whose trace holds only its first steps (``--trace-steps``),
+            ``(traced, recorded)``: its trace link says so.
 
     Raises:
         KeyError, TypeError: a case lacks fields the page needs (validate with
@@ -434,6 +437,9 @@ def render_index(
     kinds = kind_table(cases)
     tables = tables or [None] * len(cases)
     rows = [_row(c, trace_hrefs.get(c["id"]), hta_hrefs.get(c["id"]), tables[k]) for k, c in enumerate(cases)]
+    for r in rows:
+        cut = (trace_cuts or {}).get(r["id"])
+        r["trace_cut"] = f"first {cut[0]} of {cut[1]} steps" if cut and r["trace"] else None
     timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
     pairs = pair_changes(cases)
     pair = default_pair(rows)

@@ -532,7 +532,8 @@ def write_report(
                     progress(f"[{n}/{len(cases)}] {cid}: {len(case['jobs']['kind'])} jobs")
             _say_trace_steps(notice, opts, recorded)
             try:
-                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables)
+                cuts = {cid: (opts.steps, n) for cid, n in recorded.items() if opts.steps is not None and n > opts.steps}
+                html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables, trace_cuts=cuts)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
             (stage / "index.html").write_text(html, encoding="utf-8")

@@ -103,7 +103,8 @@ def _us(ns: int) -> float:
 def first_steps(case: dict[str, Any], steps: int | None) -> dict[str, Any]:
     """``case`` with only its first ``steps`` recorded steps (their jobs, step spans, and the
     memory counter points up to the last kept step's end); ``case`` itself when it has no
-    more steps than that or ``steps`` is ``None``. Linear in the jobs.
+    more steps than that or ``steps`` is ``None``. Linear in the jobs. The cut case holds
+    ``traced_steps`` (``{"traced", "recorded"}``), which the trace's ``otherData`` says.
 
     Raises:
         ValueError: ``steps`` under 1.
@@ -116,7 +117,8 @@ def first_steps(case: dict[str, Any], steps: int | None) -> dict[str, Any]:
     step = np.asarray(case["jobs"]["step"], dtype=np.int64)
     take = np.flatnonzero(np.isin(step, np.asarray(kept, dtype=np.int64))).tolist()
     jobs = {name: [col[i] for i in take] for name, col in case["jobs"].items()}
-    out = {**case, "steps": kept, "step_start_ns": case["step_start_ns"][:steps], "step_end_ns": case["step_end_ns"][:steps], "jobs": jobs}
+    out = {**case, "steps": kept, "step_start_ns": case["step_start_ns"][:steps], "step_end_ns": case["step_end_ns"][:steps], "jobs": jobs,
+           "traced_steps": {"traced": steps, "recorded": len(case["steps"])}}  # said in the trace's otherData
     out.pop("overlaps", None)  # job indices of the whole case
     memory = case.get("memory")
     if isinstance(memory, dict) and memory.get("timeline"):
@@ -341,6 +343,10 @@ def _other_data(case: dict[str, Any]) -> dict[str, Any]:
         other["time_base_epoch_ns"] = epoch
     if case.get("warnings"):
         other["warnings"] = list(case["warnings"])
+    cut = case.get("traced_steps")
+    if isinstance(cut, dict):
+        other["traced_steps"] = (f"the first {cut['traced']} of the case's {cut['recorded']} recorded steps (--trace-steps "
+                                 f"{cut['traced']}); results.json, the HTA files and the report page hold all {cut['recorded']}")
     return other
 
 
