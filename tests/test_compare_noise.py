@@ -99,11 +99,14 @@ def test_a_three_percent_shift_passes_a_five_percent_gate(files, capsys):
 
 
 def test_a_large_change_within_the_noise_does_not_fail(files, capsys):
-    base, new = files("base", 100, seed=1, rel_sd=0.30, n=5), files("new", 108, seed=2, rel_sd=0.30, n=5)
-    deltas, _, _ = compare_documents(json.loads(base.read_text()), json.loads(new.read_text()), [])
+    # steps this noisy earn a real run the 'unstable' flag (the file is refused without it): --strict gates them anyway
+    spread = [Flag("unstable", "step times spread widely")]
+    base = files("base", 100, seed=1, rel_sd=0.30, n=5, flags=spread)
+    new = files("new", 108, seed=2, rel_sd=0.30, n=5, flags=spread)
+    deltas, _, _ = compare_documents(json.loads(base.read_text()), json.loads(new.read_text()), [], strict=True)
     (d,) = deltas
     assert d.verdict == "no significant change" and d.step.ci_low < 0 < d.step.ci_high
-    assert main(["compare", str(base), str(new), "--fail", "step_time:5%"]) == 0
+    assert main(["compare", str(base), str(new), "--fail", "step_time:5%", "--strict"]) == 0
 
 
 def test_an_unstable_case_is_reported_not_gated_unless_strict(files, capsys):

@@ -83,3 +83,17 @@ def test_report_leaves_the_edited_case_out_and_reports_the_other(base, tmp_path,
            "edited?; left out of the report" in err
     kept = json.loads((tmp_path / "out" / "results.json").read_text())["cases"]
     assert [c["id"] for c in kept] == ["intact"]
+
+
+def test_a_noisy_timed_case_without_its_unstable_flag_is_named(base):
+    # flags = [] removed the badges, and compare then gated the case, though its IQR was 12 % of the median
+    case = json.loads(json.dumps(base))
+    case["backend"] = "cpu"
+    case["metrics"]["stats"]["step_time_ns"].update(iqr=1_800_000.0)  # 12 % of 15 ms
+    case["flags"] = []
+    assert derived_figure_problem(case) == ("flags holds no 'unstable' flag, but the step times' IQR (1800000 ns) is 12.0% of their "
+                                            "median (a timed run is flagged above 10%)" + EDITED)
+    case["flags"] = [{"kind": "unstable", "reason": "step times spread widely"}]
+    assert derived_figure_problem(case) is None
+    case["flags"], case["backend"] = [], "torch-trace"  # imports are not flagged for spread
+    assert derived_figure_problem(case) is None

@@ -18,7 +18,10 @@ size), the same way :func:`harness.metrics.compute_metrics` derived them:
 * ``decomposition``'s parts add up to its ``step_ns``, a recorded step's duration
   (:mod:`harness.bubble`);
 * ``critical_path.length_ns`` is the duration of its step, and its ``busy_ns`` lies within it
-  (:mod:`harness.critical_path`).
+  (:mod:`harness.critical_path`);
+* a timed run (``cpu``, ``cuda``, ``mpi``) whose step times' IQR exceeds
+  :data:`harness.stability.UNSTABLE_IQR` of their median holds an ``unstable`` flag: ``compare``
+  gates a case without flags, so a removed flag would gate a noisy case.
 
 Figures that only the jobs fix (a per-step busy time against the jobs' intervals) are not
 recomputed here: that would cost a pass over every job of a million-job case.
@@ -92,6 +95,10 @@ def derived_figure_problem(case: dict[str, Any]) -> str | None:
             return f"metrics.stats.step_time_ns.median is {med!r}, not metrics.step_time_median_ns ({metrics['step_time_median_ns']!r}){edited}"
         if not lo <= med <= hi:
             return f"metrics.stats.step_time_ns: the median {med!r} lies outside its interval ({lo!r} to {hi!r}){edited}"
+    if isinstance(step_stats, dict):
+        problem = _unstable_flag_problem(case, step_stats)
+        if problem:
+            return problem + edited
     problem = _fidelity_problem(case.get("fidelity"), metrics["step_time_median_ns"])
     if problem:
         return problem + edited
@@ -100,6 +107,26 @@ def derived_figure_problem(case: dict[str, Any]) -> str | None:
         return problem + edited
     problem = _critical_path_problem(case.get("critical_path"), spans)
     return problem + edited if problem else None
+
+
+_TIMED = ("cpu", "cuda", "mpi")
+
+
+def _unstable_flag_problem(case: dict[str, Any], step_stats: dict[str, Any]) -> str | None:
+    from harness.stability import UNSTABLE_IQR
+
+    flags = case.get("flags")
+    n: Any = step_stats.get("n")
+    iqr: Any = step_stats.get("iqr")
+    median: Any = step_stats.get("median")
+    if case.get("backend") not in _TIMED or not isinstance(flags, list) or not (type(n) is int and n > 1):
+        return None
+    if not (_number(iqr) and _number(median) and median > 0) or iqr / median <= UNSTABLE_IQR:
+        return None
+    if any(isinstance(f, dict) and f.get("kind") == "unstable" for f in flags):
+        return None
+    return (f"flags holds no 'unstable' flag, but the step times' IQR ({iqr:.0f} ns) is {100 * iqr / median:.1f}% of their "
+            f"median (a timed run is flagged above {100 * UNSTABLE_IQR:.0f}%)")
 
 
 def _fidelity_problem(fid: Any, median_ns: float) -> str | None:
