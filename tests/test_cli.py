@@ -498,7 +498,8 @@ def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_
     ("base", "step_time_median_ns", "33000000", "metrics.step_time_median_ns is '33000000' (str), expected a number"),
 ])
 def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, which, key, value, message):
-    # A one-line error and exit 2 (not a traceback and exit 1, which reads as "past a threshold"), as `report` says it.
+    # As `report` says it (not a traceback, which read as "past a threshold"); the damaged case is left out and the
+    # others are compared: one left out of NEW is missing from it, which the gate fails; one left out of BASE is new.
     paths = {"base": _results(tmp_path / "base.json"), "new": _results(tmp_path / "new.json")}
     doc = json.loads(paths[which].read_text())
     metrics = doc["cases"][1]["metrics"]
@@ -507,10 +508,16 @@ def test_compare_names_file_case_and_field_of_a_bad_metric(tmp_path, capsys, whi
     else:
         metrics[key] = value
     paths[which].write_text(json.dumps(doc))
-    assert main(["compare", str(paths["base"]), str(paths["new"]), "--fail", "step_time:5%"]) == 2
+    assert main(["compare", str(paths["base"]), str(paths["new"]), "--fail", "step_time:5%"]) == (1 if which == "new" else 0)
     captured = capsys.readouterr()
-    assert captured.err == f"error: {paths[which]}: case 'cases/x.py::test[1F1B]' (cases[1]): {message}\n"
-    assert captured.out == ""
+    assert captured.err == f"warning: {paths[which]}: case 'cases/x.py::test[1F1B]' (cases[1]): {message}; left out of the comparison\n"
+    assert "1 case(s) compared" in captured.out
+    assert (f"only in {paths['base']}: cases/x.py::test[1F1B]" in captured.out) == (which == "new")
+    for case in doc["cases"]:  # every case damaged: nothing to compare
+        case["metrics"][key] = None
+    paths[which].write_text(json.dumps(doc))
+    assert main(["compare", str(paths["base"]), str(paths["new"])]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {paths[which]}: case 'cases/x.py::test[FThenB]' (cases[0]): metrics.{key} is None")
 
 
 def test_compare_with_a_base_step_time_of_zero_says_the_change_cannot_be_computed(tmp_path, capsys):
@@ -643,3 +650,19 @@ def test_show_shortens_per_rank_figures_of_many_ranks(capsys):
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("peak in-flight per rank: "))
     # 1F1B holds p - r micro-batches on rank r, capped at m = 8
     assert line.startswith("peak in-flight per rank: 8, 8, 8, 8, 8, 8, 8, 8, … (28 more) …, 4, 3, 2, 1")
+
+
+def test_export_paddle_needs_only_the_case_it_exports_whole(tmp_path, capsys):
+    # one damaged case refused the whole file, also for --case naming an intact one
+    res = _results(tmp_path / "r.json")
+    doc = json.loads(res.read_text())
+    doc["cases"][0]["jobs"]["kind"][3] = "Q"
+    res.write_text(json.dumps(doc))
+    assert main(["export-paddle", str(res), "--case", "cases/x.py::test[1F1B]", "--out", str(tmp_path / "ok")]) == 0
+    assert capsys.readouterr().out == f"4 worker log(s) in {tmp_path / 'ok'}\n"  # p = 4
+    assert main(["export-paddle", str(res), "--case", "cases/x.py::test[FThenB]", "--out", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {res}: case 'cases/x.py::test[FThenB]' (cases[0]): jobs.kind[3] is 'Q' (str)")
+    assert not (tmp_path / "bad").exists()
+    assert main(["export-paddle", str(res), "--out", str(tmp_path / "which")]) == 2  # two cases, one of them damaged
+    assert capsys.readouterr().err == (f"error: {res} holds 2 cases; pick one with --case ID: cases/x.py::test[1F1B], "
+                                       "cases/x.py::test[FThenB]\n")

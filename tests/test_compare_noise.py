@@ -155,7 +155,7 @@ def test_a_gate_below_the_drift_between_runs_is_warned_about_on_timed_cases(file
     tail = ("docs/measurement.md): each confidence interval is over one run's own steps and does not hold that drift, so the gate "
             "can fail identical code (1 timed case(s) compared)\n")
     assert err == ("warning: the gate step_time +1% is below what two runs of one commit can differ by on a shared host (1-3 %, " + tail
-                   + "warning: the gate bubble +1pp is below what two runs of one commit can differ by on a shared host (about 1 pp, "
+                   + "warning: the gate bubble +1pp is below what two runs of one commit can differ by on a shared host (up to about 1.5 pp, "
                    + tail)
     main(["compare", str(base), str(new), "--fail", "step_time:3%", "--fail", "bubble:2"])
     assert capsys.readouterr().err == ""

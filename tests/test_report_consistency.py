@@ -56,6 +56,8 @@ def test_the_case_as_stored_agrees(base):
     (("metrics", "stats", "step_time_ns", "median"), 14_000_000.0,
      "metrics.stats.step_time_ns.median is 14000000.0, not metrics.step_time_median_ns (15000000.0)"),
     (("critical_path", "step"), 7, "critical_path.step is 7, which is not among the case's steps"),
+    (("metrics", "step_time_median_ns"), 14_000_000.0, "metrics.step_time_median_ns is 14000000.0, but the median of the case's "
+                                                       "3 step(s) (step_end_ns - step_start_ns) is 15000000 ns"),
 ])
 def test_an_edited_figure_is_named_with_what_the_steps_give(base, path, value, message):
     assert derived_figure_problem(_edit(base, path, value)) == message + EDITED
@@ -85,15 +87,21 @@ def test_report_leaves_the_edited_case_out_and_reports_the_other(base, tmp_path,
     assert [c["id"] for c in kept] == ["intact"]
 
 
-def test_a_noisy_timed_case_without_its_unstable_flag_is_named(base):
-    # flags = [] removed the badges, and compare then gated the case, though its IQR was 12 % of the median
-    case = json.loads(json.dumps(base))
-    case["backend"] = "cpu"
-    case["metrics"]["stats"]["step_time_ns"].update(iqr=1_800_000.0)  # 12 % of 15 ms
-    case["flags"] = []
-    assert derived_figure_problem(case) == ("flags holds no 'unstable' flag, but the step times' IQR (1800000 ns) is 12.0% of their "
-                                            "median (a timed run is flagged above 10%)" + EDITED)
-    case["flags"] = [{"kind": "unstable", "reason": "step times spread widely"}]
-    assert derived_figure_problem(case) is None
-    case["flags"], case["backend"] = [], "torch-trace"  # imports are not flagged for spread
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("decomposition", "ideal_ns"), 10**400, "decomposition.ideal_ns is an integer of 401 digits, expected a number of ns or a ratio "
+                                             "that fits 64 bits"),
+    (("fidelity", "change"), -(10**30), "fidelity.change is an integer of 31 digits, expected a number of ns or a ratio that fits 64 bits"),
+])
+def test_a_figure_too_large_for_a_float_is_named_not_a_traceback(base, path, value, message):
+    assert derived_figure_problem(_edit(base, path, value)) == message
+
+
+def test_what_earlier_versions_wrote_is_not_held_against_a_file(base):
+    # an even number of steps: the decomposition's step was the two middle steps' mean; a busy time past the length;
+    # a noisy timed case without an 'unstable' flag
+    case = _edit(base, ("decomposition", "step_ns"), 15_000_000.5)
+    case["decomposition"]["schedule_ns"] += 0.5
+    case["critical_path"]["busy_ns"] = 16_000_000
+    case["backend"], case["flags"] = "cpu", []
+    case["metrics"]["stats"]["step_time_ns"]["iqr"] = 3_000_000.0
     assert derived_figure_problem(case) is None

@@ -506,8 +506,9 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
             (:class:`harness.report.jobtable.JobTable`: the renderers use them).
         left_out: where given, a case with a problem (or an id an earlier case has) is removed
             from ``doc["cases"]`` and appended here
-            (:func:`harness.report.results.left_out_entry`) instead of raising; ``tables`` then
-            holds the kept cases' tables only.
+            (:func:`harness.report.results.left_out_entry`, with ``duplicate``: whether its id
+            repeats an earlier case's) instead of raising; ``tables`` then holds the kept cases'
+            tables only.
 
     Raises:
         InputFormatError: (without ``left_out``) names ``source``, the case (by id and position)
@@ -534,7 +535,7 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
             continue
         if left_out is None:
             raise InputFormatError(message)
-        left_out.append(left_out_entry(case, i, problem, message))
+        left_out.append({**left_out_entry(case, i, problem, message), "duplicate": problem.startswith("its id appears")})
         if tables is not None and had is not None:
             del tables[had:]
     if len(kept) < len(cases):
