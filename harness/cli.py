@@ -200,7 +200,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     ungated = result.ungated
     tail = ""
     if ungated and thresholds:
-        tail = (f"; {len(ungated)} flagged case(s) not gated (unstable or contended in either file; --strict gates them)")
+        tail = (f"; {len(ungated)} flagged case(s) not gated (flagged unstable, contended, clocks or steps in either file; --strict gates them)")
     elif result.strict and any(d.flags for d in deltas):
         tail = f"; {sum(1 for d in deltas if d.flags)} flagged case(s) gated (--strict)"
     untested = [d for d in deltas if d.untested and d.gated]
@@ -374,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="confidence of the intervals shown and of the significance a gate needs (default 0.95; e.g. 0.99 or 99%%): "
                         "a gate fails a case only when its change is past LIMIT and its interval excludes no change")
     p.add_argument("--strict", action="store_true",
-                   help="gate cases flagged unstable or contended in either file too (by default they are reported, not gated)")
+                   help="gate flagged cases (unstable, contended, clocks, steps in either file) too (by default they are reported, not gated)")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("import-paddle", help="render PaddlePaddle worker logs (workerlog.N, machine*/) as our reports")

@@ -115,7 +115,7 @@ def test_an_unstable_case_is_reported_not_gated_unless_strict(files, capsys):
     assert main(["compare", str(base), str(new), "--fail", "step_time:5%"]) == 0
     out = capsys.readouterr().out
     assert "slower (flagged)" in out and "flagged: cases/x.py::test_a: new unstable: step times spread widely" in out
-    assert "1 flagged case(s) not gated (unstable or contended in either file; --strict gates them)" in out
+    assert "1 flagged case(s) not gated (flagged unstable, contended, clocks or steps in either file; --strict gates them)" in out
     assert main(["compare", str(base), str(new), "--fail", "step_time:5%", "--strict"]) == 1
     assert "1 flagged case(s) gated (--strict)" in capsys.readouterr().out
 

@@ -514,10 +514,10 @@ def _shift_log(path: Path, ms: float) -> None:
     # 1F1B p=4 m=8, F 1 ms, B 2 ms: the devices' spans in a step are 33, 30, 27 and 24 ms (114 ms); the first
     # starts 0, 1, 2, 3 ms. GPU 2 an hour late: the step runs from 0 to 29 ms + 1 h; the median first start is 1 ms.
     (2, 3_600_000.0, "step 1 lasts 3,600,029.000 ms, more than its 4 devices' own spans added up (114.000 ms): their "
-                     "clocks disagree (GPU 2's jobs start 3,600,001.000 ms after the others')"),
+                     "clocks disagree (GPU 2's jobs start 3,600,001.000 ms after the others'; or its log lacks a step theirs have)"),
     # GPU 0 ten seconds early: the step runs from -10 s to 31 ms (GPU 1's last backward, 1 + 30 ms); the median first start is 1 ms
     (0, -10_000.0, "step 1 lasts 10,031.000 ms, more than its 4 devices' own spans added up (114.000 ms): their "
-                   "clocks disagree (GPU 0's jobs start 10,001.000 ms before the others')"),
+                   "clocks disagree (GPU 0's jobs start 10,001.000 ms before the others'; or its log lacks a step theirs have)"),
 ])
 def test_a_device_whose_clock_reads_far_off_is_named_and_flagged(tmp_path, device, ms, message):
     case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(1, 3)))
@@ -540,3 +540,29 @@ def test_devices_on_one_clock_are_not_flagged_whatever_the_bubble(tmp_path):
     write_paddle_logs(tmp_path, case)
     back = _clean_import(tmp_path)
     assert "flags" not in back and back["metrics"]["bubble_ratio"] == pytest.approx(case["metrics"]["bubble_ratio"])
+
+
+def test_a_log_that_lacks_its_first_step_is_flagged_not_paired_silently(tmp_path):
+    # GPU 2's log without its first step was lined up by order: every step paired its step k+1 with the others' k,
+    # the step time doubled (34 -> 66 ms) and the only warning said its log "ends after step 4"
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(1, 4)))
+    write_paddle_logs(tmp_path, case)
+    log = tmp_path / "workerlog.2"
+    lines = log.read_text().splitlines()
+    jobs = [i for i, line in enumerate(lines) if "Profiler Info" in line]
+    log.write_text("\n".join(line for i, line in enumerate(lines) if i not in jobs[:16]) + "\n")  # its 16 jobs of step 1
+    with pytest.warns(PaddleLogWarning) as caught:
+        back = import_paddle_logs(tmp_path)
+    # step 1 ran 0 to 33 ms, step 2 33 to 66 ms: GPU 2 (stage 2) ran step 2 from 33 + 2 to 33 + 29 ms (F 1 ms, B 2 ms)
+    note = (f"{log}: GPU 2's jobs of step 1 (35.000 to 62.000 ms) lie wholly after the other devices' step 1 (0.000 to "
+            "33.000 ms): its log's steps are lined up with the others' by their order, and it lacks a step they have or holds "
+            "one more (a log that starts late or was cut at its start; or its clock reads a step or more off), so the step "
+            "times and the bubble from there on are not the run's")
+    assert note in [str(w.message) for w in caught]
+    assert back["flags"] == [{"kind": "steps", "reason": note}]
+
+
+def test_devices_that_all_record_every_step_are_not_flagged(tmp_path):
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=8), "sim", range(1, 4)))
+    write_paddle_logs(tmp_path, case)
+    assert "flags" not in _clean_import(tmp_path)

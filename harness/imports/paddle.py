@@ -225,7 +225,8 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     p = len(per_rank)
     first_step = first_step or 0
     # Steps a device did not record (its log ends before or inside them) are left out of the figures.
-    kept = recorded_steps(per_rank, hole_lines, [path for _, _, path in logs], labels, first_step, problems)
+    untrusted: list[str] = []  # why the figures are not the run's: the case is flagged 'steps'
+    kept = recorded_steps(per_rank, hole_lines, [path for _, _, path in logs], labels, first_step, problems, untrusted)
     per_rank = [steps[:kept] for steps in per_rank]
     hole_lines = [lines[:kept] for lines in hole_lines]
     id_problems: list[str] = []  # listed after the overlaps: what a reader checks first is the timing
@@ -318,6 +319,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     clock_note = clock_disagreement(cols["rank"], cols["step"], starts, ends, steps, labels)
     if clock_note:
         problems.append(f"{log_dir}: {clock_note}")
+    apart = None if clock_note else misaligned_step(cols["rank"], cols["step"], starts, ends, steps, labels)
+    if apart is not None:
+        untrusted.append(f"{logs[apart[0]][2]}: {apart[1]}")
+        problems.append(untrusted[-1])
     first = steps[0]
     ranks_text = [
         [job_label(cols["stage"][i], cols["kind"][i], cols["microbatch"][i])
@@ -355,8 +360,48 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
         "rank_labels": labels,
         "overlaps": overlaps,
         "warnings": problems,
-        **({"flags": [{"kind": "clocks", "reason": clock_note}]} if clock_note else {}),
+        **({"flags": [*([{"kind": "clocks", "reason": clock_note}] if clock_note else []),
+                      *([{"kind": "steps", "reason": "; ".join(untrusted)}] if untrusted else [])]}
+           if clock_note or untrusted else {}),
     }
+
+
+def misaligned_step(rank: list[int], step: list[int], starts: list[int], ends: list[int], steps: list[int],
+                    labels: list[str]) -> tuple[int, str] | None:
+    """The first device whose jobs of a step lie wholly outside the other devices' span of that
+    step, with why: ``(device, text)``; ``None`` when every device's step overlaps the others'.
+
+    Each log's job blocks are lined up with the other logs' by their order (the first block is the
+    first step), and every device of a pipeline works during each step, so a device's step always
+    overlaps the others' in time. One that does not lacks a step the others have (a log that starts
+    a step late) or holds one more, or its clock reads a step or more off: the later steps are
+    then paired wrongly, and their step times and bubble are not the run's.
+
+    Args:
+        rank, step, starts, ends: per job, its device, step and times (ns, one time base).
+        steps: the recorded steps.
+        labels: per device, its name.
+    """
+    first: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    for r, k, a, b in zip(rank, step, starts, ends):
+        first[(k, r)] = min(first.get((k, r), a), a)
+        last[(k, r)] = max(last.get((k, r), b), b)
+    for k in steps:
+        devices = sorted(r for kk, r in first if kk == k)
+        for r in devices:
+            others = [q for q in devices if q != r]
+            if not others:
+                continue
+            lo, hi = min(first[(k, q)] for q in others), max(last[(k, q)] for q in others)
+            if last[(k, r)] <= lo or first[(k, r)] >= hi:
+                when = "after" if first[(k, r)] >= hi else "before"
+                return r, (f"{labels[r]}'s jobs of step {k} ({first[(k, r)] / 1e6:,.3f} to {last[(k, r)] / 1e6:,.3f} ms) lie "
+                           f"wholly {when} the other devices' step {k} ({lo / 1e6:,.3f} to {hi / 1e6:,.3f} ms): its log's steps are "
+                           "lined up with the others' by their order, and it lacks a step they have or holds one more (a log "
+                           "that starts late or was cut at its start; or its clock reads a step or more off), so the step times "
+                           "and the bubble from there on are not the run's")
+    return None
 
 
 def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends: list[int], steps: list[int],
@@ -400,8 +445,8 @@ def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends
         apart = first[(k, odd)] - middle
         return (f"step {k} lasts {span / 1e6:,.3f} ms, more than its {len(devices)} devices' own spans added up "
                 f"({own / 1e6:,.3f} ms): their clocks disagree ({labels[odd]}'s jobs start {abs(apart) / 1e6:,.3f} ms "
-                f"{'after' if apart > 0 else 'before'} the others'), so the step times and the bubble ratio are not "
-                "meaningful; logs of several hosts need clocks synchronized (NTP/PTP) while the run is profiled")
+                f"{'after' if apart > 0 else 'before'} the others'; or its log lacks a step theirs have), so the step times and "
+                "the bubble ratio are not meaningful; logs of several hosts need clocks synchronized (NTP/PTP) while the run is profiled")
     return None
 
 

@@ -211,7 +211,7 @@ def _work(jobs: list[PaddleJob], holes: list[int]) -> int:
 
 
 def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[int]]], paths: list[Path],
-                   labels: list[str], first_step: int, problems: list[str]) -> int:
+                   labels: list[str], first_step: int, problems: list[str], untrusted: list[str] | None = None) -> int:
     """How many of the logs' steps (from the first) every device recorded whole; the later ones are
     left out of the figures.
 
@@ -238,6 +238,9 @@ def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[
         paths, labels: per device, its log and its name (``"GPU 2"``).
         first_step: the number of the first step.
         problems: receives the notes.
+        untrusted: where given, receives the notes of the steps kept although a device lacks
+            them (no step whole on every device): their figures are not the run's, and the
+            import flags the case (``steps``).
 
     Returns:
         the number of leading steps to keep (all of them where none is whole on every device).
@@ -287,11 +290,12 @@ def recorded_steps(per_rank: list[list[list[PaddleJob]]], holes: list[list[list[
         else:
             where = f"{paths[r]}: {labels[r]}'s log ends after step {lacks[0] - 1}"
         if kept == 0:
-            problems.append(
-                f"{where}: no step was recorded whole by every device, so every step is kept, and {labels[r]} "
-                f"counts as idle where its log has no jobs ({steps_text(lacks)}): their step times and bubble "
-                "are not the run's"
-            )
+            note = (f"{where}: no step was recorded whole by every device, so every step is kept, and {labels[r]} "
+                    f"counts as idle where its log has no jobs ({steps_text(lacks)}): their step times and bubble "
+                    "are not the run's")
+            problems.append(note)
+            if untrusted is not None:
+                untrusted.append(note)
             continue
         who = ("the other devices ran " + them if len(others) == len(active) - 1
                else f"{' and '.join(labels[q] for q in others)} ran {them}" if others else "")

@@ -126,7 +126,7 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the
     closed-form bubble, and for step time the cost model's exact step (``fidelity``) where
     the case has one. Series are shifted apart by a few pixels so equal values stay visible.
-    A flagged case's dot (``flags``: unstable, contended, clocks) is marked ``flagged`` (drawn
+    A flagged case's dot (``flags``: unstable, contended, clocks, steps) is marked ``flagged`` (drawn
     hollow) and its tooltip names the flags.
 
     Args:

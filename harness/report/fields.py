@@ -102,11 +102,11 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
 
 #: The flags a results file may carry (harness.stability; ``clocks``: an import whose ranks'
 #: clocks were fitted across hosts or given with offsets that break causality, harness.imports.clocks).
-FLAG_KINDS = ("unstable", "contended", "clocks")
+FLAG_KINDS = ("unstable", "contended", "clocks", "steps")
 
 
 def _flags_problem(flags: Any) -> str | None:
-    """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended" | "clocks", "reason": str}``:
+    """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended" | "clocks" | "steps", "reason": str}``:
     a malformed one would be dropped, and its case gated as if it were to be trusted."""
     if flags is None:
         return None

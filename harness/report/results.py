@@ -30,7 +30,7 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``options``: the case's schedule-builder options with a scalar value
   (``{"overlap": false}``), where any is set;
 * ``window``: why recording stopped (:class:`harness.window.WindowOutcome`);
-* ``flags``: ``[{"kind": "unstable" | "contended" | "clocks", "reason": ...}]`` (empty
+* ``flags``: ``[{"kind": "unstable" | "contended" | "clocks" | "steps", "reason": ...}]`` (empty
   when the figures are to be trusted, :mod:`harness.stability`);
 * ``usage``: load average before/after, this process's and other processes'
   CPU use in cores during the case (:mod:`harness.environment`);
