@@ -295,7 +295,9 @@ _HOST_KINDS = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
 def _steps_every_rank_ran(ranks: list[TorchRank], chosen: list[int], notes: list[str]) -> list[int]:
     """``chosen`` without the steps some rank recorded no pipeline action in (a ``ProfilerStep#N``
-    range that holds none of its ``PP:`` ranges: a profiler stopped early, actions filtered out).
+    range that holds none of its ``PP:`` ranges: a profiler stopped early, actions filtered out),
+    or fewer than its other steps commonly hold (a trace cut inside the step: every step of a
+    schedule runs the same actions).
 
     Counted, such a rank would be idle for the whole step: its bubble far too high, the case's
     too. So the step is left out of the figures, with one note per rank naming its file and the
@@ -314,11 +316,27 @@ def _steps_every_rank_ran(ranks: list[TorchRank], chosen: list[int], notes: list
         InputFormatError: a rank holds no pipeline action in any of ``chosen``: its order, and so
             the schedule, is unknown (names the file, rank and steps).
     """
+    from collections import Counter
+
     from harness.imports.step_text import steps_text
 
-    ran = {(a.rank, a.step) for tr in ranks for a in tr.actions if a.kind not in _HOST_KINDS}
+    ran = Counter((a.rank, a.step) for tr in ranks for a in tr.actions if a.kind not in _HOST_KINDS)
     lacking = {tr.rank: [s for s in chosen if (tr.rank, s) not in ran] for tr in ranks}
-    keep = [s for s in chosen if all(s not in lack for lack in lacking.values())]
+    # a step holding fewer of a rank's actions than its other steps (a trace cut inside it): every step of a
+    # schedule runs the same actions, so the rest of that rank's step is missing, and it would count as idle
+    partial: dict[int, list[int]] = {}
+    for tr in ranks:
+        counts = Counter(ran[(tr.rank, s)] for s in chosen if (tr.rank, s) in ran)
+        usual = max(counts, key=lambda n: (counts[n], n)) if counts else 0  # the commonest count (ties: the larger)
+        partial[tr.rank] = [s for s in chosen if 0 < ran.get((tr.rank, s), 0) < usual]
+        if partial[tr.rank] and len(partial[tr.rank]) < len(chosen):
+            notes.append(f"{tr.path}: rank {tr.rank}'s ProfilerStep#{', #'.join(map(str, partial[tr.rank]))} "
+                         f"hold{'s' if len(partial[tr.rank]) == 1 else ''} fewer pipeline actions than its other steps' "
+                         f"{usual} ({', '.join(str(ran[(tr.rank, s)]) for s in partial[tr.rank])}): the trace misses part of "
+                         f"{'that step' if len(partial[tr.rank]) == 1 else 'those steps'}, which "
+                         f"{'is' if len(partial[tr.rank]) == 1 else 'are'} left out of the figures")
+    keep = [s for s in chosen if all(s not in lack for lack in lacking.values())
+            and all(s not in cut for cut in partial.values())]
     for tr in ranks:
         lack = lacking[tr.rank]
         if not lack:
