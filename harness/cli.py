@@ -129,7 +129,7 @@ _RUN_DRIFT = {"step_time": (0.03, "1-3 %"), "bubble": (0.015, "up to about 1.5 p
 def _cmd_compare(args: argparse.Namespace) -> int:
     from harness.compare import compare_documents, mismatch_groups, parse_confidence
     from harness.report.fields import check_cases
-    from harness.report.results import load_results
+    from harness.report.results import every_case_damaged, load_results
 
     thresholds = parse_thresholds(args.fail or [])
     confidence = parse_confidence(args.confidence)
@@ -144,7 +144,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if twice is not None:  # which of the two is the case to compare cannot be known
             raise InputFormatError(twice["message"])
         if left_out and not doc["cases"]:
-            raise InputFormatError(left_out[0]["message"] + (f" (and {len(left_out) - 1} more damaged case(s))" if len(left_out) > 1 else ""))
+            raise every_case_damaged(left_out)
         for entry in sorted(left_out, key=lambda e: e["index"]):
             _err(f"warning: {entry['message']}; left out of the comparison")
         docs.append(doc)

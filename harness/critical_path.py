@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["CriticalPath", "RankWaiting", "critical_path", "median_step", "waiting"]
+__all__ = ["CriticalPath", "RankWaiting", "critical_path", "median_step", "middle_step_note", "waiting"]
 
 _COMPUTE = ("F", "B", "I", "W", "OPT")
 
@@ -98,6 +98,16 @@ def median_step(records: Any) -> int:
     ordered = sorted(times)
     median = ordered[(len(ordered) - 1) // 2]
     return int(records.steps[times.index(median)])
+
+
+def middle_step_note(n_steps: int) -> str:
+    """What the step chosen for a case's critical path and decomposition is
+    (:func:`median_step`) among ``n_steps`` recorded steps: the median step
+    where ``n_steps`` is odd; where it is even, the median lies between two steps and the lower
+    middle one is taken, whose time differs from the median shown beside it."""
+    if n_steps % 2 or n_steps == 0:
+        return "the median step"
+    return f"the lower middle of {n_steps} steps: the median falls between two"
 
 
 #: The last :func:`_step_view` (its columns, plan, step and answer): the critical path and the waiting

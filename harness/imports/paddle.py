@@ -316,10 +316,11 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
                    cols["chunk"][i], cols["step"][i], cols["start_ns"][i], cols["end_ns"][i]) for i in range(len(flat))],
     )
     metrics = metrics_to_dict(compute_metrics(records))  # one implementation of the figures for runs and imports
-    clock_note = clock_disagreement(cols["rank"], cols["step"], starts, ends, steps, labels)
+    spans = device_spans(cols["rank"], cols["step"], starts, ends)
+    clock_note = clock_disagreement(spans, steps, labels)
     if clock_note:
         problems.append(f"{log_dir}: {clock_note}")
-    apart = None if clock_note else misaligned_step(cols["rank"], cols["step"], starts, ends, steps, labels)
+    apart = None if clock_note else misaligned_step(spans, steps, labels)
     if apart is not None:
         untrusted.append(f"{logs[apart[0]][2]}: {apart[1]}")
         problems.append(untrusted[-1])
@@ -366,8 +367,22 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     }
 
 
-def misaligned_step(rank: list[int], step: list[int], starts: list[int], ends: list[int], steps: list[int],
-                    labels: list[str]) -> tuple[int, str] | None:
+def device_spans(rank: list[int], step: list[int], starts: list[int], ends: list[int]) -> dict[int, dict[int, tuple[int, int]]]:
+    """Per step, per device, its first job's start and last job's end (ns): ``{step: {device: (first, last)}}``,
+    devices in ascending order.
+
+    Args:
+        rank, step, starts, ends: per job, its device, step and times (ns, one time base).
+    """
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for r, k, a, b in zip(rank, step, starts, ends):
+        of_step = out.setdefault(k, {})
+        lo, hi = of_step.get(r, (a, b))
+        of_step[r] = (min(lo, a), max(hi, b))
+    return {k: dict(sorted(v.items())) for k, v in out.items()}
+
+
+def misaligned_step(spans: dict[int, dict[int, tuple[int, int]]], steps: list[int], labels: list[str]) -> tuple[int, str] | None:
     """The first device whose jobs of a step lie wholly outside the other devices' span of that
     step, with why: ``(device, text)``; ``None`` when every device's step overlaps the others'.
 
@@ -378,25 +393,20 @@ def misaligned_step(rank: list[int], step: list[int], starts: list[int], ends: l
     then paired wrongly, and their step times and bubble are not the run's.
 
     Args:
-        rank, step, starts, ends: per job, its device, step and times (ns, one time base).
+        spans: per step and device, its span (:func:`device_spans`).
         steps: the recorded steps.
         labels: per device, its name.
     """
-    first: dict[tuple[int, int], int] = {}
-    last: dict[tuple[int, int], int] = {}
-    for r, k, a, b in zip(rank, step, starts, ends):
-        first[(k, r)] = min(first.get((k, r), a), a)
-        last[(k, r)] = max(last.get((k, r), b), b)
     for k in steps:
-        devices = sorted(r for kk, r in first if kk == k)
-        for r in devices:
-            others = [q for q in devices if q != r]
+        of_step = spans.get(k, {})
+        for r, (first, last) in of_step.items():
+            others = [span for q, span in of_step.items() if q != r]
             if not others:
                 continue
-            lo, hi = min(first[(k, q)] for q in others), max(last[(k, q)] for q in others)
-            if last[(k, r)] <= lo or first[(k, r)] >= hi:
-                when = "after" if first[(k, r)] >= hi else "before"
-                return r, (f"{labels[r]}'s jobs of step {k} ({first[(k, r)] / 1e6:,.3f} to {last[(k, r)] / 1e6:,.3f} ms) lie "
+            lo, hi = min(a for a, _ in others), max(b for _, b in others)
+            if last <= lo or first >= hi:
+                when = "after" if first >= hi else "before"
+                return r, (f"{labels[r]}'s jobs of step {k} ({first / 1e6:,.3f} to {last / 1e6:,.3f} ms) lie "
                            f"wholly {when} the other devices' step {k} ({lo / 1e6:,.3f} to {hi / 1e6:,.3f} ms): its log's steps are "
                            "lined up with the others' by their order, and it lacks a step they have or holds one more (a log "
                            "that starts late or was cut at its start; or its clock reads a step or more off), so the step times "
@@ -404,8 +414,7 @@ def misaligned_step(rank: list[int], step: list[int], starts: list[int], ends: l
     return None
 
 
-def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends: list[int], steps: list[int],
-                       labels: list[str]) -> str | None:
+def clock_disagreement(spans: dict[int, dict[int, tuple[int, int]]], steps: list[int], labels: list[str]) -> str | None:
     """Why the devices' clocks cannot agree, or ``None``: the first step whose span (first job start
     to last job end, ns) exceeds the sum of its devices' own spans.
 
@@ -420,30 +429,23 @@ def clock_disagreement(rank: list[int], step: list[int], starts: list[int], ends
     transfer time here.
 
     Args:
-        rank, step, starts, ends: per job, its device, step and times (ns, one time base).
+        spans: per step and device, its span (:func:`device_spans`).
         steps: the recorded steps.
         labels: per device, its name (``"machine1 GPU 0"``).
     """
-    first: dict[tuple[int, int], int] = {}
-    last: dict[tuple[int, int], int] = {}
-    for r, k, a, b in zip(rank, step, starts, ends):
-        if first.get((k, r), a) >= a:
-            first[(k, r)] = a
-        if last.get((k, r), b) <= b:
-            last[(k, r)] = b
     for k in steps:
-        devices = sorted(r for kk, r in first if kk == k)
-        if len(devices) < 2:
+        of_step = spans.get(k, {})
+        if len(of_step) < 2:
             continue
-        span = max(last[(k, r)] for r in devices) - min(first[(k, r)] for r in devices)
-        own = sum(last[(k, r)] - first[(k, r)] for r in devices)
+        span = max(b for _, b in of_step.values()) - min(a for a, _ in of_step.values())
+        own = sum(b - a for a, b in of_step.values())
         if span <= own:
             continue
-        starts_at = sorted(first[(k, r)] for r in devices)
+        starts_at = sorted(a for a, _ in of_step.values())
         middle = starts_at[(len(starts_at) - 1) // 2]
-        odd = max(devices, key=lambda r: abs(first[(k, r)] - middle))
-        apart = first[(k, odd)] - middle
-        return (f"step {k} lasts {span / 1e6:,.3f} ms, more than its {len(devices)} devices' own spans added up "
+        odd = max(of_step, key=lambda r: abs(of_step[r][0] - middle))  # the first such device, in order
+        apart = of_step[odd][0] - middle
+        return (f"step {k} lasts {span / 1e6:,.3f} ms, more than its {len(of_step)} devices' own spans added up "
                 f"({own / 1e6:,.3f} ms): their clocks disagree ({labels[odd]}'s jobs start {abs(apart) / 1e6:,.3f} ms "
                 f"{'after' if apart > 0 else 'before'} the others'; or its log lacks a step theirs have), so the step times and "
                 "the bubble ratio are not meaningful; logs of several hosts need clocks synchronized (NTP/PTP) while the run is profiled")

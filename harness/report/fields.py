@@ -524,18 +524,20 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
         had = None if tables is None else len(tables)
         problem = case_field_problem(case, tables)
         message = f"{source}: case {case.get('id')!r} (cases[{i}]): {problem}"
+        duplicate = False
         if not problem:
             j = first.setdefault(case["id"], i)
             if j != i:
                 again = (f"appears more than once (cases[{j}] and cases[{i}]); "
                          "reports and compare match cases by id, so each id must be unique")
                 problem, message = f"its id {again}", f"{source}: case id {case['id']!r} {again}"
+                duplicate = True
         if not problem:
             kept.append(case)
             continue
         if left_out is None:
             raise InputFormatError(message)
-        left_out.append({**left_out_entry(case, i, problem, message), "duplicate": problem.startswith("its id appears")})
+        left_out.append({**left_out_entry(case, i, problem, message), "duplicate": duplicate})
         if tables is not None and had is not None:
             del tables[had:]
     if len(kept) < len(cases):

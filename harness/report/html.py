@@ -33,6 +33,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.critical_path import middle_step_note
 from harness.report.atomic import atomic_write_text
 from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
 from harness.report.cost_table import cost_durations, durations_text, model_notes
@@ -223,16 +224,6 @@ def _cp_ms(case: dict[str, Any]) -> float | None:
     """The critical path's length in ms (the compare view's overlay), ``None`` without one."""
     cp = case.get("critical_path")
     return float(cp["length_ns"]) / 1e6 if isinstance(cp, dict) and isinstance(cp.get("length_ns"), (int, float)) else None
-
-
-def middle_step_note(n_steps: int) -> str:
-    """What the step chosen for a case's critical path and decomposition is
-    (:func:`harness.critical_path.median_step`) among ``n_steps`` recorded steps: the median step
-    where ``n_steps`` is odd; where it is even, the median lies between two steps and the lower
-    middle one is taken, whose time differs from the median shown beside it."""
-    if n_steps % 2 or n_steps == 0:
-        return "the median step"
-    return f"the lower middle of {n_steps} steps: the median falls between two"
 
 
 def _decomposition_text(case: dict[str, Any]) -> str | None:

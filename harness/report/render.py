@@ -485,8 +485,9 @@ def write_report(
     check_cases(doc, source, tables, left_out)
     if left_out:
         if not doc["cases"]:
-            more = f" (and {len(left_out) - 1} more damaged case(s))" if len(left_out) > 1 else ""
-            raise InputFormatError(left_out[0]["message"] + more)
+            from harness.report.results import every_case_damaged
+
+            raise every_case_damaged(left_out)
         session = dict(doc.get("session") or {})
         left_out.sort(key=lambda e: e["index"])  # file order, whichever check found each
         shown = [{k: e[k] for k in ("id", "label", "error")} for e in left_out]

@@ -73,7 +73,7 @@ from harness.metrics import metrics_to_dict
 from harness.plan import build_plan
 from harness.runner import CaseResult
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "left_out_entry", "load_results", "results_document", "unreportable"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "results_document", "unreportable"]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -256,6 +256,14 @@ def left_out_entry(case: Any, index: int, problem: str, message: str) -> dict[st
     cid = case.get("id") if isinstance(case, dict) else None
     name = cid if isinstance(cid, str) and cid else f"cases[{index}]"
     return {"id": name, "label": name, "error": f"cases[{index}] in the results file: {problem}", "index": index, "message": message}
+
+
+def every_case_damaged(left_out: list[dict[str, Any]]) -> InputFormatError:
+    """The error for a document whose every case was left out (``left_out``: the entries of
+    :func:`left_out_entry`, not empty): the first case's, in file order, and how many more."""
+    first = min(left_out, key=lambda e: e["index"])
+    more = f" (and {len(left_out) - 1} more damaged case(s))" if len(left_out) > 1 else ""
+    return InputFormatError(first["message"] + more)
 
 
 def _shape_problem(case: Any) -> str | None:
