@@ -105,3 +105,14 @@ def test_what_earlier_versions_wrote_is_not_held_against_a_file(base):
     case["backend"], case["flags"] = "cpu", []
     case["metrics"]["stats"]["step_time_ns"]["iqr"] = 3_000_000.0
     assert derived_figure_problem(case) is None
+
+
+def test_per_step_figures_must_cover_each_recorded_step_once(base):
+    # deleting an entry (or all of them) hid an edited bubble ratio from the median check
+    case = json.loads(json.dumps(base))
+    del case["metrics"]["per_step"][1]
+    case["metrics"]["bubble_ratio"] = 0.01
+    assert derived_figure_problem(case) == ("metrics.per_step lists steps [0, 2], but the case recorded [0, 1, 2]: expected "
+                                            "one entry per recorded step" + EDITED)
+    case["metrics"]["per_step"] = [base["metrics"]["per_step"][k] for k in (0, 1, 1, 2)]
+    assert derived_figure_problem(case).startswith("metrics.per_step lists steps [0, 1, 1, 2], but")

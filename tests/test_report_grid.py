@@ -106,7 +106,11 @@ def test_sweep_charts_cover_every_swept_dimension_with_error_bars_and_theory():
     assert [t["label"] for t in by_p["xticks"]] == ["2", "4"]
     # 1F1B p=4 m=4 on sim: (m + p - 1) x 3 ms = 21 ms; theory bubble (p-1)/(m+p-1) = 3/7 dashed beside it.
     dot = by_p["step"]["lines"][0]["dots"][1]["title"]
-    assert dot == "1F1B m=4, F=1 B=2 ms (sim, virtual): p=4, 21.00 ms"
+    assert dot == "1F1B p=4 m=4 (1F1B m=4, F=1 B=2 ms (sim, virtual)): p=4, 21.00 ms"  # the case, then its series
+    # a second case at the same p is not drawn: the drawn one's tooltip names it (it was dropped silently)
+    twice = sweep_chart([*cases, {**cases[2], "id": "again", "label": "again"}], "p")  # cases[2]: 1F1B p=4 m=4
+    assert twice["step"]["lines"][0]["dots"][1]["title"] == ("1F1B p=4 m=4 (1F1B m=4, F=1 B=2 ms (sim, virtual)): p=4, 21.00 ms; "
+                                                             "not drawn, the same p: again")
     assert by_p["bubble"]["lines"][0]["theory"] and by_p["step"]["lines"][0]["bars"] == []  # sim: no spread, no bar
     by_s = sweep_chart(cases, "schedule")
     assert [t["label"] for t in by_s["xticks"]] == ["1F1B", "ZB-H1"] and len(by_s["series"]) == 4

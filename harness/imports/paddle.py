@@ -226,6 +226,10 @@ def import_paddle_logs(log_dir: Path, name: str | None = None, schedule_name: st
     first_step = first_step or 0
     # Steps a device did not record (its log ends before or inside them) are left out of the figures.
     untrusted: list[str] = []  # why the figures are not the run's: the case is flagged 'steps'
+    for (_, _, path), label, steps_of in zip(logs, labels, per_rank):
+        if not steps_of:  # an empty log beside logs with jobs: that device counts as idle in every step
+            untrusted.append(f"{path}: {label}'s log holds no job, so {label} counts as idle in every step: the step "
+                             "times and the bubble are not the run's")
     kept = recorded_steps(per_rank, hole_lines, [path for _, _, path in logs], labels, first_step, problems, untrusted)
     per_rank = [steps[:kept] for steps in per_rank]
     hole_lines = [lines[:kept] for lines in hole_lines]

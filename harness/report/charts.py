@@ -127,7 +127,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     closed-form bubble, and for step time the cost model's exact step (``fidelity``) where
     the case has one. Series are shifted apart by a few pixels so equal values stay visible.
     A flagged case's dot (``flags``: unstable, contended, clocks, steps) is marked ``flagged`` (drawn
-    hollow) and its tooltip names the flags.
+    hollow) and its tooltip names the flags. A dot's tooltip names its case; where several cases of a
+    series share a value of ``dim``, the first is drawn and its tooltip names the others.
 
     Args:
         cases: results-document cases.
@@ -153,8 +154,10 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     series: list[dict[str, Any]] = []
     for _, items in sorted(groups.items()):
         by_x: dict[Any, dict[str, Any]] = {}
+        hidden: dict[Any, list[str]] = defaultdict(list)  # cases at a value an earlier case of the series holds
         for c in items:
-            by_x.setdefault(value(c), c)
+            if by_x.setdefault(value(c), c) is not c:
+                hidden[value(c)].append(str(c.get("label") or c["id"]))
         if len(by_x) < 2:
             continue
         pts = []
@@ -166,7 +169,7 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
                         "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
                         "bubble": m["bubble_ratio"], "bubble_th": (c.get("theory") or {}).get("bubble_ratio"),
                         "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None,
-                        "flags": _flag_kinds(c)})
+                        "flags": _flag_kinds(c), "case": str(c.get("label") or c["id"]), "hidden": hidden.get(xv, [])})
         series.append({"label": _series_label(items[0], dim), "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
     if not series:
         return None
@@ -193,11 +196,12 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
                     if lo_key and hi_key and pt[hi_key] > pt[lo_key]]
             lines.append({"colour": s["colour"], "label": s["label"],
                           "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), "bars": bars,
-                          "dots": [{"x": a, "y": b, "title": f"{s['label']}: {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
+                          "dots": [{"x": a, "y": b, "title": f"{pt['case']} ({s['label']}): {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
                                     + (f" (steps {value_label(pt[lo_key] * scale, unit)} to {value_label(pt[hi_key] * scale, unit)})"
                                        if lo_key and hi_key and pt[hi_key] > pt[lo_key] else "")
                                     + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")
-                                    + (f"; flagged {', '.join(pt['flags'])}: its figures may not repeat" if pt["flags"] else ""),
+                                    + (f"; flagged {', '.join(pt['flags'])}: its figures may not repeat" if pt["flags"] else "")
+                                    + (f"; not drawn, the same {dim}: {', '.join(pt['hidden'])}" if pt["hidden"] else ""),
                                     "flagged": bool(pt["flags"])}
                                    for (a, b), pt in zip(pts, s["points"])],
                           "theory": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in theory),

@@ -6,6 +6,7 @@ otherwise. :func:`derived_figure_problem` recomputes what follows from the store
 per-step figures without reading the jobs (a few operations per step, whatever the case's
 size), the same way :func:`harness.metrics.compute_metrics` derived them:
 
+* ``metrics.per_step`` holds one entry per recorded step;
 * per step: ``busy_ns[r] + idle_ns[r]`` is the step time (each rank's idle time is the step
   less the union of its compute jobs), and ``bubble_ratio`` is ``sum(idle_ns) / (p x
   step_time_ns)``, the idle share of total;
@@ -44,6 +45,12 @@ def _number(x: Any) -> bool:
     return type(x) is float or (type(x) is int and x.bit_length() <= 63)
 
 
+def _steps(steps: list[Any]) -> str:
+    """A list of step numbers for a message, cut after 8."""
+    shown = ", ".join(map(str, steps[:8])) + (f", ... ({len(steps) - 8} more)" if len(steps) > 8 else "")
+    return f"[{shown}]"
+
+
 def _too_large(name: str, value: Any) -> str | None:
     """A problem text for an integer figure past 64 bits (no float arithmetic takes it), else ``None``."""
     if type(value) is int and value.bit_length() > 63:
@@ -74,6 +81,11 @@ def derived_figure_problem(case: dict[str, Any]) -> str | None:
     spans = {s: b - a for s, a, b in zip(case["steps"], case["step_start_ns"], case["step_end_ns"])}
     edited = "; was the file edited?"
     per_step = metrics.get("per_step")
+    if isinstance(per_step, list):  # one entry per recorded step, each once (a missing one hid the checks below)
+        listed = [e.get("step") for e in per_step if isinstance(e, dict)]
+        if sorted(listed, key=str) != sorted(case["steps"], key=str):
+            return (f"metrics.per_step lists steps {_steps(listed)}, but the case recorded {_steps(case['steps'])}: "
+                    f"expected one entry per recorded step{edited}")
     ratios: list[float] = []
     for k, entry in enumerate(per_step if isinstance(per_step, list) else []):
         busy, idle, time, ratio = (entry.get(key) for key in ("busy_ns", "idle_ns", "step_time_ns", "bubble_ratio"))
