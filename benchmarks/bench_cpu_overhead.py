@@ -17,12 +17,12 @@ import time
 
 import pytest
 
-from harness.cost import FixedCost
-from harness.device.base import Work
-from harness.device.cpu import CpuDevice
-from harness.executor import execute
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
+from harness.analysis.metrics import compute_metrics
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.run.device.base import Work
+from harness.run.device.cpu import CpuDevice
+from harness.run.executor import execute
 from harness.schedule import build_schedule
 
 MS = 1_000_000
@@ -31,7 +31,7 @@ N_MB = 50  # 100 jobs per step
 
 def _bare_sleeps(device: CpuDevice, n: int, duration_ns: int) -> int:
     """Run the cpu stream's own sleep routine n times on this thread; ns elapsed."""
-    from harness.device.cpu import _CpuStream
+    from harness.run.device.cpu import _CpuStream
 
     runner = _CpuStream.__new__(_CpuStream)
     runner.device = device

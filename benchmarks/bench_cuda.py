@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from harness.device import cuda
-from harness.device.base import Work
+from harness.run.device import cuda
+from harness.run.device.base import Work
 
 US = 1_000
 ENQUEUE_AIM_NS = 15 * US

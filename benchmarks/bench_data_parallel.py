@@ -2,7 +2,7 @@
 
 Run: ``python -m pytest benchmarks/bench_data_parallel.py --benchmark-only``.
 
-A schedule that holds them is planned on the numpy path of :func:`~harness.plan.build_plan`,
+A schedule that holds them is planned on the numpy path of :func:`~harness.plan.build.build_plan`,
 as a compute-only one is (their order against their stage's compute checked there too); this
 times ``build_plan`` of an
 interleaved 1F1B schedule (p = 64, v = 2, m = 256: 65,536 compute jobs) without and with one
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plan import build_plan
+from harness.plan.build import build_plan
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind, Schedule
 

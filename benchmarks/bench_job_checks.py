@@ -1,4 +1,4 @@
-"""CPU time of the job checks :mod:`harness.report.fields` runs on every case (harness.job_checks: a job
+"""CPU time of the job checks :mod:`harness.report.fields` runs on every case (harness.records: a job
 listed twice, a job outside its step), against the whole field check, on one large sim case.
 
 Run: ``python benchmarks/bench_job_checks.py [--m 16384] [--rounds 5]`` (1F1B, p = 32: 2 * p * m jobs per step,
@@ -17,7 +17,7 @@ import time
 
 def main() -> None:
     from harness.case import PipelineCase
-    from harness.job_checks import first_duplicate, first_outside_step
+    from harness.records import first_duplicate, first_outside_step
     from harness.report.fields import case_field_problem
     from harness.report.jobtable import JobTable
     from harness.report.results import case_to_dict

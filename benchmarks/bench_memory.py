@@ -4,7 +4,7 @@ Run: ``python -m pytest benchmarks/bench_memory.py --benchmark-only``.
 
 The same chain as ``bench_schedule.py`` (interleaved 1F1B, p = 64, m = 1024,
 v = 2, with communication: 782,336 jobs; build + comm pass + validate +
-simulate), without and with :func:`harness.memory.analytic_memory` at the end,
+simulate), without and with :func:`harness.analysis.memory.analytic_memory` at the end,
 under a cost model with memory bytes per job. ``extra_info`` of the second
 gives the memory step's own time and its share of the first. Nothing here
 asserts a duration.
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 
-from harness.analytics import simulate
-from harness.cost import FixedCost
-from harness.memory import analytic_memory
-from harness.plan import build_plan
+from harness.analysis.memory import analytic_memory
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.plan.timeline import simulate
 from harness.schedule import build_schedule
 from harness.schedule.passes import add_communication
 

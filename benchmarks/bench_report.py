@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.html import render_index
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case

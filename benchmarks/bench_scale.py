@@ -59,7 +59,7 @@ def _m_for(jobs: int) -> int:
 
 def _case(jobs: int):  # type: ignore[no-untyped-def]
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
 
     return PipelineCase("1F1B", stages=P, microbatches=_m_for(jobs), comm=True, cost=FixedCost.ms(F=1, B=2))
 
@@ -100,8 +100,8 @@ def _one(name: str, jobs: int) -> dict:
         c = time.process_time() - c
         n = result.records.num_jobs  # (reading .jobs would make a JobRecord per job)
     else:
-        from harness.analytics import analyze
-        from harness.schedule.builders import build_schedule
+        from harness.analysis.analytic import analyze
+        from harness.schedule.registry import build_schedule
 
         case = _case(jobs)
         r0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -8,7 +8,7 @@ jobs/s for the whole chain and per phase. Schedules and plans are held as
 numpy columns and make their per-job objects on first access; a second
 benchmark times that access (``schedule.ranks``, ``plan.jobs``, ``plan.deps``,
 ...), which a run on a backend pays and a pure analysis does not, and
-:func:`~harness.analytics.analyze` on the same plan. The scaling benchmarks time the
+:func:`~harness.analysis.analytic.analyze` on the same plan. The scaling benchmarks time the
 validator (``build_plan``) and the comm pass alone at three sizes (m = 256,
 512, 1024) and record ns per job (median and minimum of 5 rounds), which
 stays flat when the work is linear.
@@ -21,9 +21,10 @@ import time
 
 import pytest
 
-from harness.analytics import analyze, simulate
-from harness.cost import FixedCost
-from harness.plan import build_plan
+from harness.analysis.analytic import analyze
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.plan.timeline import simulate
 from harness.schedule import build_schedule
 from harness.schedule.passes import add_communication
 

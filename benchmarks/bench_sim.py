@@ -6,7 +6,7 @@ reported as jobs per second. This path emulates the device interface op by op
 (a wait per cross-stream dependency, two event records and a launch per job,
 then a synchronize that plays the streams), as a GPU run issues them, and makes
 a JobRecord per job. The same timeline, computed directly from the plan by
-:func:`harness.analytics.simulate` (equal to the ns, see
+:func:`harness.plan.timeline.simulate` (equal to the ns, see
 tests/test_analytics.py), is what benchmarks/bench_schedule.py measures against
 the 1,000,000 jobs/s aim.
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import time
 
-from harness.cost import FixedCost
-from harness.device.sim import SimDevice
-from harness.executor import execute
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.run.device.sim import SimDevice
+from harness.run.executor import execute
 from harness.schedule import build_schedule
 from harness.schedule.passes import add_communication
 

@@ -47,7 +47,7 @@ for line in sys.stdin:
 
 def _case(m: int) -> dict:
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
     from harness.report.results import case_to_dict
     from harness.runner import run_case
 

@@ -5,9 +5,9 @@
 (as root add ``--allow-run-as-root``). Rank 0 prints and writes:
 
 1. point-to-point one-way time and bandwidth between the two ranks, 1 KiB to 64 MiB
-   (:func:`harness.p2p.measure_p2p`, OSU ``osu_latency``-style ping-pong), the Hockney fit
+   (:func:`harness.distributed.p2p.measure_p2p`, OSU ``osu_latency``-style ping-pong), the Hockney fit
    (latency + bytes / bandwidth) and the ``FixedCost`` that takes them
-   (:func:`harness.p2p.with_measured_transfers`);
+   (:func:`harness.distributed.p2p.with_measured_transfers`);
 2. the clock-alignment error bound achieved (half the smallest round trip of 32 exchanges, 20 times);
 3. per-job overhead of ``mpi`` against the single-process ``cpu`` backend on the same case (1F1B,
    p=2, m=8, F=1 ms, B=2 ms, send/receive jobs of 4 KiB): (median step - sim step) / jobs per step.
@@ -27,11 +27,11 @@ def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
     from harness import FixedCost, PipelineCase
-    from harness.clock_sync import best_exchange, local_clock
-    from harness.p2p import fit_hockney, measure_p2p, with_measured_transfers
+    from harness.distributed.clock_sync import best_exchange, local_clock
+    from harness.distributed.p2p import fit_hockney, measure_p2p, with_measured_transfers
+    from harness.distributed.transport import MpiTransport
+    from harness.run.window import parse_steps
     from harness.runner import run_case
-    from harness.transport import MpiTransport
-    from harness.window import parse_steps
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)

@@ -11,8 +11,7 @@ machine is busy.
 
 from __future__ import annotations
 
-from harness.analytics import ScheduleAnalytics
-from harness.runner import CaseResult
+from harness import CaseResult, ScheduleAnalytics
 
 
 def check_run(result: CaseResult, predicted: ScheduleAnalytics) -> None:

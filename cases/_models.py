@@ -1,6 +1,6 @@
 """Model descriptions shared by the benchmark cases.
 
-Durations come from :class:`harness.cost.TransformerCost`: forward FLOPs
+Durations come from :class:`harness.model.transformer.TransformerCost`: forward FLOPs
 ``24 L h^2 t`` per stage, backward twice that, on a device sustaining
 ``tflops``. 200 TFLOP/s is an H100 running bf16 at about 20 % of its dense
 peak, or an A100 at about 64 %: a realistic sustained rate for a 1.3B model.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.cost import TransformerCost
+from harness import TransformerCost
 
 #: A GPT-style model of about 1.2 B parameters (24 layers, hidden 2048), as in
 #: GPT-3 XL (Brown et al., 2020, Table 2.1), with sequence length 1024 and

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analytics import analyze
-from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.schedule import build_schedule
+from harness import FixedCost, PipelineCase, analyze, build_schedule
 from harness.schedule.notation import load_schedule_file
 
 from _checks import check_run

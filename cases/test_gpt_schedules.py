@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze
-from harness.case import PipelineCase
-from harness.schedule import build_schedule
+from harness import PipelineCase, analyze, build_schedule
 
 from _checks import check_run
 from _models import GPT_1B

@@ -20,11 +20,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.analytics import analyze
-from harness.case import PipelineCase
-from harness.memory import analytic_memory
-from harness.plan import build_plan
-from harness.schedule import build_schedule
+from harness import PipelineCase, analyze, build_plan, build_schedule
+from harness.analysis.memory import analytic_memory
 
 from _checks import check_run
 from _models import GPT_1B
@@ -52,6 +49,10 @@ def test_an_even_split_is_imbalanced_by_the_lm_head(pipeline):
     even = replace(GPT_VOCAB, layout="Et*6|t*6|t*6|t*6L")
     result = pipeline(PipelineCase("1F1B", stages=4, microbatches=8, cost=even))
     balanced = analyze(build_schedule("1F1B", 4, 8), replace(GPT_VOCAB, layout=LAYOUT_4))
-    assert result.decomposition.busiest_rank == 3 and result.decomposition.imbalance_ns > 0
+    modelled = analyze(build_schedule("1F1B", 4, 8), even)
+    assert max(range(4), key=modelled.busy_ns.__getitem__) == 3  # the cost model's work: rank 3 holds the LM head
+    if result.records.backend == "sim":  # a timed backend's busy times are measured: a loaded host can reorder close ranks
+        assert result.decomposition.busiest_rank == 3
+    assert result.decomposition.imbalance_ns > 0
     # The LM head's 2 t h V FLOPs (about 1 GFLOP of 6-layer stages' 3.3) make the even split the slower one.
-    assert analyze(build_schedule("1F1B", 4, 8), even).makespan_ns > balanced.makespan_ns
+    assert modelled.makespan_ns > balanced.makespan_ns

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import theory
-from harness.analytics import analyze
-from harness.case import PipelineCase
-from harness.schedule import build_schedule
+from harness import PipelineCase, analyze, build_schedule
+from harness.analysis import theory
 
 from _checks import check_run
 from _models import GPT_1B

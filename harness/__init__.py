@@ -1,16 +1,26 @@
 """pipeline-harness: benchmark pipeline-parallel schedules.
 
-The data flows one way: a :class:`PipelineCase` builds a :class:`Schedule`
-(per-rank job lists), :func:`build_plan` validates it into a dependency graph,
-a backend device runs it (:func:`execute`), :func:`compute_metrics` analyses
-the records, and :mod:`harness.report` writes traces, results and HTML.
-:func:`run_case` does the whole chain for one case.
+The data flows one way (docs/architecture.md): a :class:`PipelineCase` builds a :class:`Schedule`
+(per-rank job lists), :func:`build_plan` validates it into a dependency graph, a backend device runs
+it (:func:`execute`), :func:`compute_metrics` and the rest of :mod:`harness.analysis` analyse the
+records, and :mod:`harness.report` writes traces, results and HTML (:func:`write_report`).
+:func:`run_case` does the whole chain for one case; :func:`analyze` gives a schedule's figures from
+its analytic timeline without running it.
+
+Everything here is importable from ``harness``. The report writers and the importers (which load
+numpy and jinja2) are imported on first use, so ``import harness`` stays quick.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from harness.analysis.analytic import ScheduleAnalytics, analyze
+from harness.analysis.memory import MemoryProfile, memory_profile
+from harness.analysis.metrics import RunMetrics, compute_metrics
+from harness.analysis.result import CaseResult
 from harness.case import PipelineCase
-from harness.cost import CostModel, FixedCost, TransformerCost
 from harness.errors import (
     BackendUnavailable,
     ConfigError,
@@ -19,12 +29,46 @@ from harness.errors import (
     InputFormatError,
     ScheduleError,
 )
-from harness.executor import execute
-from harness.metrics import RunMetrics, compute_metrics
-from harness.plan import Plan, build_plan
+from harness.model.cost import CostModel, FixedCost
+from harness.model.layout import StageLayout, parse_layout
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
+from harness.plan.graph import Plan
+from harness.plan.timeline import Timeline, simulate
 from harness.records import JobRecord, RunRecords
-from harness.runner import CaseResult, run_case
-from harness.schedule import Job, JobKind, Schedule, build_schedule, parse_job, schedule_names
+from harness.run.executor import execute
+from harness.runner import run_case
+from harness.schedule import Job, JobKind, Schedule, build_schedule, parse_job, register, schedule_names
+
+if TYPE_CHECKING:
+    from harness.imports.paddle import import_paddle_logs
+    from harness.imports.torch import import_torch_traces, read_torch_traces, torch_case
+    from harness.report.hta import hta_idle_offset_us
+    from harness.report.render import write_report
+    from harness.report.results import case_to_dict, load_results, results_document
+
+#: Names imported on first use (PEP 562), and the module each comes from.
+_LAZY = {
+    "case_to_dict": "harness.report.results",
+    "results_document": "harness.report.results",
+    "load_results": "harness.report.results",
+    "write_report": "harness.report.render",
+    "hta_idle_offset_us": "harness.report.hta",
+    "import_paddle_logs": "harness.imports.paddle",
+    "import_torch_traces": "harness.imports.torch",
+    "read_torch_traces": "harness.imports.torch",
+    "torch_case": "harness.imports.torch",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BackendUnavailable",
@@ -38,18 +82,36 @@ __all__ = [
     "Job",
     "JobKind",
     "JobRecord",
+    "MemoryProfile",
     "PipelineCase",
     "Plan",
     "RunMetrics",
     "RunRecords",
     "Schedule",
+    "ScheduleAnalytics",
     "ScheduleError",
+    "StageLayout",
+    "Timeline",
     "TransformerCost",
+    "analyze",
     "build_plan",
     "build_schedule",
+    "case_to_dict",
     "compute_metrics",
     "execute",
+    "hta_idle_offset_us",
+    "import_paddle_logs",
+    "import_torch_traces",
+    "load_results",
+    "memory_profile",
     "parse_job",
+    "parse_layout",
+    "read_torch_traces",
+    "register",
+    "results_document",
     "run_case",
     "schedule_names",
+    "simulate",
+    "torch_case",
+    "write_report",
 ]

@@ -18,11 +18,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from harness.cost import CostModel, FixedCost
-from harness.device import check_device_options, check_workload
+from harness.distributed.backends import check_device_options
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
-from harness.schedule.builders import build_schedule, builder_info, check_options
+from harness.model.cost import CostModel, FixedCost
+from harness.run.device import check_workload
 from harness.schedule.model import Schedule
+from harness.schedule.registry import build_schedule, builder_info, check_options
 from harness.text import safe_text
 
 __all__ = ["PipelineCase", "case_field_names"]
@@ -128,9 +129,9 @@ class PipelineCase:
             "l2_flush": True}}``. Every backend named is checked against its
             device's constructor when the case is built, whichever backend runs.
         memory_limit_bytes: the device memory per rank in bytes (e.g. ``80 * 2**30``);
-            a case whose peak memory (:mod:`harness.memory`) is above it on any rank is
+            a case whose peak memory (:mod:`harness.analysis.memory`) is above it on any rank is
             marked "does not fit" in the summary, the report and results. ``None``: no limit.
-        comm_model: how transfers between ranks cost time (:mod:`harness.comm`):
+        comm_model: how transfers between ranks cost time (:mod:`harness.model.comm`):
             ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
             ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
             on another rank starts at its producer's end plus the transfer
@@ -219,7 +220,7 @@ class PipelineCase:
         if limit is not None:
             object.__setattr__(self, "memory_limit_bytes", int(limit))
         if self.comm_model is not None:
-            from harness.comm import check_comm_model
+            from harness.model.comm import check_comm_model
 
             try:
                 object.__setattr__(self, "comm_model", check_comm_model(self.comm_model))
@@ -425,7 +426,7 @@ class PipelineCase:
     def build(self, comm_model: str | None = None) -> Schedule:
         """Build (or load) the schedule, add OPT jobs as asked, and apply the
         communication model (send/receive jobs under ``stream``, none otherwise;
-        :func:`harness.comm.lower`).
+        :func:`harness.model.comm.lower`).
 
         Args:
             comm_model: the model when the case names none (default ``"stream"``);
@@ -436,7 +437,7 @@ class PipelineCase:
             ScheduleError, InputFormatError: from loading a schedule file; the
                 message starts with ``declared_at``, then the file's own error.
         """
-        from harness import comm
+        from harness.model import comm
 
         schedule = self.compute_schedule()
         try:
@@ -446,7 +447,7 @@ class PipelineCase:
 
     def resolved_comm_model(self, default: str | None = None) -> str:
         """The case's communication model: its own, else ``default``, else ``"stream"``."""
-        from harness.comm import DEFAULT_COMM_MODEL
+        from harness.model.comm import DEFAULT_COMM_MODEL
 
         return self.comm_model or default or DEFAULT_COMM_MODEL
 
@@ -471,7 +472,7 @@ class PipelineCase:
             self._check_chunks(schedule, str(self.schedule))
         else:
             if self.stages is None or self.microbatches is None:
-                from harness.schedule.builders import builder_info
+                from harness.schedule.registry import builder_info
 
                 try:  # a name no lookup finds is the first thing to say, before the sizes it would need
                     builder_info(self.schedule)

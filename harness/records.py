@@ -20,10 +20,12 @@ the list changed (it is a :class:`JobList`, which counts its changes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
-from harness.window import WindowOutcome
+from harness.schedule.model import JobKind
+from harness.stats import Z95 as _Z95
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,7 +72,6 @@ class JobRecord:
 
 
 def _kinds() -> tuple[str, ...]:
-    from harness.schedule.model import JobKind
 
     return tuple(k.value for k in JobKind)
 
@@ -400,3 +401,165 @@ class RunRecords:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
+
+
+#: The least coverage of the median's interval that can reach the target: five steps' ``[min, max]``
+#: (``1 - 2**-4``, 93.75 %); fewer steps give less (two: 50 %), and none below six reaches 95 %.
+MIN_TARGET_STEPS = 5
+
+MIN_TARGET_COVERAGE = 1 - 2 ** (1 - MIN_TARGET_STEPS)
+
+#: Why a window stopped recording.
+REASONS = {
+    "fixed": "the fixed window --profile-steps asked for",
+    "exact": "the sim backend is exact: one recorded step is the answer",
+    "target": "the relative standard error of the median step time reached the target, and its 95% confidence interval 1.96 times it",
+    "budget": "the time budget ran out before the target was reached",
+    "max_steps": "the step cap was reached before the target",
+}
+
+@dataclass(frozen=True)
+class WindowOutcome:
+    """How a run's profiling window ended.
+
+    Attributes:
+        reason: a key of :data:`REASONS` (``fixed``, ``exact``, ``target``,
+            ``budget``, ``max_steps``).
+        warmup_steps: steps run before the first recorded one.
+        recorded_steps: steps recorded.
+        rel_err: the relative standard error of the median step time at the end
+            (McKean-Schrader, :func:`harness.stats.median_rel_se`); ``None``
+            when fewer than two steps were recorded.
+        target: the adaptive window's target relative error, ``None`` for a
+            fixed window.
+        ci_reach: how far the median's 95 % confidence interval reached at the end,
+            relative to the median (:func:`harness.stats.median_ci_reach`); ``None``
+            when fewer than two steps were recorded.
+        min_steps, max_steps, max_time_ns: the adaptive window's limits
+            (``None`` for a fixed window); ``max_time_ns`` in ns of host time.
+        elapsed_ns: host time the window took, warm-up included (ns).
+    """
+
+    reason: str
+    warmup_steps: int
+    recorded_steps: int
+    rel_err: float | None = None
+    target: float | None = None
+    min_steps: int | None = None
+    max_steps: int | None = None
+    max_time_ns: int | None = None
+    elapsed_ns: int = 0
+    ci_reach: float | None = None
+
+    @property
+    def target_missed(self) -> bool:
+        """An adaptive window that stopped before its target was reached."""
+        return self.reason in ("budget", "max_steps")
+
+    def describe(self) -> str:
+        """One line for people: ``"12 steps after 1 warm-up: target 1% reached (0.8%)"``."""
+        steps = f"{self.recorded_steps} step{'s' if self.recorded_steps != 1 else ''} after {self.warmup_steps} warm-up"
+        err = "" if self.rel_err is None else f" ({100 * self.rel_err:.2f}% rel. error of the median)"
+        if (self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target
+                and self.recorded_steps < MIN_TARGET_STEPS):
+            err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but {self.recorded_steps} steps give its interval "
+                   f"only {100 * (1 - 2.0 ** (1 - self.recorded_steps)):g}% coverage; the target needs {MIN_TARGET_STEPS} or more)")
+        elif self.target_missed and self.rel_err is not None and self.target and self.rel_err <= self.target and self.ci_reach is not None:
+            # the standard error was small enough, the interval the report shows was not
+            err = (f" ({100 * self.rel_err:.2f}% rel. error of the median, but its 95% CI reaches "
+                   f"±{100 * self.ci_reach:.2f}%, above {100 * _Z95 * self.target:.2f}%)")
+        if self.reason == "target":
+            return f"{steps}: target {100 * (self.target or 0):g}% reached{err}"
+        if self.reason == "budget":
+            past = ""
+            if self.recorded_steps == self.min_steps and self.max_time_ns is not None and self.elapsed_ns > self.max_time_ns:
+                # the budget had run out before the minimum was recorded: the minimum wins, and says so
+                past = (f"; the minimum of {self.min_steps} recorded steps wins over it "
+                        f"(they took {self.elapsed_ns / 1e9:.3g} s with the warm-up)")
+            return f"{steps}: time budget {(self.max_time_ns or 0) / 1e9:g} s ran out before the {100 * (self.target or 0):g}% target{err}{past}"
+        if self.reason == "max_steps":
+            return f"{steps}: step cap {self.max_steps} reached before the {100 * (self.target or 0):g}% target{err}"
+        if self.reason == "exact":
+            return f"{steps}: sim is exact, one step is the answer"
+        return f"{steps}: fixed window{err}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "description": self.describe()}
+
+
+# --- checks of recorded jobs against themselves and their steps ---------------------------------
+# Checks of recorded jobs against themselves and their steps: a job listed twice, a job outside its step.
+#
+# Every recorded step runs each job of the schedule once on its rank, so ``(rank, step, kind, stage,
+# micro-batch)`` names one job; a second job with the same five is a damaged or hand-edited file (two
+# merged part files of one run, a line pasted twice), and the figures computed from it (busy time,
+# bubble, in-flight peak) would count that job twice. A step's span, ``[step_start_ns, step_end_ns]``,
+# is where the step's jobs ran: the executor takes the step's reference event before any job and its
+# latest job end (:func:`harness.run.executor.execute`), the importers the earliest start and latest end of
+# the step's jobs, and :func:`harness.distributed.rank_merge.merge_parts` shifts each rank's jobs and its step
+# bounds by the same (monotone) map onto rank 0's time base. A job outside its step's span therefore
+# never comes from the harness; the step time (the span) would not contain the work it is said to hold.
+#
+# Both checks are vectorized over numpy columns (a sort for the duplicates), so they cost little at
+# 1,000,000 jobs. :mod:`harness.report.fields` runs them on every results-document case (``report``,
+# and each case a run writes), :mod:`harness.distributed.rank_merge` on every part file (``merge-ranks``).
+
+
+def first_duplicate(*columns: np.ndarray) -> tuple[int, int] | None:
+    """The first job (in list order) whose key equals an earlier job's, as ``(earlier, later)`` indices.
+
+    Args:
+        columns: the key columns, integer arrays of one shape ``(n,)`` (e.g. rank, step, kind code,
+            stage, micro-batch with -1 for none).
+
+    Returns:
+        ``None`` when every key is distinct; else the indices of the repeated job's earlier
+        occurrence and of the first later job that repeats a key.
+    """
+    import numpy as np
+
+    n = len(columns[0]) if columns else 0
+    if n < 2:
+        return None
+    order = np.lexsort(columns[::-1])  # stable: equal keys keep their list order
+    same = np.ones(n - 1, dtype=bool)
+    for col in columns:
+        ranked = col[order]
+        same &= ranked[1:] == ranked[:-1]
+    hits = np.flatnonzero(same)
+    if not len(hits):
+        return None
+    later = order[hits + 1]
+    k = int(np.argmin(later))
+    return int(order[hits[k]]), int(later[k])
+
+
+def first_outside_step(step: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, steps: Sequence[int],
+                       step_start_ns: Sequence[int], step_end_ns: Sequence[int], slack_ns: int = 0) -> tuple[int, int] | None:
+    """The first job that starts before its step's start or ends after its step's end.
+
+    Args:
+        step, start_ns, end_ns: the jobs' step numbers and times (ns), int64 arrays of shape ``(n,)``.
+        steps, step_start_ns, step_end_ns: the recorded steps and their spans (ns), one entry per step;
+            every job's step must be among ``steps``.
+        slack_ns: how far (ns) outside its span a job may lie and still pass (0: exactly within).
+
+    Returns:
+        ``None`` when every job lies within its step; else ``(job index, step index)``.
+    """
+    import numpy as np
+
+    if not len(step):
+        return None
+    numbers = np.asarray(steps, dtype=np.int64)
+    if len(numbers) > 1 and not bool((numbers[1:] > numbers[:-1]).all()):  # unsorted steps (refused elsewhere): by lookup
+        index_of = {int(s): i for i, s in enumerate(steps)}
+        where = np.fromiter((index_of[int(s)] for s in step), dtype=np.int64, count=len(step))
+    else:
+        where = np.searchsorted(numbers, step)
+    lo = np.asarray(step_start_ns, dtype=np.int64)[where] - slack_ns
+    hi = np.asarray(step_end_ns, dtype=np.int64)[where] + slack_ns
+    hits = np.flatnonzero((start_ns < lo) | (end_ns > hi))
+    if not len(hits):
+        return None
+    return int(hits[0]), int(where[hits[0]])

@@ -8,281 +8,35 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field
 from typing import Any
 
-from harness import theory
-from harness.bubble import BubbleDecomposition, decompose
+from harness.analysis.bubble import BubbleDecomposition, decompose
+from harness.analysis.critical_path import critical_path, waiting
+from harness.analysis.memory import has_memory_model, memory_profile
+from harness.analysis.metrics import RunMetrics, compute_metrics
+from harness.analysis.result import CaseResult
+from harness.analysis.theory import theory_for
 from harness.case import PipelineCase
-from harness.cost import CheckedCost, checked
-from harness.critical_path import CriticalPath, RankWaiting, critical_path, waiting
-from harness.device import BackendChoice, backend_workload, create_device, resolve_backend
-from harness.environment import CaseUsage, UsageProbe
-from harness.errors import ConfigError, HarnessError, ScheduleError
-from harness.executor import execute
-from harness.memory import MemoryProfile, format_bytes, has_memory_model, memory_profile
-from harness.metrics import RunMetrics, compute_metrics
-from harness.plan import Plan, build_plan
+from harness.distributed.backends import backend_workload, resolve_backend
+from harness.errors import ConfigError, ScheduleError
+from harness.model.checked import CheckedCost, checked
+from harness.plan.build import build_plan
+from harness.plan.graph import Plan
 from harness.records import RunRecords
-from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
-from harness.stability import Flag, fidelity, stability_flags
+from harness.run.device import create_device
+from harness.run.environment import BackendChoice, UsageProbe
+from harness.run.executor import execute
+from harness.run.stability import Flag, fidelity, predicted_step_ns, stability_flags, trust_warnings
+from harness.run.window import ProfilingWindow, window_for
+from harness.schedule.model import Job, JobKind
 from harness.text import safe_text
-from harness.window import AdaptiveWindow, FixedWindow, ProfilingWindow
 
-__all__ = ["CaseResult", "run_case"]
-
-
-@dataclass
-class CaseResult:
-    """Everything one case produced.
-
-    Attributes:
-        case_id: unique id (the pytest node id for cases run by pytest).
-        label: short human label (``"1F1B p=4 m=8"``).
-        schedule: the schedule that ran (with comm/OPT jobs if added).
-        records: the timed jobs.
-        metrics: measured figures.
-        theory: closed-form figures where known (``bubble_ratio``,
-            ``makespan_ns``, ``peak_inflight``), else empty.
-        cost: the cost model's description.
-        backend_reason: why this backend ran (e.g. the auto fallback).
-        plan: the validated plan that ran (dependencies for reports).
-        outcome: the pytest outcome of the test that ran the case
-            (``"passed"``, ``"failed"``, ``"error"``, ``"skipped"``), or ``None``.
-        warnings: notes on how far to trust the figures (e.g. jobs too short
-            for the backend's timing), for the summary and the report.
-        flags: ``unstable`` / ``contended`` flags with their reasons
-            (:mod:`harness.stability`); empty for ``sim`` and stable runs.
-        usage: how busy the machine was during the run (:mod:`harness.environment`).
-        fidelity: measured median step against the cost model's exact step, with
-            the median's CI (:func:`harness.stability.fidelity`), on backends whose
-            jobs last their cost-model durations; else ``None``.
-        memory: bytes held per rank over the run and their peaks
-            (:mod:`harness.memory`), where the cost model models memory; else ``None``.
-        decomposition: the median step split into ideal, imbalance, recomputation,
-            communication and schedule bubble (:mod:`harness.bubble`).
-        cost_model: the cost model itself (``cost`` is its description).
-        critical_path: the chain of jobs that fixes the median step's length
-            (:mod:`harness.critical_path`).
-        waiting: per rank, the median step's idle time split by what it waited for.
-        comm_model: the communication model the case ran under (:mod:`harness.comm`).
-        options: the case's schedule-builder options with a scalar value (``{"overlap": False}``),
-            for results and reports.
-    """
-
-    case_id: str
-    label: str
-    schedule: Schedule
-    records: RunRecords
-    metrics: RunMetrics
-    theory: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(default_factory=dict)
-    backend_reason: str = ""
-    plan: Plan | None = None
-    outcome: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    flags: list[Flag] = field(default_factory=list)
-    usage: CaseUsage | None = None
-    fidelity: dict[str, Any] | None = None
-    comm_model: str = "stream"
-    memory: MemoryProfile | None = None
-    decomposition: BubbleDecomposition | None = None
-    cost_model: Any = field(default=None, repr=False)
-    critical_path: CriticalPath | None = None
-    waiting: list[RankWaiting] = field(default_factory=list)
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def does_not_fit(self) -> str | None:
-        """A one-line reason when the case's peak memory is over its ``memory_limit_bytes``, else ``None``."""
-        mem = self.memory
-        if mem is None or mem.limit_bytes is None or mem.fits:
-            return None
-        over = mem.over_limit()
-        worst = max(over, key=lambda r: mem.peak_bytes[r])
-        excess = mem.peak_bytes[worst] - mem.limit_bytes
-        others = f" ({len(over)} of {len(mem.peak_bytes)} ranks over it)" if len(over) > 1 else ""
-        return (f"rank {worst} peaks at {format_bytes(mem.peak_bytes[worst])}, {format_bytes(excess)} ({excess:,} bytes) above the "
-                f"{format_bytes(mem.limit_bytes)} limit per rank{others}")
-
-    @property
-    def num_ranks(self) -> int:
-        return self.schedule.num_ranks
-
-    @property
-    def num_microbatches(self) -> int:
-        return self.schedule.num_microbatches
-
-    @property
-    def chunks(self) -> int:
-        return self.schedule.chunks_per_rank
-
-
-def is_builtin_order(schedule: Schedule) -> bool:
-    """Whether ``schedule``'s compute jobs are, rank by rank, those of the built-in schedule
-    it is named after (send/receive, ``OPT`` and data-parallel jobs and idle slots aside), with its
-    placement: only then do that schedule's closed forms apply. ``False`` for other
-    names, for a pass's output (``split_backward`` keeps the name) and for a user's
-    schedule that borrows a built-in's name."""
-    from harness.schedule.builders import build_schedule, builder_info, built_as
-
-    try:
-        info = builder_info(schedule.name)
-        if built_as(schedule) == (info.name, schedule.num_ranks, schedule.num_microbatches,
-                                  schedule.chunks_per_rank if info.takes_chunks else 1, False):
-            return True  # this very object is what the builder returned for these sizes
-        built = build_schedule(info.name, schedule.num_ranks, schedule.num_microbatches, schedule.chunks_per_rank if info.takes_chunks else 1)
-    except HarnessError:
-        return False
-    if built.stage_to_rank != schedule.stage_to_rank:
-        return False
-
-    def compute(rows: tuple[tuple[Job | None, ...], ...]) -> list[list[Job]]:
-        return [[j for j in row if j is not None and j.kind.takes_microbatch and not j.kind.is_comm] for row in rows]
-
-    return compute(built.ranks) == compute(schedule.ranks)
-
-
-def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm_model: str = "stream",
-               source: Schedule | None = None) -> dict[str, Any]:
-    """Closed-form figures for what ran, where the papers' setting holds.
-
-    The setting: every stage has the same F/B/I/W durations, transfers take no
-    time (no send/receive jobs, or only free ones; under ``comm_model="edge"``, a
-    zero transfer time), no optimizer jobs, and jobs
-    last their cost-model durations (not a ``compute`` workload, whose GEMMs
-    contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
-    and ``peak_inflight`` (per rank) where :mod:`harness.theory` knows a closed
-    form, for a schedule whose jobs are the named built-in's
-    (:func:`is_builtin_order`; of ``source``, the schedule before the communication model
-    added its jobs, where given: the lowering keeps every rank's compute order); empty otherwise.
-    """
-    s = plan.schedule
-    n = s.num_stages
-    cost = case.cost
-    if workload in ("matmul", "gemm"):
-        return {}
-    kinds = (JobKind.F, JobKind.B, JobKind.I, JobKind.W)
-    per_stage = {tuple(cost.duration_ns(Job(k, kind, 0), n) for kind in kinds) for k in range(n)}
-    if len(per_stage) != 1:
-        return {}
-    import numpy as np
-
-    cols = plan.arrays
-    if (cols.kind == KIND_CODE[JobKind.OPT]).any():
-        return {}
-    # a transfer's cost depends on its stage and kind, not its micro-batch (checked by durations()): ask once each
-    moving_codes = [KIND_CODE[k] for k in JobKind if k.is_comm or k.is_data_parallel]
-    moving = np.flatnonzero(np.isin(cols.kind, moving_codes))
-    _, first = np.unique(cols.stage[moving] * len(KIND_CODE) + cols.kind[moving], return_index=True)
-    all_kinds = tuple(JobKind)
-    for j in moving[first].tolist():
-        mb = int(cols.microbatch[j])
-        if cost.duration_ns(Job(int(cols.stage[j]), all_kinds[int(cols.kind[j])], None if mb < 0 else mb), n) > 0:
-            return {}
-    if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
-        return {}
-    if not is_builtin_order(source if source is not None else s):  # a pass (split_backward) or a user's schedule under a built-in's name
-        return {}
-    t_f, _t_full, t_b, t_w = next(iter(per_stage))
-    v = s.chunks_per_rank
-    out: dict[str, Any] = {}
-    bubble = theory.theoretical_bubble(s.name, s.num_ranks, s.num_microbatches, v, t_f=t_f, t_b=t_b, t_w=t_w)
-    if bubble is not None:
-        out["bubble_ratio"] = bubble
-    peaks = [theory.peak_inflight(s.name, s.num_ranks, s.num_microbatches, r, v=v) for r in range(s.num_ranks)]
-    if all(x is not None for x in peaks):
-        out["peak_inflight"] = peaks
-        out.update(_memory_theory(cost, plan, [int(x) for x in peaks if x is not None]))
-    return out
-
-
-def _memory_theory(cost: Any, plan: Plan, peaks: list[int]) -> dict[str, Any]:
-    """``peak_memory_bytes`` per rank, ``static + peak in-flight x one stage's activation``, where
-    that product is what the rank holds: the cost model models memory, every stage's activation is
-    the same, and a split backward frees nothing at ``I`` (else its ``I`` frees part early and the
-    product over-counts)."""
-    from harness.memory import has_memory_model
-
-    if not has_memory_model(cost):
-        return {}
-    s = plan.schedule
-    n = s.num_stages
-    per_stage = {tuple(cost.memory_bytes(Job(k, kind, 0), n) for kind in (JobKind.F, JobKind.I)) for k in range(n)}
-    if len(per_stage) != 1:
-        return {}
-    act, freed_by_i = next(iter(per_stage))
-    if freed_by_i and (plan.arrays.kind == KIND_CODE[JobKind.I]).any():
-        return {}
-    static = [0] * s.num_ranks
-    for k, r in enumerate(s.stage_to_rank):
-        static[r] += int(cost.static_bytes(k, n))
-    return {"peak_memory_bytes": [st + peak * act for st, peak in zip(static, peaks)]}
-
-
-#: On the cpu backend a dependency between streams costs a thread hand-off of
-#: roughly 50-100 µs; jobs shorter than this (ns) make that overhead show.
-CPU_SHORTEST_TRUSTED_NS = 1_000_000
-
-
-#: On the cpu backend's timed workload, a median step this much longer than the
-#: cost model's exact step time (the sim figure) is reported.
-CPU_STEP_STRETCH_WARN = 0.10
-
-
-def trust_warnings(records: RunRecords, predicted_step_ns: int | None = None) -> list[str]:
-    """Notes on figures the backend cannot measure well, on ``cpu``/``sleep``: jobs
-    shorter than :data:`CPU_SHORTEST_TRUSTED_NS` (thread hand-offs inflate idle time),
-    or else a median step more than :data:`CPU_STEP_STRETCH_WARN` longer than
-    ``predicted_step_ns`` (the cost model's exact step time, ns), which happens when
-    more streams than cores compete for the CPU."""
-    import os
-    import statistics
-
-    out: list[str] = []
-    if records.backend in ("cpu", "mpi") and records.device.get("workload") == "sleep":  # an mpi rank runs a cpu device
-        cols = records.columns
-        durations = sorted((cols.end_ns - cols.start_ns)[cols.kind_mask(("F", "B", "I", "W"))].tolist())
-        steps = [b - a for a, b in zip(records.step_start_ns, records.step_end_ns)]
-        if durations and durations[len(durations) // 2] < CPU_SHORTEST_TRUSTED_NS:
-            out.append(
-                f"median job {durations[len(durations) // 2] / 1000:.0f} µs: on the {records.backend} backend each cross-stage "
-                "dependency costs a thread hand-off of ~50-100 µs, which inflates step time and bubble for jobs "
-                "under 1 ms; use --backend=sim for exact figures"
-            )
-        elif predicted_step_ns and steps and statistics.median(steps) > (1 + CPU_STEP_STRETCH_WARN) * predicted_step_ns:
-            median = statistics.median(steps)  # (short jobs explain a stretch already: one note, not two)
-            cores = os.cpu_count() or 1
-            crowd = (f"{len(records.streams)} streams share {cores} core(s): the threads that finish each job's sleep wait "
-                     "for a core, so jobs and hand-offs stretch; " if len(records.streams) > cores else "")
-            out.append(
-                f"median step {median / 1e6:.3f} ms is {median / predicted_step_ns - 1:.0%} longer than the "
-                f"{predicted_step_ns / 1e6:.3f} ms the cost model gives for this schedule: {crowd}"
-                f"the {records.backend} backend's figures are host-timing estimates"
-                + (" and include real transfers, which the cost model charges only as its p2p terms" if records.backend == "mpi" else "")
-                + "; use --backend=sim for exact ones"
-            )
-    return out
-
-
-#: Backend workloads whose jobs last their cost-model durations, so a run should match ``sim``.
-TIMED_WORKLOADS = ("sleep", "spin")
-
-
-def _predicted_step_ns(plan: Plan, case: PipelineCase, records: RunRecords, delays: list[int] | None = None) -> int | None:
-    """The exact step time (ns) of ``plan`` under the case's cost model, where the run
-    should match it (a timed backend whose jobs last their durations); ``None`` elsewhere."""
-    if records.backend == "sim" or records.device.get("workload") not in TIMED_WORKLOADS:
-        return None
-    from harness.analytics import simulate
-
-    return simulate(plan, case.cost, delays).makespan_ns
+__all__ = ["run_case"]
 
 
 #: Longest run, in seconds, the cpu ``compute`` workload may be asked for before
 #: the harness stops and says so (a GPU-sized model on a CPU takes hours).
 CPU_GEMM_LIMIT_S = 600.0
-
 
 @functools.cache
 def _one_core_gemm_rate() -> float:
@@ -300,10 +54,9 @@ def _one_core_gemm_rate() -> float:
             np.matmul(a, a)
         return 8 * 2 * 256**3 / max(time.perf_counter() - t0, 1e-9)
 
-
 def _step_flops(case: PipelineCase, plan: Plan) -> float:
     """FLOPs of one step of ``plan`` under the case's cost model, asked once per ``(stage, kind)``
-    (costs do not depend on the micro-batch, see :class:`~harness.cost.CostModel`)."""
+    (costs do not depend on the micro-batch, see :class:`~harness.model.cost.CostModel`)."""
     import numpy as np
 
     cols = plan.arrays
@@ -317,13 +70,12 @@ def _step_flops(case: PipelineCase, plan: Plan) -> float:
         total += case.cost.flops(job, n_stages) * count
     return total
 
-
 def _check_compute_flops(case: PipelineCase, step_flops: float) -> None:
     """Refuse the ``compute`` workload for a cost model that gives no FLOPs: its jobs would
     sleep or spin their durations while the run says it multiplied matrices.
 
     Raises:
-        ConfigError: no job has FLOPs (e.g. :class:`~harness.cost.FixedCost`).
+        ConfigError: no job has FLOPs (e.g. :class:`~harness.model.cost.FixedCost`).
     """
     if step_flops > 0:
         return
@@ -332,7 +84,6 @@ def _check_compute_flops(case: PipelineCase, step_flops: float) -> None:
         f"({type(getattr(case.cost, 'inner', case.cost)).__name__}) gives no FLOPs, only durations; use TransformerCost for compute cases, "
         "or workload 'timed' (jobs last their cost-model durations)"
     )
-
 
 def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, step_flops: float, steps: int) -> None:
     """Refuse a cpu ``compute`` run whose GEMMs would take longer than
@@ -357,36 +108,21 @@ def _check_cpu_gemm_time(case: PipelineCase, plan: Plan, step_flops: float, step
             "(jobs last their cost-model durations) or a smaller model for compute cases"
         )
 
-
-def window_for(backend: str, steps: range | ProfilingWindow | None) -> range | ProfilingWindow:
-    """The profiling window a run on ``backend`` uses: ``steps`` as given, except
-    that ``None`` means an :class:`~harness.window.AdaptiveWindow` with its
-    defaults, and an adaptive window on ``sim`` (which is exact) becomes one
-    recorded step after the same warm-up (``reason="exact"``)."""
-    if steps is None:
-        steps = AdaptiveWindow()
-    if backend == "sim" and isinstance(steps, AdaptiveWindow):
-        w = steps.warmup_steps
-        return FixedWindow(range(w, w + 1), reason="exact")
-    return steps
-
-
 def _with_checked_cost(case: PipelineCase) -> PipelineCase:
     """``case`` with its cost model's answers checked where they enter the run
-    (:class:`~harness.cost.CheckedCost`), its errors naming the case's line and label. The
+    (:class:`~harness.model.checked.CheckedCost`), its errors naming the case's line and label. The
     shipped models check their own values when made, and are left as they are."""
     cost = checked(case.cost, (f"{case.declared_at}: " if case.declared_at else "") + f"case {case.label()!r}")
     return case if cost is case.cost else dataclasses.replace(case, cost=cost)
 
-
 def _check_cost_answers(plan: Plan, cost: Any) -> None:
-    """Ask a custom cost model (:class:`~harness.cost.CheckedCost`) its FLOPs and bytes once per
+    """Ask a custom cost model (:class:`~harness.model.checked.CheckedCost`) its FLOPs and bytes once per
     ``(stage, kind)`` of ``plan``, as the job-by-job executor does, so that a bad answer stops the
     case on every backend, including ``sim``, whose replay asks neither (its durations were asked
-    already, by :func:`~harness.analytics.durations`).
+    already, by :func:`~harness.plan.timeline.durations`).
 
     Raises:
-        ConfigError: an answer :class:`~harness.cost.CheckedCost` refuses (names the model, job and value).
+        ConfigError: an answer :class:`~harness.model.checked.CheckedCost` refuses (names the model, job and value).
     """
     if not isinstance(cost, CheckedCost):
         return
@@ -402,28 +138,25 @@ def _check_cost_answers(plan: Plan, cost: Any) -> None:
         cost.flops(job, n_stages)
         cost.nbytes(job, n_stages)
 
-
 def _decomposition(records: RunRecords, metrics: RunMetrics, plan: Plan, cost: Any, delays: list[int] | None = None) -> BubbleDecomposition:
     """The median step's decomposition: on ``sim`` from the cost model, on a timed backend from the
-    median step's measured busy time per rank (:func:`harness.bubble.decompose`)."""
+    median step's measured busy time per rank (:func:`harness.analysis.bubble.decompose`)."""
     if records.backend == "sim":
         median = round(metrics.step_time_median_ns)
         # every sim step is the plan's analytic timeline; with edge delays it is not the undelayed one
         return decompose(median, plan, cost, makespan_ns=median if delays is None else None)
-    from harness.critical_path import median_step
+    from harness.analysis.critical_path import median_step
 
     k = records.steps.index(median_step(records))
     step = metrics.steps[k]
     return decompose(step.step_time_ns, plan, cost, busy_ns=list(step.busy_ns))
 
-
-
 def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
     """Notes for cost-model fields that ``schedule`` gives nothing to act on: ``overlap_ns`` /
-    ``overlap_ratio`` without overlapped F&B groups (:mod:`harness.overlap`), and ``unshard_ns``,
-    ``reshard_ns``, ``reduce_grad_ns`` without jobs of that kind (:mod:`harness.data_parallel`).
+    ``overlap_ratio`` without overlapped F&B groups (:mod:`harness.plan.groups`), and ``unshard_ns``,
+    ``reshard_ns``, ``reduce_grad_ns`` without jobs of that kind (:mod:`harness.model.data_parallel`).
     Empty when every set field is used (or the model has none of them)."""
-    from harness.overlap import groups_of
+    from harness.schedule.groups import groups_of
 
     inner = getattr(cost, "inner", cost)  # CheckedCost wraps the user's model
     notes = []
@@ -437,7 +170,6 @@ def unused_cost_notes(schedule: Any, cost: Any) -> list[str]:
         if kind not in kinds:
             notes.append(f"{name} is set, but {schedule.name} has no {kind} job: it changes nothing")
     return notes
-
 
 def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> None:
     """Raise :class:`ConfigError` (naming the case and the first difference) unless every recorded
@@ -485,7 +217,6 @@ def _in_case(case: PipelineCase, exc: ConfigError) -> ConfigError:
         return case.with_site(exc)
     return case.with_site(ConfigError(f"{named}{message}"))
 
-
 def run_case(
     case: PipelineCase,
     backend: str | BackendChoice = "auto",
@@ -501,7 +232,7 @@ def run_case(
         case: the pipeline to run.
         backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"`` or a resolved choice.
         steps: the profiling window: a ``range`` of recorded steps (earlier steps
-            are warm-up), a :class:`~harness.window.ProfilingWindow`, or ``None``
+            are warm-up), a :class:`~harness.run.window.ProfilingWindow`, or ``None``
             (default) for measure-until-stable: one warm-up step, then steps until
             the median step time's relative standard error is 1 % (5 to 1000 steps,
             10 s of host time), or one recorded step on ``sim``, which is exact
@@ -510,9 +241,9 @@ def run_case(
         device_options: extra keyword arguments for the device constructor;
             they override the case's own ``device_options`` for this backend.
         comm_model: the communication model for a case that names none
-            (:mod:`harness.comm`; default ``"stream"``).
+            (:mod:`harness.model.comm`; default ``"stream"``).
         records: records recorded elsewhere, to analyse against the case's plan instead of
-            running it (per-rank part files merged by :func:`harness.rank_merge.merge_part_files`;
+            running it (per-rank part files merged by :func:`harness.distributed.rank_merge.merge_part_files`;
             ``backend`` then names where they ran). Their jobs must be the plan's, step by step.
 
     Raises:
@@ -521,7 +252,7 @@ def run_case(
             ``cpu`` or ``cuda`` (which run real transfers), a cost model answer that
             is no valid duration (ns), FLOP count or byte count (negative, NaN,
             infinite, not a number, 2**53 or more; see
-            :class:`~harness.cost.CheckedCost`), a ``compute`` workload
+            :class:`~harness.model.checked.CheckedCost`), a ``compute`` workload
             with a cost model that gives no FLOPs, or a cpu ``compute`` run that
             would take more than :data:`CPU_GEMM_LIMIT_S`.
         ScheduleError: the schedule is invalid or deadlocks (before anything runs);
@@ -536,7 +267,8 @@ def run_case(
     if device_options is not None and not isinstance(device_options, dict):
         raise ConfigError(f"case {case.label()!r}: device_options must be a dict of keyword arguments, got {device_options!r}")
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
-    from harness import comm
+    from harness.model import comm
+    from harness.plan.delays import edge_delays
 
     window = window_for(choice.name, steps)
     case = _with_checked_cost(case)
@@ -559,7 +291,7 @@ def run_case(
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
     try:
-        from harness.analytics import durations
+        from harness.plan.timeline import durations
 
         durations(plan, case.cost)  # checks that costs do not vary by micro-batch (they would be flattened to the first)
         _check_cost_answers(plan, case.cost)
@@ -572,14 +304,14 @@ def run_case(
                 _check_cpu_gemm_time(case, plan, step_flops, runs)
     except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
         raise case.with_site(exc) from None
-    delays = comm.edge_delays(plan, case.cost) if model == "edge" else None
+    delays = edge_delays(plan, case.cost) if model == "edge" else None
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     probe = UsageProbe()
     if records is not None:  # recorded elsewhere: check they are this plan's jobs, then analyse them
         _check_records_match(records, plan, case)
         notes += records.device.get("notes", [])
     elif choice.name == "mpi":  # one pipeline rank per MPI process; every process gets the merged records
-        from harness.mpi import run_plan
+        from harness.distributed.mpi import run_plan
 
         records = run_plan(plan, case.cost, window, case.workload, options)
         notes += records.device.get("notes", [])
@@ -591,7 +323,7 @@ def run_case(
             device.close()
     usage = probe.finish(int(records.device.get("siblings_cpu_ns", 0)))
     metrics = compute_metrics(records)
-    predicted = _predicted_step_ns(plan, case, records, delays)
+    predicted = predicted_step_ns(plan, case.cost, records, delays)
     flags: list[Flag] = []
     if records.backend != "sim" and metrics.step_time_stats is not None:
         busy = plan.schedule.num_ranks if records.device.get("workload") == "matmul" else 0

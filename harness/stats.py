@@ -3,7 +3,7 @@
 Everything a benchmark figure needs to be decided on: the median with a
 distribution-free confidence interval, spread (IQR, MAD, stdev), Tukey outliers
 (marked, never dropped), the relative standard error of the median that the
-adaptive profiling window stops on (:mod:`harness.window`), and the change
+adaptive profiling window stops on (:mod:`harness.run.window`), and the change
 between two sample sets with its confidence interval and a verdict
 (``faster`` / ``slower`` / ``no significant change``), which ``compare`` gates on.
 

@@ -80,7 +80,7 @@ fi
 if [ -x "$CUDA_ROOT/bin/nvcc" ]; then
   "$CUDA_ROOT/bin/nvcc" -fatbin -O3 \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-    -o "$WHEELDIR/harness_kernels.fatbin" "$HERE/harness/device/kernels.cu"
+    -o "$WHEELDIR/harness_kernels.fatbin" "$HERE/harness/run/device/kernels.cu"
   echo "ok: $WHEELDIR/harness_kernels.fatbin"
 fi
 ls -l "$WHEELDIR"

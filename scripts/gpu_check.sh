@@ -41,12 +41,12 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if $PIP --no-deps --no-build-isolation -e . >"$RESULTS/pip-harness.log" 2>&1; then
   PLUGIN=""
 else
-  echo "editable install failed (see $RESULTS/pip-harness.log): using PYTHONPATH and -p harness.plugin"
-  PLUGIN="-p harness.plugin"
+  echo "editable install failed (see $RESULTS/pip-harness.log): using PYTHONPATH and -p harness.pytest.plugin"
+  PLUGIN="-p harness.pytest.plugin"
 fi
 
 step "probe"
-"$PYTHON" -c "from harness.device.cuda import probe; ok, why = probe(); print(why); raise SystemExit(0 if ok else 1)" \
+"$PYTHON" -c "from harness.run.device.cuda import probe; ok, why = probe(); print(why); raise SystemExit(0 if ok else 1)" \
   || { fail "no usable GPU"; exit "$STATUS"; }
 if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   if [ -f "$WHEELDIR/harness_kernels.fatbin" ]; then

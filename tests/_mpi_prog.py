@@ -15,9 +15,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from harness import FixedCost, PipelineCase
+    from harness.distributed.transport import import_mpi
+    from harness.run.window import parse_steps
     from harness.runner import run_case
-    from harness.transport import import_mpi
-    from harness.window import parse_steps
 
     out, schedule, p, m, f_ms, b_ms, *rest = argv
     options: dict[str, object] = {}

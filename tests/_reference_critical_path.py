@@ -1,4 +1,4 @@
-"""Frozen copy of harness/critical_path.py as it was before it read the records' columns (issue 13):
+"""Frozen copy of harness/analysis/critical_path.py as it was before it read the records' columns (issue 13):
 the reference the column version is compared with on perturbed records. Not used by the harness."""
 # ruff: noqa
 
@@ -134,7 +134,7 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
 
     Args:
         records: the run's :class:`~harness.records.RunRecords`.
-        plan: the :class:`~harness.plan.Plan` that ran.
+        plan: the :class:`~harness.plan.graph.Plan` that ran.
         step: a recorded step.
 
     Raises:
@@ -159,7 +159,7 @@ def critical_path(records: Any, plan: Any, step: int | None = None) -> CriticalP
     for i in chain:
         gaps.append(max(0, rec[i].start_ns - covered))
         covered = max(covered, rec[i].end_ns)
-    from harness.overlap import busy_union
+    from harness.analysis.busy import busy_union
 
     # the union of the chain's intervals: an overlapped group's jobs on it (a backward released by its
     # forward's start) count once

@@ -8,9 +8,9 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
+from harness.report.colours import kind_table
 from harness.report.cost_table import _group_rule, _ms, _rebuild, cost_durations
 from harness.report.grid import GridCycleError
-from harness.report.html import kind_table
 from harness.report.layout import rank_labels, stream_slots
 
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
@@ -218,8 +218,8 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
     a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
     stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
-    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.overlap.group_ns`), and
-    each job is stretched by ``G / max(d)`` (:func:`harness.overlap.stretched`), so on ``sim`` its measured
+    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.model.overlap.group_ns`), and
+    each job is stretched by ``G / max(d)`` (:func:`harness.plan.groups.stretched`), so on ``sim`` its measured
     duration is the cost model's times that factor.
 
     Args:
@@ -241,7 +241,7 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
     if not firsts:
         return {}
     from harness.errors import ConfigError
-    from harness.overlap import group_ns
+    from harness.model.overlap import group_ns
     from harness.schedule.model import parse_job
 
     model = _rebuild(cost)

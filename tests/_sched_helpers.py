@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.cost import FixedCost
-from harness.schedule.builders import builder_info
+from harness.model.cost import FixedCost
+from harness.schedule.registry import builder_info
 
 CHUNKED = ("Interleaved1F1B", "LoopedBFS")
 

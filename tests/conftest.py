@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy  # noqa: F401  # loaded once, before pytester's in-process runs snapshot sys.modules (numpy cannot be imported twice)
 import pytest
 
-from harness.cost import FixedCost
-from harness.device.sim import SimDevice
-from harness.executor import execute
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
 from harness.records import RunRecords
+from harness.run.device.sim import SimDevice
+from harness.run.executor import execute
 from harness.schedule.model import Schedule
 
 MS = 1_000_000

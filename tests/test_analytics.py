@@ -1,16 +1,17 @@
-"""Analytics agree exactly with running the plan on the sim device (harness.device.sim)."""
+"""Analytics agree exactly with running the plan on the sim device (harness.run.device.sim)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze, simulate
-from harness.cost import TransformerCost
-from harness.device.sim import SimDevice
+from harness.analysis.analytic import analyze
+from harness.analysis.metrics import compute_metrics
 from harness.errors import ConfigError
-from harness.executor import execute
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
+from harness.plan.timeline import simulate
+from harness.run.device.sim import SimDevice
+from harness.run.executor import execute
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.model import Job, JobKind
 from harness.schedule.passes import add_communication
@@ -105,7 +106,7 @@ def test_analyze_inserts_communication_as_a_case_does() -> None:
     # 1F1B p=4 m=8, F=1 ms, B=2 ms, each transfer 0.5 ms + 1 MB at 1 GB/s = 1.5 ms: the prediction
     # equals what run_case measures on sim, and only comm=False leaves transfers free.
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
     from harness.runner import run_case
 
     c = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000, activation_bytes=1_000_000, p2p_gbytes_per_s=1.0)
@@ -122,7 +123,7 @@ def test_analyze_inserts_communication_as_a_case_does() -> None:
 
 def test_comm_true_on_a_schedule_that_has_send_receive_jobs_keeps_them() -> None:
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
     from harness.runner import run_case
 
     c = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000)

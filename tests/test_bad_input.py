@@ -20,15 +20,17 @@ from hypothesis import strategies as st
 
 from harness import PipelineCase, run_case
 from harness.cli import main as cli_main
-from harness.cost import CheckedCost, FixedCost, TransformerCost
 from harness.errors import ConfigError, InputFormatError, ResourceError, ScheduleError
+from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
+from harness.model.checked import CheckedCost
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
 from harness.report.hta import hta_rank_trace
-from harness.report.paddle import PaddleLogWarning, import_paddle_logs
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, results_document
 from harness.report.trace import RANK_STEP_TID, case_trace
 from harness.report.tracecheck import check_trace
-from harness.schedule import builders
+from harness.schedule import registry
 from harness.schedule.model import Job, JobKind
 from harness.schedule.notation import load_schedule_file, loads_csv
 from harness.text import UnsafeTextWarning, shown_in_terminal
@@ -101,8 +103,8 @@ def test_bad_bytes_or_flops_stop_the_case_on_every_backend_though_sim_never_uses
 
 
 def test_analyze_checks_a_custom_cost_model_as_a_run_does():
-    from harness.analytics import analyze
-    from harness.schedule.builders import build_schedule
+    from harness.analysis.analytic import analyze
+    from harness.schedule.registry import build_schedule
 
     with pytest.raises(ConfigError) as err:
         analyze(build_schedule("1F1B", 2, 2), _Custom(nbytes=-10), comm=True)  # it reported -40 point-to-point bytes
@@ -127,7 +129,7 @@ UNREPORTABLE = """
 import dataclasses
 import pytest
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 class Neg:
     def duration_ns(self, job, n): return -5 if job.kind.name == "F" else 0 if job.kind.is_comm else 2000
@@ -202,7 +204,7 @@ def test_show_refuses_a_fifo(tmp_path, capsys):
 
 
 def test_the_size_cap_follows_the_job_limit_and_is_stated(tmp_path, monkeypatch):
-    monkeypatch.setattr(builders, "MAX_JOBS", 10)  # cap: 10 jobs x 32 bytes = 320 bytes
+    monkeypatch.setattr(registry, "MAX_JOBS", 10)  # cap: 10 jobs x 32 bytes = 320 bytes
     path = tmp_path / "big.csv"
     path.write_text("0F0," + " " * 400 + "\n")
     with pytest.raises(InputFormatError) as err:
@@ -286,7 +288,7 @@ def test_a_results_file_with_a_lone_surrogate_escape_is_refused_by_report_and_co
 # ---- item 8: the job limit counts the jobs that will exist -----------------------------------------------------------
 
 def test_the_job_limit_counts_send_receive_jobs_and_states_the_memory(monkeypatch):
-    monkeypatch.setattr(builders, "MAX_JOBS", 1000)
+    monkeypatch.setattr(registry, "MAX_JOBS", 1000)
     # 1F1B p=8 m=60: 960 compute jobs (under the limit), plus 4 x 60 x 7 = 1,680 send/receive jobs
     case = PipelineCase("1F1B", stages=8, microbatches=60, comm=True, name="big")
     with pytest.raises(ConfigError) as err:
@@ -294,26 +296,26 @@ def test_the_job_limit_counts_send_receive_jobs_and_states_the_memory(monkeypatc
     assert str(err.value) == (
         f"{case.declared_at}: case 'big': schedule '1F1B' (960 compute jobs) with its send/receive jobs added would have about "
         "2,640 jobs, more than the 1,000 this harness builds (they would need about 950.4 kB (360 bytes per job); the limit is "
-        "about 360.0 kB (360 bytes per job); raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+        "about 360.0 kB (360 bytes per job); raise harness.schedule.registry.MAX_JOBS if the machine has the memory)"
     )
     assert PipelineCase("1F1B", stages=8, microbatches=60, comm=False).build().num_jobs == 960  # compute only: allowed
 
 
 def test_the_default_limit_message_states_the_measured_bytes_per_job():
     with pytest.raises(ConfigError) as err:
-        builders.build_schedule("Interleaved1F1B", 64, 100_000, 2)
+        registry.build_schedule("Interleaved1F1B", 64, 100_000, 2)
     assert ("would have about 25,600,000 jobs, more than the 20,000,000 this harness builds (they would need about 9.2 GB "
             "(360 bytes per job); the limit is about 7.2 GB (360 bytes per job)") in str(err.value)
 
 
 def test_out_of_memory_in_the_analytic_path_is_a_clear_error(monkeypatch):
-    from harness import analytics
+    from harness.analysis import analytic as analytics
 
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 15.2 GiB for an array with shape (2038000000,) and data type int64")
 
     monkeypatch.setattr(analytics, "simulate", no_memory)
-    schedule = builders.build_schedule("1F1B", 4, 8)
+    schedule = registry.build_schedule("1F1B", 4, 8)
     with pytest.raises(ResourceError) as err:
         analytics.analyze(schedule, FixedCost.ms(F=1, B=2, p2p_latency_ns=10))
     assert str(err.value) == (
@@ -529,8 +531,7 @@ def _wrong_id_log(path: Path, lines_per_step: int, steps: int = 3) -> None:
 
 
 def test_one_repeated_micro_batch_id_costs_a_bounded_number_of_passes(tmp_path, monkeypatch):
-    from harness.imports import paddle_steps
-    from harness.report import paddle
+    from harness.imports import paddle, paddle_steps
 
     calls = []
     real = paddle._split_cost

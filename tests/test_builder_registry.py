@@ -9,16 +9,16 @@ import pytest
 
 from harness.case import PipelineCase
 from harness.errors import ConfigError, ScheduleError
-from harness.schedule import build_schedule, builders, register
-from harness.schedule.builders import builder_info
+from harness.schedule import build_schedule, builders, register, registry
 from harness.schedule.model import Schedule
+from harness.schedule.registry import builder_info
 
 
 @pytest.fixture(autouse=True)
 def _own_registry(monkeypatch):
     """Each test registers into a copy: the builders it adds do not leak into other tests."""
-    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
-    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
 
 
 def test_a_taken_name_or_alias_is_refused_naming_the_owner():
@@ -32,7 +32,7 @@ def test_a_taken_name_or_alias_is_refused_naming_the_owner():
         @register("Mine", "pipedream flush")
         def mine(p, m):
             return build_schedule("1F1B", p, m)
-    assert builder_info("FThenB").build is builders.fthenb and "Mine" not in builders.schedule_names()
+    assert builder_info("FThenB").build is builders.fthenb and "Mine" not in registry.schedule_names()
 
 
 def test_registering_the_same_function_again_is_allowed():
@@ -104,10 +104,10 @@ def test_schedules_beyond_the_job_limit_are_refused_before_building(args, count)
 
 
 def test_the_job_limit_can_be_raised(monkeypatch):
-    monkeypatch.setattr(builders, "MAX_JOBS", 10)
+    monkeypatch.setattr(registry, "MAX_JOBS", 10)
     with pytest.raises(ConfigError, match=r"1F1B' with p=2, m=3, v=1 would have about 12 jobs, more than the 10 this"):
         build_schedule("1F1B", 2, 3)
-    monkeypatch.setattr(builders, "MAX_JOBS", 12)
+    monkeypatch.setattr(registry, "MAX_JOBS", 12)
     assert build_schedule("1F1B", 2, 3).num_jobs == 12
 
 

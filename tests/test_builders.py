@@ -6,9 +6,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from harness.analytics import analyze
+from harness.analysis.analytic import analyze
 from harness.errors import ConfigError
-from harness.plan import build_plan
+from harness.plan.build import build_plan
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.model import Job, JobKind, loop_placement, v_placement
 from harness.schedule.passes import add_communication

@@ -116,7 +116,7 @@ def test_command_line_errors_carry_no_harness_location(capsys):
 CASES = """
 import pytest
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_zero_microbatches(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=0))
@@ -181,7 +181,7 @@ def test_fulltrace_keeps_the_traceback(pytester):
 
 
 def test_cases_are_hashable_and_equal_cases_hash_alike():
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
     from harness.schedule import build_schedule
 
     fields = {"options": {"optimizer": True}, "device_options": {"cuda": {"devices": [0, 1]}}, "cost": FixedCost.ms(F=1, B=2)}

@@ -10,9 +10,10 @@ import numpy  # noqa: F401 - imported before pytester's in-process runs, which d
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.device import WORKLOAD_NAMES, create_device, device_option_names
+from harness.distributed.backends import device_option_names
 from harness.errors import ConfigError
+from harness.model.cost import FixedCost
+from harness.run.device import WORKLOAD_NAMES, create_device
 from harness.runner import run_case
 
 HERE = Path(__file__).name
@@ -165,7 +166,7 @@ def test_create_device_gives_the_same_workload_message():
     ("sleep", "sleep"), ("matmul", "matmul"), ("spin", "sleep"), ("gemm", "matmul"),
 ])
 def test_every_documented_workload_runs_and_maps_to_the_cpu_one(workload, cpu_workload):
-    from harness.cost import TransformerCost
+    from harness.model.transformer import TransformerCost
 
     tiny = TransformerCost(hidden_size=64, seq_len=16, micro_batch_size=1, num_layers=2, tflops=1.0)  # FLOPs for GEMMs
     cost = tiny if cpu_workload == "matmul" else FixedCost.ms(F=0.2, B=0.4)
@@ -187,7 +188,7 @@ def test_the_compute_workload_needs_a_cost_model_with_flops(workload):
 
 
 def test_workload_lists_match_the_backends():
-    from harness.device import cpu, cuda
+    from harness.run.device import cpu, cuda
 
     assert WORKLOAD_NAMES == ("timed", "compute", *cpu.WORKLOADS, *cuda.WORKLOADS)
 

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
+from harness.analysis.compare import parse_threshold
 from harness.case import PipelineCase
-from harness.cli import main, parse_threshold
-from harness.cost import FixedCost
+from harness.cli import main
 from harness.errors import ConfigError
+from harness.model.cost import FixedCost
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case
 
@@ -407,7 +408,7 @@ def test_show_takes_sizes_from_a_schedule_file(capsys):
 
 
 def test_show_an_unknown_schedule_says_so_and_lists_the_known_ones(capsys):
-    from harness.schedule.builders import schedule_names
+    from harness.schedule.registry import schedule_names
 
     assert main(["show", "NOPE"]) == 2
     err = capsys.readouterr().err
@@ -568,10 +569,10 @@ def test_import_paddle_help_names_the_default_folder_as_it_is_used(monkeypatch):
 
 
 def test_import_makes_your_builders_available_to_the_commands(tmp_path, capsys, monkeypatch):
-    from harness.schedule import builders
+    from harness.schedule import registry
 
-    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))  # the registration does not outlive the test
-    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the registration does not outlive the test
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
     mine = tmp_path / "my_builders_for_cli.py"
     mine.write_text(
         "from harness.schedule import build_schedule, register\n\n"
@@ -596,10 +597,10 @@ def test_import_makes_your_builders_available_to_the_commands(tmp_path, capsys, 
 
 
 def test_imported_files_of_one_name_stay_apart_and_cannot_shadow_the_package(tmp_path, capsys, monkeypatch):
-    from harness.schedule import builders
+    from harness.schedule import registry
 
-    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
-    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
     source = ("from harness.schedule import build_schedule, register\n\n@register('Dup')\ndef b(p, m):\n"
               "    '''from {0}'''\n    return build_schedule('{1}', p, m)\n")
     for folder, schedule in (("c", "FThenB"), ("d", "1F1B")):
@@ -615,10 +616,10 @@ def test_imported_files_of_one_name_stay_apart_and_cannot_shadow_the_package(tmp
 
 
 def test_a_user_builder_that_raises_is_one_error_line(tmp_path, capsys, monkeypatch):
-    from harness.schedule import builders
+    from harness.schedule import registry
 
-    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
-    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
     mine = tmp_path / "raising.py"
     mine.write_text("from harness.schedule import register\n\n@register('Boom')\ndef boom(p, m):\n    raise ValueError('boom')\n")
     assert main(["--import", str(mine), "show", "Boom", "-p", "2", "-m", "2"]) == 2

@@ -14,12 +14,12 @@ import pickle
 import numpy as np
 import pytest
 
-from harness import overlap
-from harness.analytics import analyze
+from harness.analysis.analytic import analyze
+from harness.analysis.metrics import compute_metrics
 from harness.errors import ConfigError, ScheduleError
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
-from harness.plan_reference import _build_plan_checked
+from harness.plan import groups as overlap
+from harness.plan.build import build_plan
+from harness.plan.reference import _build_plan_checked
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
 from harness.schedule.notation import loads_csv
@@ -112,10 +112,10 @@ def test_plan_steps_keep_idle_slots() -> None:
 @pytest.mark.parametrize("name", sorted(schedule_names()))
 @pytest.mark.parametrize("comm", [False, True])
 def test_analyze_peaks_and_spans_match_measured_metrics(name: str, comm: bool) -> None:
-    # analyze (numpy over columns) against harness.metrics over sim-device records
+    # analyze (numpy over columns) against harness.analysis.metrics over sim-device records
     # (job by job): per-stage peaks and span bubbles too, with unequal F/I/W.
-    from harness.device.sim import SimDevice
-    from harness.executor import execute
+    from harness.run.device.sim import SimDevice
+    from harness.run.executor import execute
 
     c = cost(1500, 1000, 700, p2p_latency_ns=300, activation_bytes=1 << 20, p2p_gbytes_per_s=50)
     s = build_schedule(name, 4, 8, chunks_for(name, 2))

@@ -1,4 +1,4 @@
-"""Communication models (harness.comm): free, edge (the published simulators'), stream (today's).
+"""Communication models (harness.model.comm): free, edge (the published simulators'), stream (today's).
 
 Figures are hand-computed from the zero-bubble repository's closed forms
 (sail-sg/zero-bubble-pipeline-parallelism, arXiv:2401.10241) or are the issue's
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness import comm
-from harness.analytics import analyze
+from harness.analysis.analytic import analyze
 from harness.case import PipelineCase
-from harness.cost import FixedCost
 from harness.errors import ConfigError
+from harness.model import comm
+from harness.model.cost import FixedCost
+from harness.plan.delays import edge_delays
 from harness.runner import run_case
-from harness.schedule.builders import build_schedule
+from harness.schedule.registry import build_schedule
 
 F, B, W, C = 18522, 18086, 9337, 601  # time units as ns; B is the paper's B (backward for inputs, our I)
 
@@ -151,12 +152,12 @@ def test_edge_strips_a_schedules_own_comm_jobs() -> None:
 
 
 def test_edge_delays_refuse_a_plan_with_comm_jobs() -> None:
-    from harness.plan import build_plan
+    from harness.plan.build import build_plan
     from harness.schedule.passes import add_communication
 
     plan = build_plan(add_communication(build_schedule("1F1B", 2, 2)))
     with pytest.raises(ConfigError, match="without send/receive jobs"):
-        comm.edge_delays(plan, full_cost(1, 2, 0, 1))
+        edge_delays(plan, full_cost(1, 2, 0, 1))
 
 
 @pytest.mark.parametrize(("p", "m"), [(4, 8), (8, 16)])

@@ -10,7 +10,7 @@ from harness.cli import main
 
 CASES = """
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 COST = FixedCost(forward_ns=1_000_000, backward_ns=2_000_000, p2p_latency_ns=100_000)
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-import harness.plan_fast as plan_module  # the fast path, which falls back on the reference path
-from harness import overlap
+import harness.plan.fast as plan_module  # the fast path, which falls back on the reference path
 from harness.errors import ConfigError, ScheduleError
-from harness.plan import build_plan
-from harness.plan_reference import _build_plan_checked
+from harness.plan import groups as overlap
+from harness.plan.build import build_plan
+from harness.plan.reference import _build_plan_checked
 from harness.schedule import build_schedule, schedule_names
-from harness.schedule.builders import builder_info
 from harness.schedule.model import JobKind
 from harness.schedule.notation import loads_csv
 from harness.schedule.passes import add_communication
+from harness.schedule.registry import builder_info
 
 ORDER_WHY = (
     "(each rank issues its jobs in list order, whatever their stream, so a job comes after the jobs it needs on its rank: "

@@ -12,18 +12,19 @@ import json
 import numpy as np
 import pytest
 
+from harness.analysis.compare import compare_documents
+from harness.analysis.metrics import compute_metrics
+from harness.analysis.result import CaseResult
 from harness.case import PipelineCase
 from harness.cli import main
-from harness.compare import compare_documents
-from harness.cost import FixedCost
-from harness.device.sim import SimDevice
-from harness.executor import execute
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
 from harness.records import JobRecord
 from harness.report.results import case_to_dict, results_document
-from harness.runner import CaseResult, run_case
-from harness.stability import Flag
+from harness.run.device.sim import SimDevice
+from harness.run.executor import execute
+from harness.run.stability import Flag
+from harness.runner import run_case
 
 COST = FixedCost.ms(F=1, B=2)
 

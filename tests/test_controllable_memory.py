@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze
-from harness.cost import FixedCost
+from harness.analysis.analytic import analyze
 from harness.errors import ConfigError
-from harness.plan import build_plan
-from harness.schedule.builders import build_schedule
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.schedule.registry import build_schedule
 
 CHUNK = FixedCost(forward_ns=1000, backward_ns=2000, backward_input_ns=1000, backward_weight_ns=1000)  # F = I = W per chunk
 

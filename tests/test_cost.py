@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost import MAX_DURATION_NS, FixedCost, TransformerCost
 from harness.errors import ConfigError
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
+from harness.model.values import MAX_DURATION_NS
 from harness.schedule.model import Job, JobKind
 
 F0, B0, I0, W0 = (Job(0, k, 0) for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W))

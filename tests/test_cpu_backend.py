@@ -10,14 +10,14 @@ from unittest import mock
 
 import pytest
 
-from harness.cost import FixedCost
-from harness.critical_path import critical_path
-from harness.device.base import Work
-from harness.device.cpu import CpuDevice
+from harness.analysis.critical_path import critical_path
+from harness.analysis.metrics import compute_metrics
 from harness.errors import ConfigError, ExecutionError
-from harness.executor import execute
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.run.device.base import Work
+from harness.run.device.cpu import CpuDevice
+from harness.run.executor import execute
 from harness.schedule import build_schedule
 
 from conftest import MS, run_sim
@@ -169,7 +169,7 @@ def test_stalled_stream_fails_instead_of_hanging():
         never = dev.event()
         dev.launch(a, Work(1000, label="0F0"))
         # Simulate a record that never happens: take a record object and never enqueue it.
-        from harness.device.cpu import _Record
+        from harness.run.device.cpu import _Record
 
         never.latest = _Record()
         dev.wait(a, never)
@@ -222,7 +222,7 @@ def test_a_gpu_sized_compute_case_on_the_cpu_is_refused_with_an_estimate(monkeyp
 def test_a_stretched_cpu_step_is_reported_against_the_cost_models_step():
     # Records as a crowded 2-core machine gives them: 3 steps of 40 ms where the schedule takes 33 ms.
     from harness.records import RunRecords
-    from harness.runner import trust_warnings
+    from harness.run.stability import trust_warnings
 
     def records(backend: str, workload: str, n_streams: int) -> RunRecords:
         return RunRecords(backend=backend, device={"workload": workload}, num_ranks=4,
@@ -250,7 +250,7 @@ def test_a_stretched_cpu_step_is_reported_against_the_cost_models_step():
 
 def test_short_jobs_get_one_note_not_also_the_stretch_one():
     from harness.records import JobRecord, RunRecords
-    from harness.runner import trust_warnings
+    from harness.run.stability import trust_warnings
 
     jobs = [JobRecord(0, "rank0/compute", 0, "F", 0, 0, 1, 0, 200_000)]  # a 200 µs job
     rec = RunRecords(backend="cpu", device={"workload": "sleep"}, num_ranks=1, streams=["rank0/compute"], steps=[1],

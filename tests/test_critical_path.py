@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analysis.critical_path import critical_path, median_step, waiting
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.critical_path import critical_path, median_step, waiting
+from harness.model.cost import FixedCost
 from harness.report.results import case_to_dict
 from harness.runner import run_case
 

@@ -22,12 +22,14 @@ from typing import Any
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.device import create_device, resolve_backend
-from harness.device import cuda as cuda_mod
-from harness.device.base import Work
+from harness.distributed.backends import resolve_backend
 from harness.errors import BackendUnavailable, ConfigError, ExecutionError
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.run.device import create_device
+from harness.run.device import cuda as cuda_mod
+from harness.run.device import cuda_probe as cuda_probe_mod
+from harness.run.device.base import Work
 from harness.runner import run_case
 
 US = 1_000
@@ -308,7 +310,7 @@ class FakeCuda:
         monkeypatch.setitem(sys.modules, "pycuda", self.pkg)
         monkeypatch.setitem(sys.modules, "pycuda.driver", self.pkg.driver)  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "pycuda.compiler", self.pkg.compiler)  # type: ignore[attr-defined]
-        monkeypatch.setattr(cuda_mod, "_find_nvcc", lambda: "/fake/bin/nvcc")
+        monkeypatch.setattr(cuda_probe_mod, "_find_nvcc", lambda: "/fake/bin/nvcc")
         monkeypatch.delenv(cuda_mod.KERNELS_ENV, raising=False)
         return self
 
@@ -432,7 +434,7 @@ def test_option_values_are_checked_by_the_constructor(fake: FakeCuda, options: d
 
 
 def test_missing_nvcc_says_how_to_use_a_prebuilt_binary(fake: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cuda_mod, "_find_nvcc", lambda: None)
+    monkeypatch.setattr(cuda_probe_mod, "_find_nvcc", lambda: None)
     dev = cuda_mod.CudaDevice()
     with pytest.raises(BackendUnavailable, match="HARNESS_CUDA_KERNELS"):
         dev.stream("rank0/compute")

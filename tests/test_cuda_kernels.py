@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.device.cuda import KERNELS_SOURCE
+from harness.run.device.cuda import KERNELS_SOURCE
 
 KERNELS = ("spin", "gemm", "copy", "timer_step")
 

@@ -9,22 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from harness.analytics import analyze
-from harness.bubble import decompose
+from harness.analysis.analytic import analyze
+from harness.analysis.bubble import decompose
+from harness.analysis.metrics import compute_metrics
 from harness.case import PipelineCase
-from harness.cost import CheckedCost, FixedCost
-from harness.device.cpu import CpuDevice
 from harness.errors import ConfigError, ScheduleError
-from harness.executor import execute
-from harness.metrics import compute_metrics
-from harness.plan import build_plan
-from harness.report.html import kind_table, timeline_data
+from harness.model.checked import CheckedCost
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
+from harness.report.colours import kind_table
 from harness.report.results import case_to_dict
+from harness.report.timeline import timeline_data
 from harness.report.trace import case_trace
+from harness.run.device.cpu import CpuDevice
+from harness.run.executor import execute
 from harness.runner import run_case
 from harness.schedule.model import DATA_PARALLEL_KINDS, Job, JobKind, Schedule
 from harness.schedule.notation import dumps_csv, loads_csv, to_paddle_jobs
-from harness.transformer import TransformerCost
 
 from conftest import run_sim, timeline
 
@@ -260,9 +262,9 @@ def test_eager_placement_reproduces_pytorchs_lowering_around_them(entry: dict) -
 def test_fast_plan_path_equals_the_reference_path(entry: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """``build_plan``'s numpy path takes data-parallel jobs (no fall-back to the per-job path) and
     gives the reference path's plan: same jobs, streams and dependencies, and the same timeline."""
-    import harness.plan_fast as plan_module  # the fast path, which falls back on the reference path
-    from harness.analytics import simulate
-    from harness.overlap import apply
+    import harness.plan.fast as plan_module  # the fast path, which falls back on the reference path
+    from harness.plan.groups import apply
+    from harness.plan.timeline import simulate
 
     s = loads_csv("\n".join(entry["comms"]) + "\n", entry["class"], entry["m"])
     ref = apply(plan_module._build_plan_checked(s))
@@ -286,7 +288,7 @@ def test_fast_plan_path_refuses_out_of_order_through_the_reference_path() -> Non
 
 
 def test_paddle_export_leaves_them_out() -> None:
-    from harness.report.paddle import paddle_log_lines
+    from harness.imports.paddle import paddle_log_lines
 
     case = case_to_dict(run_case(PipelineCase(loads_csv(ONE_RANK, "one.csv"), cost=COST), "sim"))
     lines = paddle_log_lines(case, 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.hta import hta_rank_trace
 from harness.report.results import case_to_dict
 from harness.report.trace import case_trace

@@ -2,7 +2,7 @@
 
 def test_usage_leaves_the_cases_own_sibling_processes_out_of_other_load(monkeypatch):
     # An mpi run's other ranks on this host are the case's own processes, not contention.
-    import harness.environment as env
+    import harness.run.environment as env
 
     busy = iter([0, 3_000_000_000])
     clock = iter([0, 2_000_000_000])

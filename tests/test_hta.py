@@ -8,7 +8,7 @@ import re
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.hta import COMM_KERNEL_PREFIX, hta_idle_offset_us, hta_rank_trace, write_hta_traces
 from harness.report.results import case_to_dict
 from harness.runner import run_case

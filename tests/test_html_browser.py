@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.imports.paddle import import_paddle_logs
+from harness.model.cost import FixedCost
 from harness.report.html import render_index
-from harness.report.paddle import import_paddle_logs
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case
 

@@ -12,7 +12,7 @@ from itertools import pairwise
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.html import render_index
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case

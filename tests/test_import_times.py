@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.report.paddle import PaddleLogWarning, import_paddle_logs
+from harness.imports.paddle import PaddleLogWarning, import_paddle_logs
 
 DATA = Path(__file__).parent / "data" / "torch_traces"
 

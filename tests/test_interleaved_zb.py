@@ -13,11 +13,11 @@ from collections import defaultdict
 
 import pytest
 
-from harness.analytics import analyze
-from harness.cost import FixedCost
+from harness.analysis.analytic import analyze
 from harness.errors import ConfigError
-from harness.plan import build_plan
-from harness.schedule.builders import build_schedule
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.schedule.registry import build_schedule
 
 
 def pytorch_zb_rank_ops(p: int, m: int, v: int, rank: int) -> list[str | None]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze
-from harness.bubble import NORMALIZATIONS, convert_bubble, decompose
+from harness.analysis.analytic import analyze
+from harness.analysis.bubble import NORMALIZATIONS, convert_bubble, decompose
 from harness.case import PipelineCase
-from harness.cost import FixedCost, TransformerCost
 from harness.errors import ConfigError
-from harness.layout import parse_layout
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.model.layout import parse_layout
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
 from harness.runner import run_case
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind

@@ -7,14 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from harness.bubble import convert_bubble
+from harness.analysis.bubble import convert_bubble
 from harness.case import PipelineCase
 from harness.cli import main
-from harness.cost import FixedCost, TransformerCost
 from harness.errors import ConfigError
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
 from harness.report.results import case_to_dict, results_document
+from harness.run.window import AdaptiveWindow
 from harness.runner import run_case
-from harness.window import AdaptiveWindow
 
 GPT = TransformerCost(hidden_size=256, seq_len=64, micro_batch_size=1, num_layers=8, tflops=1, vocab_size=1000)
 
@@ -125,7 +126,7 @@ def test_show_gives_no_free_transfer_theory_when_transfers_cost_time(capsys):
 
 
 def test_the_summary_names_a_case_by_its_test_and_its_own_name():
-    from harness.summary import case_table
+    from harness.report.summary import case_table
 
     named = run_case(PipelineCase("1F1B", 2, 2, name="pl-eager"), "sim", case_id="cases/x.py::test_placement#2")
     plain = run_case(PipelineCase("1F1B", 2, 2, name="test_plain"), "sim", case_id="cases/x.py::test_plain")

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from harness.analysis.memory import has_memory_model
 from harness.case import PipelineCase
-from harness.cost import FixedCost, TransformerCost
 from harness.errors import ConfigError
-from harness.memory import has_memory_model
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
 from harness.report.results import case_to_dict
 from harness.report.trace import case_trace
 from harness.report.tracecheck import check_trace
@@ -159,7 +160,7 @@ def test_memory_goes_into_results():
 def test_a_case_over_its_memory_limit_is_flagged_in_summary_results_and_page(pytester):
     pytester.makepyfile(test_mem="""
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_fits(pipeline):
     pipeline(PipelineCase("1F1B", 4, 8, cost=FixedCost.ms(F=1, B=2, mem_F=2**30), memory_limit_bytes=5 * 2**30))

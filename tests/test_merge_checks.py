@@ -11,9 +11,9 @@ import pytest
 
 from harness import FixedCost, PipelineCase
 from harness.cli import main
-from harness.clock_sync import ClockAlignment, OffsetEstimate
+from harness.distributed.clock_sync import ClockAlignment, OffsetEstimate
+from harness.distributed.rank_merge import RankPart, merge_part_files, read_part, write_part
 from harness.errors import InputFormatError
-from harness.rank_merge import RankPart, merge_part_files, read_part, write_part
 from harness.records import RunRecords
 from harness.runner import run_case
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.metrics import compute_metrics, peak_inflight_of
+from harness.analysis.metrics import compute_metrics, peak_inflight_of
 from harness.records import JobRecord, RunRecords
 
 
@@ -51,7 +51,7 @@ def test_summary_over_steps():
 
 def test_peak_inflight_per_stage_matches_the_analytic_timeline():
     from harness import FixedCost, PipelineCase, run_case
-    from harness.analytics import analyze
+    from harness.analysis.analytic import analyze
     from harness.schedule import build_schedule
 
     cost = FixedCost.ms(F=1, B=2)

@@ -1,7 +1,7 @@
-"""harness.metrics on an importer's records: overlapping jobs count once, an importer's own kinds are busy, transfers
+"""harness.analysis.metrics on an importer's records: overlapping jobs count once, an importer's own kinds are busy, transfers
 are not, and records without enqueue times are fine (the figures the Paddle importer used to compute itself)."""
 
-from harness.metrics import compute_metrics, metrics_to_dict
+from harness.analysis.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
 
 

@@ -6,9 +6,9 @@ from collections import defaultdict
 
 import pytest
 
+from harness.analysis.metrics import peak_inflight_of
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.metrics import peak_inflight_of
+from harness.model.cost import FixedCost
 from harness.records import JobRecord
 from harness.runner import run_case
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from harness import FixedCost, PipelineCase
-from harness.environment import _machine_busy_ns
+from harness.run.environment import _machine_busy_ns
+from harness.run.window import parse_steps
 from harness.runner import run_case
-from harness.window import parse_steps
 
 MPIRUN = shutil.which("mpirun")
 PROG = Path(__file__).with_name("_mpi_prog.py")

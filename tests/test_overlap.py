@@ -1,4 +1,4 @@
-"""Overlapped F&B groups (harness.overlap): DualPipeV's OVERLAP_F_B pairs run at the same time."""
+"""Overlapped F&B groups (harness.plan.groups): DualPipeV's OVERLAP_F_B pairs run at the same time."""
 
 from __future__ import annotations
 
@@ -7,17 +7,18 @@ import re
 
 import pytest
 
-from harness.analytics import analyze
+from harness.analysis.analytic import analyze
+from harness.analysis.busy import busy_union
 from harness.case import PipelineCase
-from harness.cost import FixedCost
 from harness.errors import ScheduleError
-from harness.overlap import busy_union, groups_of, with_groups
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
 from harness.report.tracecheck import check_trace
 from harness.runner import run_case
-from harness.schedule.builders import build_schedule
+from harness.schedule.groups import groups_of, with_groups
 from harness.schedule.model import Schedule
 from harness.schedule.notation import dumps_csv, loads_csv
+from harness.schedule.registry import build_schedule
 
 
 def pairs_on_rank(p: int, m: int, r: int) -> int:
@@ -134,7 +135,7 @@ def test_busy_union() -> None:
 def test_decomposition_and_critical_path_count_an_overlapped_pair_once() -> None:
     # A fresh user's find: DualPipeV p=4, m=8, F=1, B=2 ms read "step 44.000 ms = ideal 48.000 + ... + schedule
     # bubble -4.000 ms" and "critical path 44.000 ms (48.000 ms of it running)": the pairs counted twice.
-    from harness.critical_path import critical_path
+    from harness.analysis.critical_path import critical_path
 
     r = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=FixedCost.ms(F=1, B=2)), backend="sim")
     d = r.decomposition

@@ -1,21 +1,22 @@
 """How long an overlapped F&B group lasts (issue 11, item 3): ``max(F, B)`` by default
 (Victarry/PP-Schedule-Visualization), or the cost model's ``overlap_ns`` / ``overlap_ratio``;
-the group's jobs are stretched by one factor (harness.overlap). Timelines by hand on sim."""
+the group's jobs are stretched by one factor (harness.plan.groups). Timelines by hand on sim."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze
-from harness.cost import CheckedCost, FixedCost
+from harness.analysis.analytic import analyze
 from harness.errors import ConfigError
-from harness.executor import _works
-from harness.overlap import group_ns
-from harness.plan import build_plan
+from harness.model.checked import CheckedCost
+from harness.model.cost import FixedCost
+from harness.model.overlap import group_ns
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
+from harness.run.executor import _works
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind
 from harness.schedule.notation import loads_csv
-from harness.transformer import TransformerCost
 
 from conftest import run_sim, timeline
 
@@ -65,7 +66,7 @@ def test_dualpipev_p4_m8_ratio_zero_is_the_default_and_one_serializes_each_group
 
 def test_the_ratio_sets_the_groups_length_and_the_step_falls_with_it() -> None:
     # A fresh user's find: overlap_ratio=1 is not overlap=False (the stretched forward hands its output on
-    # later; harness.overlap's doc). The figures the docs give, and a step monotone in the ratio.
+    # later; harness.plan.groups's doc). The figures the docs give, and a step monotone in the ratio.
     sched = build_schedule("DualPipeV", 4, 8)
     ms = 1_000_000
     serial = analyze(build_plan(build_schedule("DualPipeV", 4, 8, overlap=False)), FixedCost(forward_ns=ms, backward_ns=2 * ms))

@@ -10,13 +10,7 @@ import pytest
 
 from harness.case import PipelineCase
 from harness.errors import ConfigError, InputFormatError
-from harness.report.paddle import (
-    PaddleLogWarning,
-    import_paddle_logs,
-    paddle_log_lines,
-    parse_job_type,
-    write_paddle_logs,
-)
+from harness.imports.paddle import PaddleLogWarning, import_paddle_logs, paddle_log_lines, parse_job_type, write_paddle_logs
 from harness.report.results import case_to_dict, results_document, validate_document
 from harness.report.trace import case_trace
 from harness.report.tracecheck import check_trace
@@ -397,7 +391,7 @@ def test_a_one_device_one_step_log_cut_short_keeps_the_forward_ids_m(tmp_path):
 
 @pytest.mark.parametrize("schedule", ["PaddlePaddle log", "1F1B"])
 def test_micro_batch_ids_offset_by_a_million_import_at_once_with_one_warning(tmp_path, schedule, monkeypatch):
-    from harness.schedule import builders
+    from harness.schedule import registry
 
     case = case_to_dict(run_case(PipelineCase("1F1B", stages=4, microbatches=4), "sim", range(1, 4)))
     write_paddle_logs(tmp_path, case)
@@ -405,13 +399,13 @@ def test_micro_batch_ids_offset_by_a_million_import_at_once_with_one_warning(tmp
     for f in sorted(tmp_path.glob("workerlog.*")):
         f.write_text(re.sub(r"micro_batch_id = (\d+)", lambda mo: f"micro_batch_id = {int(mo.group(1)) + offset}", f.read_text()))
     built: list[int] = []
-    real = builders.build_schedule
+    real = registry.build_schedule
 
     def recording(name, p, m, *args, **kwargs):
         built.append(m)
         return real(name, p, m, *args, **kwargs)
 
-    monkeypatch.setattr(builders, "build_schedule", recording)
+    monkeypatch.setattr(registry, "build_schedule", recording)
     with pytest.warns(PaddleLogWarning) as record:
         back = import_paddle_logs(tmp_path, schedule_name=schedule)
     # the ids' gap is never built (a builder run for m = 10**6 + 4 takes seconds): only the 4 micro-batches the

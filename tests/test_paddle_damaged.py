@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.report.paddle import PaddleLogWarning, import_paddle_logs, write_paddle_logs
+from harness.imports.paddle import PaddleLogWarning, import_paddle_logs, write_paddle_logs
 from harness.report.results import case_to_dict
 from harness.runner import run_case
 

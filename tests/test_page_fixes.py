@@ -15,10 +15,11 @@ import re
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.charts import cost_label
+from harness.report.colours import KIND_COLOURS, STAGE_COLOURS
 from harness.report.cost_table import cost_durations, model_notes, overlap_stretch
-from harness.report.html import KIND_COLOURS, STAGE_COLOURS, _row, default_pair, render_index
+from harness.report.html import _row, default_pair, render_index
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case
 from tests import test_html_browser as shared

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analytics import analyze
+from harness.analysis.analytic import analyze
 from harness.errors import ScheduleError
-from harness.plan import build_plan
+from harness.plan.build import build_plan
 from harness.schedule import build_schedule, schedule_names
 from harness.schedule.model import JobKind
 from harness.schedule.passes import add_communication, merge_backward, split_backward, strip_communication
@@ -96,7 +96,7 @@ def test_merge_keeps_non_adjacent_pairs_split() -> None:
 
 def test_each_pair_of_ranks_has_its_own_comm_streams():
     # Transfers with one neighbour must not queue behind transfers with the other (per-pair NCCL streams).
-    from harness.plan import build_plan
+    from harness.plan.build import build_plan
     from harness.schedule import build_schedule
     from harness.schedule.passes import add_communication
 

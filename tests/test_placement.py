@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
 from harness.errors import ConfigError
-from harness.overlap import with_groups
+from harness.model.cost import FixedCost
 from harness.runner import run_case
+from harness.schedule.groups import with_groups
 from harness.schedule.model import Job, Schedule, parse_job
 from harness.schedule.notation import dumps_csv, load_csv
 from harness.schedule.passes import merge_backward

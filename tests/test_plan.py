@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ScheduleError
-from harness.plan import build_plan
+from harness.plan.build import build_plan
 from harness.schedule import build_schedule
 from harness.schedule.model import Schedule
 

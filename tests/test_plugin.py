@@ -14,7 +14,7 @@ from harness.report.tracecheck import check_trace
 CASES = """
 import pytest
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 @pytest.mark.parametrize("schedule", ["FThenB", "1F1B"])
 def test_case(pipeline, schedule):
@@ -55,7 +55,7 @@ def test_profile_jobs_writes_reports(pytester):
     assert len(traces) == 3  # the stale trace is gone, the index links these three
     assert sorted(p.name for p in (reports / "hta").iterdir()) == [t.removesuffix(".json") for t in traces]
     assert sorted(p.name for p in (reports / "hta" / traces[0].removesuffix(".json")).iterdir()) == ["rank0.json", "rank1.json"]
-    assert all(e == 0 for e in fthenb["jobs"]["enqueue_ns"])  # sim replays the plan (harness/replay.py): nothing is enqueued
+    assert all(e == 0 for e in fthenb["jobs"]["enqueue_ns"])  # sim replays the plan (harness/run/replay.py): nothing is enqueued
     for name in traces:
         trace = json.loads((reports / "traces" / name).read_text())
         assert check_trace(trace) == []
@@ -73,7 +73,7 @@ def test_benchmark_json_carries_measured_step_times(pytester):
     benches = {b["name"]: b for b in doc["benchmarks"]}
     b = benches["test_case[1F1B]"]
     assert b["stats"]["rounds"] == 3  # every recorded step is one round
-    assert b["options"]["timer"] == "harness.plugin.replay_clock"  # an importable name, not an object's repr
+    assert b["options"]["timer"] == "harness.pytest.plugin.replay_clock"  # an importable name, not an object's repr
     assert b["stats"]["median"] == pytest.approx(0.012)  # 12 ms simulated step, in seconds
     assert b["extra_info"]["bubble_ratio"] == pytest.approx(0.25)
     assert b["extra_info"]["stages"] == 2 and b["extra_info"]["backend"] == "sim"
@@ -138,7 +138,7 @@ def test_too_few_microbatches(pipeline):
     pipeline(PipelineCase("DualPipeV", stages=4, microbatches=6))
 
 def test_too_many_stages_for_layers(pipeline):
-    from harness.cost import TransformerCost
+    from harness import TransformerCost
     pipeline(PipelineCase("1F1B", stages=8, microbatches=8, cost=TransformerCost(256, 128, 1, 4, 100.0)))
 """
 
@@ -311,7 +311,7 @@ class TestGroup:
         "    def test_forgot_in_a_class(self, pipeline_result):",  # a method's hint keeps self
     ])
     out = result.stdout.str()
-    assert "UsageError" not in out and "harness/plugin.py" not in out and "Traceback" not in out
+    assert "UsageError" not in out and "harness/pytest/plugin.py" not in out and "Traceback" not in out
     assert "Benchmark fixture was not used" not in out
 
 
@@ -705,7 +705,7 @@ def test_files_that_fail_to_collect_are_named_with_what_became_of_the_report(pyt
 def test_a_workload_error_caused_by_the_command_line_option_says_so(pytester):
     pytester.makepyfile(test_w="""
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_fixed(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)))
@@ -721,7 +721,7 @@ def test_fixed(pipeline):
 def test_a_case_refused_at_module_level_shows_its_message_not_a_traceback(pytester):
     pytester.makepyfile(test_m="""
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 C = PipelineCase("1F1B", stages=4, microbatches=0, cost=FixedCost.ms(F=1, B=2))
 """)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
@@ -735,7 +735,7 @@ C = PipelineCase("1F1B", stages=4, microbatches=0, cost=FixedCost.ms(F=1, B=2))
     assert "harness/case.py" in full.stdout.str()  # --fulltrace keeps it
     # an error whose message names no line (a cost model's own check) gets the test file's line
     pytester.makepyfile(test_m="""
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 COST = FixedCost(forward_ns=-1, backward_ns=2)
 """)
     result = pytester.runpytest("--backend=sim", "-p", "no:cacheprovider")
@@ -746,7 +746,7 @@ def test_the_collection_hook_knows_every_harness_error_class():
     import inspect
 
     from harness import errors
-    from harness.plugin import _HARNESS_ERRORS
+    from harness.pytest.plugin import _HARNESS_ERRORS
 
     assert _HARNESS_ERRORS == {name for name, cls in inspect.getmembers(errors, inspect.isclass)
                                if issubclass(cls, errors.HarnessError)}

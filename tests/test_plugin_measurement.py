@@ -14,7 +14,7 @@ import pytest
 
 CASE = """
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_case(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=3, cost=FixedCost.ms(F={f}, B=2)))
@@ -22,7 +22,7 @@ def test_case(pipeline):
 
 GEMMS = """
 from harness.case import PipelineCase
-from harness.cost import TransformerCost
+from harness import TransformerCost
 
 def test_gemms(pipeline):
     small = TransformerCost(hidden_size=64, seq_len=32, micro_batch_size=1, num_layers=4, tflops=0.05)
@@ -64,7 +64,7 @@ def test_sim_records_one_step_and_says_it_is_exact(pytester):
 
 
 def test_more_gemm_streams_than_cores_are_flagged_contended_in_summary_and_results(pytester, monkeypatch):
-    monkeypatch.setattr("harness.environment.usable_cores", lambda: 2)  # 4 streams of GEMMs on 2 cores, on any machine
+    monkeypatch.setattr("harness.run.environment.usable_cores", lambda: 2)  # 4 streams of GEMMs on 2 cores, on any machine
     pytester.makepyfile(test_gemms=GEMMS)
     result = pytester.runpytest("--profile-jobs", "--backend=cpu", "--profile-max-time=1s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

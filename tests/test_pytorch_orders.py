@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.overlap import groups_of
-from harness.schedule.builders import build_schedule
+from harness.schedule.groups import groups_of
 from harness.schedule.notation import loads_csv
+from harness.schedule.registry import build_schedule
 
 DATA = Path(__file__).parent / "data" / "pytorch" / "orders.json"
 ENTRIES = json.loads(DATA.read_text(encoding="utf-8"))["entries"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness import FixedCost, PipelineCase
-from harness.clock_sync import ClockAlignment, OffsetEstimate, align, best_exchange, injected_offset_ns
-from harness.device import create_device
+from harness.distributed.clock_sync import ClockAlignment, OffsetEstimate, align, best_exchange, injected_offset_ns
+from harness.distributed.rank_merge import RankPart, check_causality, merge_part_files, merge_parts, read_part, write_part
 from harness.errors import ConfigError, InputFormatError
-from harness.executor import execute
-from harness.plan import build_plan
-from harness.rank_merge import RankPart, check_causality, merge_part_files, merge_parts, read_part, write_part
+from harness.plan.build import build_plan
 from harness.records import JobRecord, RunRecords
+from harness.run.device import create_device
+from harness.run.executor import execute
 
 
 def test_cristian_keeps_the_exchange_with_the_smallest_round_trip() -> None:
@@ -134,7 +134,7 @@ def test_executor_refuses_a_subset_of_ranks_without_a_transport() -> None:
 
 
 def test_hockney_fit_and_the_fixed_cost_that_takes_it() -> None:
-    from harness.p2p import P2PSample, fit_hockney, with_measured_transfers
+    from harness.distributed.p2p import P2PSample, fit_hockney, with_measured_transfers
 
     samples = [P2PSample(1024, 1000 + 1024 / 2, 10), P2PSample(4096, 1000 + 4096 / 2, 10), P2PSample(16384, 1000 + 16384 / 2, 10)]
     latency, bandwidth = fit_hockney(samples)

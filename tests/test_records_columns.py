@@ -11,15 +11,16 @@ from dataclasses import replace
 import pytest
 
 import tests._reference_critical_path as reference
-from harness import critical_path as cp
+from harness.analysis import critical_path as cp
+from harness.analysis.busy import busy_union
+from harness.analysis.metrics import compute_metrics
+from harness.analysis.theory import is_builtin_order
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.metrics import compute_metrics
-from harness.overlap import busy_union
+from harness.model.cost import FixedCost
 from harness.records import KINDS, JobColumns, JobRecord, RunRecords
-from harness.runner import is_builtin_order, run_case
-from harness.schedule.builders import build_schedule, built_as
+from harness.runner import run_case
 from harness.schedule.model import Schedule
+from harness.schedule.registry import build_schedule, built_as
 
 STREAMS = ["rank0/compute", "rank1/compute", "rank0/comm↔1"]
 

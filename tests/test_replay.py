@@ -1,4 +1,4 @@
-"""The sim replay (harness/replay.py) makes the records the op-by-op executor makes, on every
+"""The sim replay (harness/run/replay.py) makes the records the op-by-op executor makes, on every
 built-in schedule, p in {1, 2, 4, 8}, m up to 64, v up to 3, under every communication model."""
 
 from __future__ import annotations
@@ -7,16 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from harness import comm
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.device.sim import SimDevice
 from harness.errors import ConfigError
-from harness.executor import execute
-from harness.plan import build_plan
+from harness.model import comm
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.plan.delays import edge_delays
+from harness.run.device.sim import SimDevice
+from harness.run.executor import execute
+from harness.run.window import AdaptiveWindow
 from harness.runner import run_case
-from harness.schedule.builders import build_schedule, builder_info, schedule_names
-from harness.window import AdaptiveWindow
+from harness.schedule.registry import build_schedule, builder_info, schedule_names
 
 COST = FixedCost(forward_ns=1000, backward_ns=2300, backward_input_ns=1100, backward_weight_ns=1200, p2p_latency_ns=170,
                  activation_bytes=1 << 16, p2p_gbytes_per_s=50)
@@ -60,7 +61,7 @@ def test_replay_equals_the_op_by_op_executor(name, model):
                     continue  # a size this schedule refuses (e.g. m below p, v = 1)
                 schedule = comm.lower(source, COST, model)
                 plan = build_plan(schedule)
-                delays = comm.edge_delays(plan, COST) if model == "edge" else None
+                delays = edge_delays(plan, COST) if model == "edge" else None
                 fast, slow = _both(schedule, range(1, 3), delays)
                 _same(fast, slow)
                 assert fast.step_start_ns[1] == fast.step_end_ns[0]  # back to back: the second step starts at the first's end

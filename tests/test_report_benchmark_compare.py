@@ -11,7 +11,7 @@ pytest.importorskip("pytest_benchmark")
 CASE = """
 import os
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_1f1b(pipeline):
     pipeline(PipelineCase("1F1B", stages=4, microbatches=8, cost=FixedCost.ms(F=float(os.environ["F_MS"]), B=2)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.job_checks import first_duplicate
+from harness.records import first_duplicate
 from harness.report.fields import _step_labels_distinct
 from harness.report.jobtable import JobTable
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
 from harness.report.cost_table import cost_durations, durations_text
 from harness.report.grid import grid_slots
 from harness.report.results import case_to_dict
 from harness.runner import run_case
-from harness.transformer import TransformerCost
 
 
 def _cells(case, slots, step=0):
@@ -136,7 +136,7 @@ def test_delta_is_red_only_above_the_stated_threshold_and_the_default_pair_share
 
 
 def test_the_page_data_has_the_same_slots_and_says_why_there_is_no_grid():
-    from harness.report.html import timeline_data
+    from harness.report.timeline import timeline_data
 
     case = case_to_dict(run_case(PipelineCase("Interleaved1F1B", stages=2, microbatches=4, chunks=2, comm=True), "sim", range(0, 2)))
     data, slots = timeline_data(case), grid_slots(case)

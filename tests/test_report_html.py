@@ -8,9 +8,11 @@ import re
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.report.html import kind_table, render_index, timeline_data
+from harness.model.cost import FixedCost
+from harness.report.colours import kind_table
+from harness.report.html import render_index
 from harness.report.results import case_to_dict, results_document
+from harness.report.timeline import timeline_data
 from harness.runner import run_case
 
 EVIL = "<img src=x onerror=alert(1)></script><script>alert(2)</script>"
@@ -127,7 +129,7 @@ def _cells(html: str, k: int) -> list[str]:
 
 
 def test_chart_ticks_are_plain_numbers_in_ms_then_seconds():
-    from harness.report.html import chart_data
+    from harness.report.charts import chart_data
 
     slow = [_case("1F1B", m=m, cost=FixedCost.ms(F=100, B=200)) for m in (4, 8)]  # (m+3) x 300 ms: 2,100 and 3,300 ms
     chart = chart_data(slow)
@@ -194,7 +196,7 @@ def test_span_bubble_is_shown_beside_the_bubble_where_present():
 
 def test_chart_series_never_mix_cases_with_and_without_transfer_costs():
     from harness import FixedCost, PipelineCase, run_case
-    from harness.report.html import chart_data
+    from harness.report.charts import chart_data
     from harness.report.results import case_to_dict
 
     free = FixedCost.ms(F=1, B=2)

@@ -9,7 +9,7 @@ import pytest
 
 from harness.case import PipelineCase
 from harness.cli import main
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 from harness.report.results import case_to_dict, results_document
 from harness.runner import run_case
 

@@ -53,8 +53,8 @@ def _sim_parts(tmp_path: Path, offset_ns: int) -> list[Path]:
     from dataclasses import replace
 
     from harness import FixedCost, PipelineCase
-    from harness.clock_sync import ClockAlignment, OffsetEstimate
-    from harness.rank_merge import RankPart, write_part
+    from harness.distributed.clock_sync import ClockAlignment, OffsetEstimate
+    from harness.distributed.rank_merge import RankPart, write_part
     from harness.records import RunRecords
     from harness.runner import run_case
 

@@ -1,5 +1,5 @@
 """How schedule names are matched: case and ``-``/``_`` do not matter, any other character is refused
-naming the closest schedule (harness.schedule.builders.builder_info and register)."""
+naming the closest schedule (harness.schedule.registry.builder_info and register)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from harness.case import PipelineCase
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.schedule import build_schedule, builders, register
-from harness.schedule.builders import builder_info, schedule_names
+from harness.schedule import build_schedule, register, registry
+from harness.schedule.registry import builder_info, schedule_names
 
 RULE = "a schedule name is ASCII letters, digits, '-' and '_' (case, '-' and '_' do not matter)"
 
@@ -21,8 +21,8 @@ RULE = "a schedule name is ASCII letters, digits, '-' and '_' (case, '-' and '_'
 @pytest.fixture
 def own_registry(monkeypatch):
     """Registrations go into a copy, so they do not outlive the test."""
-    monkeypatch.setattr(builders, "_REGISTRY", dict(builders._REGISTRY))
-    monkeypatch.setattr(builders, "_ALIASES", dict(builders._ALIASES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
 
 
 @pytest.mark.parametrize(("given", "canonical"), [
@@ -123,7 +123,7 @@ def test_register_refuses_a_name_no_lookup_would_find(own_registry) -> None:
 
 def test_a_case_without_sizes_names_a_refused_schedule_name_first():
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
 
     # it asked for stages and microbatches, and refused the name only once they were given
     with pytest.raises(ConfigError, match=r"case 'zb\.h1': schedule name 'zb\.h1' holds the character '\.'.*did you mean 'ZB-H1'\?$"):

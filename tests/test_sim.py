@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost import FixedCost
-from harness.device.base import Work
-from harness.device.sim import SimDevice
+from harness.analysis.metrics import compute_metrics
 from harness.errors import ExecutionError
-from harness.metrics import compute_metrics
+from harness.model.cost import FixedCost
+from harness.run.device.base import Work
+from harness.run.device.sim import SimDevice
 from harness.schedule import build_schedule
 
 from conftest import MS, run_sim, timeline
@@ -88,8 +88,8 @@ def test_elapsed_of_unrecorded_event_is_an_error():
 
 
 def test_records_carry_enqueue_time_and_sends_name_their_peer():
-    from harness.executor import _works
-    from harness.plan import build_plan
+    from harness.plan.build import build_plan
+    from harness.run.executor import _works
     from harness.schedule.passes import add_communication
 
     schedule = add_communication(build_schedule("1F1B", 3, 2))
@@ -97,7 +97,7 @@ def test_records_carry_enqueue_time_and_sends_name_their_peer():
     works = {w.label: w for w in _works(plan, FixedCost.ms(F=1, B=2))}
     assert works["0SEND_F0"].peer_rank == 1 and works["2SEND_B1"].peer_rank == 1
     assert works["1F0"].peer_rank is None and works["1RECV_F0"].peer_rank is None
-    from harness.executor import execute
+    from harness.run.executor import execute
 
     rec = execute(plan, SimDevice(), FixedCost.ms(F=1, B=2), range(0, 1), replay=False)  # op by op: host time measured
     assert len(rec.jobs) == plan.num_jobs
@@ -137,8 +137,8 @@ def test_transfer_costs_bring_comm_jobs_and_hide_the_free_transfer_theory():
 def test_no_theory_beside_a_compute_workload():
     # GEMMs sharing the machine's cores do not last their cost-model durations.
     from harness import PipelineCase
-    from harness.plan import build_plan
-    from harness.runner import theory_for
+    from harness.analysis.theory import theory_for
+    from harness.plan.build import build_plan
 
     case = PipelineCase("1F1B", 2, 2, workload="compute")
     plan = build_plan(case.build())

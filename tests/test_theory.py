@@ -1,11 +1,11 @@
-"""Closed forms in harness.theory, checked against the simulated schedules."""
+"""Closed forms in harness.analysis.theory, checked against the simulated schedules."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import theory
-from harness.analytics import analyze
+from harness.analysis import theory
+from harness.analysis.analytic import analyze
 from harness.errors import ConfigError
 from harness.schedule import build_schedule
 from tests._sched_helpers import cost
@@ -87,7 +87,7 @@ def test_bad_sizes() -> None:
 
 def test_zb_h1_figure_needs_a_full_steady_phase():
     # arXiv:2401.10241 Table 2 assumes m >= p; with m < p the drain dominates and no closed form is shown.
-    from harness import theory as th
+    from harness.analysis import theory as th
 
     assert th.theoretical_bubble("ZB-H1", 4, 4, 1, t_f=1, t_b=1, t_w=1) == pytest.approx(3 / 15)
     assert th.theoretical_bubble("ZB-H1", 4, 3, 1, t_f=1, t_b=1, t_w=1) is None
@@ -97,8 +97,8 @@ def test_zb_closed_forms_hold_wherever_the_harness_shows_them() -> None:
     # arXiv:2401.10241 Table 2 takes T_F ~ T_B ~ T_W. Over every F, I, W in 1..4 and p = 2..4, m = p..3p:
     # with W <= min(F, I) (ZB-H1) or W <= F (ZB-H2, m >= 2p-1) the worst rank's span bubble is exactly the
     # closed form; outside, the builders' cool-down is longer and the harness shows no theory.
-    from harness.cost import FixedCost
-    from harness.show_command import _span_theory
+    from harness.cli.show import _span_theory
+    from harness.model.cost import FixedCost
 
     shown = wrong = 0
     for p in (2, 3, 4):
@@ -122,9 +122,10 @@ def test_zb_closed_forms_hold_wherever_the_harness_shows_them() -> None:
 def test_closed_forms_only_for_the_built_in_job_order() -> None:
     # A pass keeps the schedule's name (split_backward), and a user's schedule may borrow one: the closed forms of
     # the named built-in do not describe them.
+    from harness.analysis.theory import is_builtin_order
     from harness.case import PipelineCase
-    from harness.cost import FixedCost
-    from harness.runner import is_builtin_order, run_case
+    from harness.model.cost import FixedCost
+    from harness.runner import run_case
     from harness.schedule.model import Schedule
     from harness.schedule.passes import add_communication, split_backward
 

@@ -14,16 +14,17 @@ from _reference_timeline import timeline_data as reference_timeline
 from jinja2.utils import htmlsafe_json_dumps
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.imports.paddle import import_paddle_logs
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
+from harness.report.colours import kind_table
 from harness.report.grid import place_in_order, place_slots
-from harness.report.html import kind_table, render_index
+from harness.report.html import render_index
 from harness.report.jobtable import JobTable
-from harness.report.paddle import import_paddle_logs
 from harness.report.results import case_to_dict, results_document
 from harness.report.timeline import page_json, timeline_columns, timeline_data
 from harness.runner import run_case
-from harness.schedule.builders import builder_info, schedule_names
-from harness.transformer import TransformerCost
+from harness.schedule.registry import builder_info, schedule_names
 
 COMPACT = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
 

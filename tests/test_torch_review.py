@@ -276,8 +276,8 @@ def test_the_overview_and_the_replay_block_name_the_same_comm_model(tmp_path, ca
 
 
 def test_command_line_values_parse_exactly():
+    from harness.cli.torch_args import clock_offsets_list, join_negative_values, steps_list
     from harness.errors import ConfigError
-    from harness.imports.torch_args import clock_offsets_list, join_negative_values, steps_list
 
     assert join_negative_values(["import-torch", "d", "--clock-offsets", "-5,5", "--steps", "2"]) == [
         "import-torch", "d", "--clock-offsets=-5,5", "--steps", "2"]

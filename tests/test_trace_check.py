@@ -51,7 +51,7 @@ def test_checker_still_catches_broken_nesting():
 def test_a_receive_flow_starts_at_its_send_start_and_no_arrow_points_back():
     # 1F1B p=2 m=2 with 0.5 ms transfers: 1RECV_F0 starts with 0SEND_F0 (a start dependency); 0SEND_F0
     # depends on 0F0's end. Flows bind 1 ns (0.001 µs) inside their slices.
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
 
     cost = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000)
     case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=cost), "sim", range(0, 1)))
@@ -72,7 +72,7 @@ def test_a_receive_flow_starts_at_its_send_start_and_no_arrow_points_back():
 
 
 def test_a_receive_posted_before_its_send_ends_its_arrow_inside_it_and_one_ended_before_gets_none():
-    from harness.cost import FixedCost
+    from harness.model.cost import FixedCost
 
     cost = FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000)
     case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=2, cost=cost), "sim", range(0, 1)))

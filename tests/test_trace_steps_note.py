@@ -58,7 +58,7 @@ def test_run_says_it_as_a_line(tmp_path, capsys):
 def test_pytest_says_it_in_the_summary(pytester):
     pytester.makepyfile(test_cases="""
 from harness.case import PipelineCase
-from harness.cost import FixedCost
+from harness.model.cost import FixedCost
 
 def test_case(pipeline):
     pipeline(PipelineCase("1F1B", stages=2, microbatches=2, cost=FixedCost.ms(F=1, B=2)))

@@ -16,8 +16,10 @@ from _reference_trace import case_trace as reference_trace
 import harness.report.hta as hta_mod
 from harness.case import PipelineCase
 from harness.cli import main
-from harness.cost import FixedCost
 from harness.errors import ConfigError
+from harness.imports.paddle import import_paddle_logs
+from harness.model.cost import FixedCost
+from harness.model.transformer import TransformerCost
 from harness.report.hta import hta_rank_text, write_hta_traces
 from harness.report.jsontext import dumps_document
 from harness.report.output import (
@@ -29,14 +31,12 @@ from harness.report.output import (
     size_warning,
     trace_size_estimate,
 )
-from harness.report.paddle import import_paddle_logs
 from harness.report.render import write_report
 from harness.report.results import case_to_dict, load_results, results_document
 from harness.report.trace import case_trace, first_steps, trace_text, write_trace
 from harness.report.tracecheck import check_trace, check_trace_file
 from harness.runner import run_case
-from harness.schedule.builders import builder_info, schedule_names
-from harness.transformer import TransformerCost
+from harness.schedule.registry import builder_info, schedule_names
 
 COMPACT = (",", ":")
 

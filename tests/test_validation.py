@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import overlap
 from harness.errors import ScheduleError
-from harness.plan import build_plan, validate
-from harness.plan_reference import _build_plan_checked
+from harness.plan import groups as overlap
+from harness.plan.build import build_plan, validate
+from harness.plan.reference import _build_plan_checked
 from harness.schedule import build_schedule
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, parse_job
 from harness.schedule.notation import loads_csv

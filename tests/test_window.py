@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 
 from harness.case import PipelineCase
-from harness.cost import FixedCost
-from harness.device.sim import SimDevice
-from harness.environment import CaseUsage
 from harness.errors import ConfigError
-from harness.executor import execute
-from harness.plan import build_plan
+from harness.model.cost import FixedCost
+from harness.plan.build import build_plan
+from harness.run.device.sim import SimDevice
+from harness.run.environment import CaseUsage
+from harness.run.executor import execute
+from harness.run.stability import fidelity, stability_flags
+from harness.run.window import AdaptiveWindow, FixedWindow, parse_duration_ns, parse_steps, parse_target
 from harness.runner import run_case
 from harness.schedule import build_schedule
-from harness.stability import fidelity, stability_flags
 from harness.stats import summarize
-from harness.window import AdaptiveWindow, FixedWindow, parse_duration_ns, parse_steps, parse_target
 
 MS = 1_000_000
 

@@ -54,7 +54,7 @@ document (:mod:`harness.report.results`), so every report renders from it:
   ids, and ids no log has (a gap) give a warning naming file and line; the
   jobs are kept as logged;
 * stages follow the placement of the schedule named by ``schedule_name`` when
-  it is a built-in one (:func:`harness.schedule.builders.schedule_names`):
+  it is a built-in one (:func:`harness.schedule.registry.schedule_names`):
   the builder is run for the log's ``p``, ``m`` and ``v`` and its
   ``stage_to_rank`` taken, so ZB-V's and DualPipeV's V placement (rank ``r``
   holds stages ``r`` and ``2p - 1 - r``) survives an export and import; any
@@ -64,7 +64,7 @@ document (:mod:`harness.report.results`), so every report renders from it:
   ``m < 2p``, which keeps its V placement, with a warning);
 * the job number ``N`` is not used (its meaning changed between versions);
 * the figures are computed from :class:`~harness.records.RunRecords` by
-  :func:`harness.metrics.compute_metrics`, the code that serves harness runs
+  :func:`harness.analysis.metrics.compute_metrics`, the code that serves harness runs
   (overlapping jobs of one device count once: the union of their intervals).
 
 Lines that mention ``Profiler Info:`` or ``Schedule Profiler`` but do not
@@ -87,6 +87,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.metrics import compute_metrics, metrics_to_dict
 from harness.errors import ConfigError, InputFormatError
 from harness.imports.paddle_export import DEFAULT_EPOCH_NS, _ms, paddle_log_lines, write_paddle_logs
 from harness.imports.paddle_log import (
@@ -137,7 +138,6 @@ from harness.imports.paddle_steps import (
     _split_with_holes,
     recorded_steps,
 )
-from harness.metrics import compute_metrics, metrics_to_dict
 from harness.records import JobRecord, RunRecords
 from harness.report.layout import job_label, track_overflow
 from harness.report.results import JOB_COLUMNS
@@ -459,19 +459,19 @@ def clock_disagreement(spans: dict[int, dict[int, tuple[int, int]]], steps: list
 @functools.lru_cache(maxsize=1)
 def _built(name: str, p: int, m: int, chunks: int) -> Schedule:
     """The built-in schedule ``name`` for these sizes, built once for both the placement and the overlapped
-    pairs of an import (:func:`harness.schedule.builders.build_schedule`; its errors pass through)."""
-    from harness.schedule.builders import build_schedule
+    pairs of an import (:func:`harness.schedule.registry.build_schedule`; its errors pass through)."""
+    from harness.schedule.registry import build_schedule
 
     return build_schedule(name, p, m, chunks)
 
 
 def _designed_overlaps(schedule_name: str, p: int, m: int, v: int) -> set[frozenset[tuple[int, str, int]]]:
     """The pairs of jobs, as ``(stage, kind, micro-batch)``, that the built-in schedule ``schedule_name`` runs
-    overlapped for these sizes (DualPipeV's F&B groups, :mod:`harness.overlap`): an import expects them to
+    overlapped for these sizes (DualPipeV's F&B groups, :mod:`harness.plan.groups`): an import expects them to
     overlap. Empty for a schedule without such groups, a name of the user's, or sizes its builder refuses."""
     from harness.errors import HarnessError
-    from harness.overlap import groups_of
-    from harness.schedule.builders import builder_info
+    from harness.schedule.groups import groups_of
+    from harness.schedule.registry import builder_info
 
     try:
         info = builder_info(schedule_name)
@@ -490,7 +490,7 @@ def _placement(schedule_name: str, p: int, m: int, v: int, problems: list[str]) 
     for ``p``, ``m`` and ``v`` (its builder run for them), else the looped one; a
     built-in name whose builder cannot give these sizes adds a note to ``problems``."""
     from harness.errors import ConfigError, HarnessError
-    from harness.schedule.builders import builder_info
+    from harness.schedule.registry import builder_info
 
     loop = [r for _ in range(v) for r in range(p)]
     try:
@@ -531,14 +531,14 @@ def builtin_schedule_name(name: str, option: str = "--schedule") -> str:
     ``import-paddle --schedule``, whose only use is the stage placement a built-in schedule gives.
 
     Args:
-        name: the name as given (an alias, any case; :func:`harness.schedule.builders.builder_info`).
+        name: the name as given (an alias, any case; :func:`harness.schedule.registry.builder_info`).
         option: the option that gave it, for the message.
 
     Raises:
         ConfigError: no built-in schedule has that name; names the closest one, where one is close,
             and says how to list them or import without one.
     """
-    from harness.schedule.builders import builder_info
+    from harness.schedule.registry import builder_info
 
     try:
         return builder_info(name).name
@@ -555,7 +555,7 @@ def _close_schedule_name(name: str) -> str | None:
     """The built-in schedule name (or alias) closest to ``name``, if one is close."""
     import difflib
 
-    from harness.schedule.builders import builder_info, schedule_names
+    from harness.schedule.registry import builder_info, schedule_names
 
     known = {n: n for n in schedule_names()}
     for n in schedule_names():
@@ -572,7 +572,7 @@ def _places_v(name: str, p: int) -> bool:
     (:func:`~harness.schedule.model.v_placement`), asked of its builder with
     micro-batch counts it accepts (DualPipeV needs ``m >= 2p``)."""
     from harness.errors import HarnessError
-    from harness.schedule.builders import build_schedule
+    from harness.schedule.registry import build_schedule
 
     for m in (2 * p, 4 * p):
         try:

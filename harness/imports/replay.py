@@ -24,7 +24,7 @@ From an import (:class:`harness.imports.torch.TorchImport`):
    ``--clock-offsets 0,-3000000`` on the interleaved example the simulated step
    was 78 ms beside a measured 48 ms, and the split's last part -31 ms;
 2. **simulated step**: the recovered order played with the fitted costs on the
-   harness's analytic timeline (:func:`harness.analytics.simulate`, the ``sim``
+   harness's analytic timeline (:func:`harness.plan.timeline.simulate`, the ``sim``
    backend's path) under the ``stream`` communication model (sends and receives on
    their own streams, so posting them costs the compute stream nothing);
 3. **the difference split** per step, each part a replay of the same order
@@ -57,7 +57,7 @@ are those of one real step, the lower median of the imported steps by measured
 step time (with 2 steps, the shorter one; with 3, the middle one), never a mean of
 two steps; :attr:`Replay.reference_step` names it.
 
-Bubbles are the idle share of total (:mod:`harness.metrics`): measured from the
+Bubbles are the idle share of total (:mod:`harness.analysis.metrics`): measured from the
 records, simulated from the timeline's compute jobs.
 """
 
@@ -76,7 +76,7 @@ _COMPUTE = frozenset({"F", "B", "I", "W"})
 
 @dataclass(frozen=True)
 class FittedCost:
-    """A cost model (:class:`harness.cost.CostModel`) fitted from measured jobs.
+    """A cost model (:class:`harness.model.cost.CostModel`) fitted from measured jobs.
 
     Attributes:
         table: ``(stage, kind) -> ns``: median measured duration of compute jobs.
@@ -175,7 +175,7 @@ def fit_cost(imp: Any) -> FittedCost:
 def replay_order(plan: Any, durations: list[int], before: list[int] | None = None) -> list[tuple[int, int]]:
     """Play ``plan``'s order with per-job ``durations`` (ns), each job starting no earlier than
     ``before[j]`` ns after its stream's previous job ended (host time), as
-    :func:`harness.analytics.simulate` does with one duration per stage and kind.
+    :func:`harness.plan.timeline.simulate` does with one duration per stage and kind.
 
     Returns:
         Per job ``(start, end)``, ns from the step's start.
@@ -283,9 +283,9 @@ class Replay:
 
 def replay(imp: Any, plan: Any) -> Replay:
     """Fit, simulate and split (module doc) for an import and the plan of its recovered schedule."""
-    from harness.analytics import simulate
-    from harness.comm import edge_delays
-    from harness.metrics import compute_metrics
+    from harness.analysis.metrics import compute_metrics
+    from harness.plan.delays import edge_delays
+    from harness.plan.timeline import simulate
 
     cost = fit_cost(imp)
     p = imp.records.num_ranks

@@ -32,14 +32,8 @@ from typing import Any
 
 from harness.errors import InputFormatError, ScheduleError
 from harness.imports.clocks import ClockFit, SendRecvPair, fit_offsets
-from harness.imports.torch_trace import (
-    MARKING_SCHEDULES,
-    TorchAction,
-    TorchRank,
-    TorchTraceWarning,
-    find_trace_files,
-    read_rank_trace,
-)
+from harness.imports.torch_action import TorchAction
+from harness.imports.torch_trace import MARKING_SCHEDULES, TorchRank, TorchTraceWarning, find_trace_files, read_rank_trace
 from harness.records import JobRecord, RunRecords
 
 __all__ = ["TorchImport", "TorchTraceWarning", "import_torch_traces", "read_torch_traces", "torch_case"]
@@ -250,7 +244,7 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
                            a.end_ns + off[a.rank] - base, a.compute_start_ns + off[a.rank] - base, a.enqueue_ns,
                            a.inferred, a.group) for a in acts]
     schedule = _recover_schedule(shifted, placement, world, chosen, schedule_class or f"torch ({marking})", ranks, notes)
-    from harness.plan import build_plan
+    from harness.plan.build import build_plan
 
     plan = build_plan(schedule)
     stream_of = {(j.stage, j.kind.value, j.microbatch): plan.stream_names[plan.stream[i]] for i, j in enumerate(plan.jobs)}
@@ -361,13 +355,13 @@ def _steps_every_rank_ran(ranks: list[TorchRank], chosen: list[int], notes: list
 def _recover_schedule(actions: list[TorchAction], placement: list[int], world: int, steps: list[int], name: str,
                       ranks: list[TorchRank], notes: list[str]) -> Any:
     """The schedule the ranks ran: each rank's order of pipeline jobs in the first imported step
-    (host actions left out), validated (:func:`harness.plan.validate`).
+    (host actions left out), validated (:func:`harness.plan.build.validate`).
 
     Raises:
         InputFormatError: the order does not validate (names the rank and action), or a
             micro-batch is missing.
     """
-    from harness.plan import validate
+    from harness.plan.build import validate
     from harness.schedule.model import Job, JobKind, Schedule, parse_job
 
     orders: dict[tuple[int, int], list[TorchAction]] = defaultdict(list)
@@ -415,14 +409,14 @@ def _recover_schedule(actions: list[TorchAction], placement: list[int], world: i
 
 def torch_case(imp: TorchImport, name: str | None = None) -> dict[str, Any]:
     """``imp`` as one results-document case: serialized by :func:`harness.report.results.case_to_dict`
-    from a :class:`~harness.runner.CaseResult` (metrics, critical path and idle split computed by
+    from a :class:`~harness.analysis.result.CaseResult` (metrics, critical path and idle split computed by
     the same code as for runs), plus ``torch_import`` (per action: range, wait, compute; host
     actions; clock; marking) and ``replay`` (measured beside simulated)."""
-    from harness.critical_path import critical_path, waiting
-    from harness.metrics import compute_metrics
-    from harness.plan import build_plan
+    from harness.analysis.critical_path import critical_path, waiting
+    from harness.analysis.metrics import compute_metrics
+    from harness.analysis.result import CaseResult
+    from harness.plan.build import build_plan
     from harness.report.results import case_to_dict
-    from harness.runner import CaseResult
 
     plan = build_plan(imp.schedule)
     case_id = name or f"torch:{imp.trace_dir.name}"

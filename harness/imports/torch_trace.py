@@ -56,17 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputFormatError
+from harness.imports.torch_action import TorchAction
 
-__all__ = [
-    "MARKING_SCHEDULES",
-    "TorchAction",
-    "TorchRank",
-    "TorchTraceWarning",
-    "find_trace_files",
-    "parse_action_name",
-    "read_rank_trace",
-    "us_to_ns",
-]
+__all__ = ["MARKING_SCHEDULES", "TorchRank", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
+
 
 #: Schedule classes whose traces carry per-action ranges, and how.
 MARKING_SCHEDULES = (
@@ -78,66 +71,27 @@ MARKING_SCHEDULES = (
 _PP_RE = re.compile(
     r"^PP:(?:(\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)|\((.*)\)(OVERLAP_F_B))$"
 )
+
 _SUB_RE = re.compile(r"^(\d+)(F|I|B|W)(\d+)$")
+
 _GPIPE_RE = re.compile(r"^(Forward|Backward) (\d+)$")
+
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
 _COMPUTE = frozenset({"F", "B", "I", "W"})
+
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
+
 _HOST = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
+
 #: Span names that are asynchronous (they end when the work is waited on, not when their parent ends).
 _ASYNC_PREFIXES = ("gloo:", "nccl:", "ncclKernel", "ncclDevKernel")
+
 #: Backward operators: the start of a backward inside an ``OVERLAP_F_B`` range.
 _BACKWARD_OPS = ("autograd::engine::evaluate_function", "aten::ones_like")
 
-
 class TorchTraceWarning(UserWarning):
     """Something in a trace was odd but the import went on; the message names the file."""
-
-
-@dataclass(frozen=True)
-class TorchAction:
-    """One pipeline action of one rank, as the trace shows it.
-
-    Attributes:
-        rank: ``distributedInfo.rank`` of the file.
-        step: the ``ProfilerStep#N`` it lies in.
-        name: the range's name (``"PP:1F0"``, ``"Forward 0"``; an inferred action's is its label).
-        stage: global stage index.
-        kind: ``F``, ``B``, ``I``, ``W``, ``SEND_F``, ``RECV_F``, ``SEND_B``, ``RECV_B``,
-            ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD``.
-        microbatch: micro-batch index, ``None`` for the host actions.
-        start_ns, end_ns: the range, absolute ns (Unix epoch, the file's clock).
-        compute_start_ns: start of its first operator (compute actions), else ``start_ns``;
-            ``compute_start_ns - start_ns`` is the wait for its input (:attr:`wait_ns`).
-        enqueue_ns: with GPU activity, the CPU range's duration (the job times are then the
-            device range's); else 0.
-        inferred: rebuilt from operator events (Schedule1F1B), not read from a range.
-        group: index of the ``OVERLAP_F_B`` range it came from on its rank, else ``None``.
-    """
-
-    rank: int
-    step: int
-    name: str
-    stage: int
-    kind: str
-    microbatch: int | None
-    start_ns: int
-    end_ns: int
-    compute_start_ns: int
-    enqueue_ns: int = 0
-    inferred: bool = False
-    group: int | None = None
-
-    @property
-    def wait_ns(self) -> int:
-        """ns from the range's start to its first operator (waiting for the input; 0 when none)."""
-        return self.compute_start_ns - self.start_ns
-
-    @property
-    def label(self) -> str:
-        """``"2F0"``, ``"0UNSHARD"``: PyTorch's ``_Action`` text."""
-        return f"{self.stage}{self.kind}{'' if self.microbatch is None else self.microbatch}"
-
 
 @dataclass
 class TorchRank:
@@ -172,11 +126,9 @@ class TorchRank:
     marking: str = "none"
     gpu: bool = False
 
-
 #: A trace time (ns, on the trace's clock) at or past this is refused: no profiler clock reads it,
 #: and times relative to the import's time base must stay within 64 bits.
 _MAX_TIME_NS = 1 << 62
-
 
 def us_to_ns(value: Any, where: str = "") -> int:
     """A Kineto time in µs (the JSON literal's text, or an int) as whole ns, exactly.
@@ -206,7 +158,6 @@ def us_to_ns(value: Any, where: str = "") -> int:
         except (ArithmeticError, ValueError, InvalidOperation):
             pass
     raise InputFormatError(f"{where}: time {value!r} is not a number of µs")
-
 
 def parse_action_name(name: str) -> list[tuple[int, str, int | None]] | None:
     """The actions a range name stands for: ``[(stage, kind, micro-batch)]``, or ``None``
@@ -251,7 +202,6 @@ def parse_action_name(name: str) -> list[tuple[int, str, int | None]] | None:
         return [(-1, "F" if g.group(1) == "Forward" else "B", int(g.group(2)))]
     return None
 
-
 def find_trace_files(trace_dir: Path) -> list[Path]:
     """The trace files of a run: ``rank*.json``/``rank*.json.gz`` in ``trace_dir``, else every
     ``*.json``/``*.json.gz`` there; a single file is its own run.
@@ -276,7 +226,6 @@ def find_trace_files(trace_dir: Path) -> list[Path]:
                                    f"folder, e.g. {trace_dir / runs[0]}")
         raise InputFormatError(f"{trace_dir}: no torch.profiler traces (*.json or *.json.gz) here")
     return files
-
 
 def _load(path: Path) -> dict[str, Any]:
     """The JSON object of ``path`` (gzip when it ends ``.gz``), floats kept as their text."""
@@ -308,13 +257,11 @@ def _load(path: Path) -> dict[str, Any]:
         raise InputFormatError(f"{path}: not a Chrome trace (expected a JSON object with a 'traceEvents' list)")
     return doc
 
-
 def _int_field(info: dict[str, Any], key: str, path: Path) -> int:
     value = info.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InputFormatError(f"{path}: distributedInfo.{key} is {value!r}, expected a whole number >= 0")
     return value
-
 
 def read_rank_trace(path: Path) -> TorchRank:
     """Read one rank's trace file: identity, steps and pipeline actions.

@@ -63,8 +63,8 @@ def cost_label(cost: Any) -> str:
     """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
     with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``), the
     data-parallel jobs' durations where set (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``,
-    :mod:`harness.data_parallel`) and how an overlapped F&B group is timed where set
-    (``"· F&B overlap_ratio 0.5"`` or ``"· F&B group 2.5 ms"`` for ``overlap_ns``, :mod:`harness.overlap`)."""
+    :mod:`harness.model.data_parallel`) and how an overlapped F&B group is timed where set
+    (``"· F&B overlap_ratio 0.5"`` or ``"· F&B group 2.5 ms"`` for ``overlap_ns``, :mod:`harness.plan.groups`)."""
     if not isinstance(cost, dict):
         return ""
     if cost.get("model") == "transformer":
@@ -78,7 +78,7 @@ def cost_label(cost: Any) -> str:
     latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
     if latency or bandwidth:
         label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
-    # PyTorch's data-parallel jobs (harness.data_parallel) and the overlapped F&B group time (harness.overlap), where set
+    # PyTorch's data-parallel jobs (harness.model.data_parallel) and the overlapped F&B group time (harness.plan.groups), where set
     dp = [f"{kind} {cost[key] / 1e6:g}" for key, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"),
                                                           ("reduce_grad_ns", "REDUCE_GRAD")) if isinstance(cost.get(key), (int, float)) and cost[key]]
     if dp:

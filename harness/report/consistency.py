@@ -4,7 +4,7 @@ A results file is plain JSON: a hand edit (or a damaged merge of files) can leav
 that the page and ``compare`` would show as measured although the case's own records say
 otherwise. :func:`derived_figure_problem` recomputes what follows from the stored steps and
 per-step figures without reading the jobs (a few operations per step, whatever the case's
-size), the same way :func:`harness.metrics.compute_metrics` derived them:
+size), the same way :func:`harness.analysis.metrics.compute_metrics` derived them:
 
 * ``metrics.per_step`` holds one entry per recorded step;
 * per step: ``busy_ns[r] + idle_ns[r]`` is the step time (each rank's idle time is the step
@@ -15,9 +15,9 @@ size), the same way :func:`harness.metrics.compute_metrics` derived them:
   (``step_end_ns - step_start_ns``); ``metrics.stats.step_time_ns`` holds the same median
   inside its confidence interval;
 * ``fidelity.change`` is the median step against ``fidelity.predicted_step_ns``, inside its
-  own interval where it has one (:func:`harness.stability.fidelity`);
-* ``decomposition``'s parts add up to its ``step_ns`` (:mod:`harness.bubble`);
-* ``critical_path.length_ns`` is the duration of its step (:mod:`harness.critical_path`).
+  own interval where it has one (:func:`harness.run.stability.fidelity`);
+* ``decomposition``'s parts add up to its ``step_ns`` (:mod:`harness.analysis.bubble`);
+* ``critical_path.length_ns`` is the duration of its step (:mod:`harness.analysis.critical_path`).
 
 Only what every version of the harness has written so is checked: earlier versions stored a
 decomposition's ``step_ns`` as the median of two middle steps, a critical path's ``busy_ns`` past
@@ -167,4 +167,64 @@ def _critical_path_problem(cp: Any, spans: dict[int, int]) -> str | None:
         return f"critical_path.step is {step}, which is not among the case's steps"
     if abs(length - spans[step]) > _NS_SLACK:
         return f"critical_path.length_ns is {length!r}, but step {step} lasts {spans[step]} ns (step_end_ns - step_start_ns)"
+    return None
+
+
+def metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+    """Stored metrics that contradict the case's own steps or their ranges: a step time
+    outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
+    outside 0..1, a negative spread, ratio or peak."""
+    steps = case["steps"]
+    spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
+    if spans:
+        lo, hi = min(spans), max(spans)
+        for key in ("step_time_median_ns", "step_time_min_ns", "step_time_max_ns"):
+            value: Any = metrics.get(key)
+            if type(value) in (int, float) and not lo <= value <= hi:
+                return (f"metrics.{key} is {value!r}, but the case's steps last {lo} to {hi} ns "
+                        "(step_end_ns - step_start_ns); was the file edited?")
+    for key in ("bubble_ratio", "span_bubble_ratio"):
+        value = metrics.get(key)
+        if type(value) in (int, float) and not 0 <= value <= 1:
+            return f"metrics.{key} is {value!r}, expected 0 to 1 (a share of the time)"
+    for key in ("step_time_iqr_ns", "bubble_over_ideal", "enqueue_ns_per_job"):
+        value = metrics.get(key)
+        if type(value) in (int, float) and value < 0:
+            return f"metrics.{key} is {value!r}, expected 0 or more"
+    bad = next((k for k, x in enumerate(metrics["peak_inflight"]) if x < 0), None)
+    if bad is not None:
+        return f"metrics.peak_inflight[{bad}] is {metrics['peak_inflight'][bad]}, expected 0 or more"
+    lo_hi: list[Any] = [metrics.get(k) for k in ("step_time_min_ns", "step_time_median_ns", "step_time_max_ns")]
+    if all(type(x) in (int, float) for x in lo_hi) and not lo_hi[0] <= lo_hi[1] <= lo_hi[2]:
+        return f"metrics.step_time_min_ns, _median_ns and _max_ns are {lo_hi[0]!r}, {lo_hi[1]!r} and {lo_hi[2]!r}; expected min <= median <= max"
+    return per_step_problem(case, metrics.get("per_step"), dict(zip(steps, spans)))
+
+def per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, int]) -> str | None:
+    """``metrics.per_step`` entries that contradict the case's steps: an unknown step, a step time other
+    than that step's duration, a bubble share outside 0..1, busy/idle lists not of one entry per rank
+    within 0..step time. Entries of the wrong shape are left to :func:`harness.report.results.load_results`."""
+    if not isinstance(per_step, list):
+        return None
+    p = case["schedule"]["p"]
+    for k, entry in enumerate(per_step):
+        if not isinstance(entry, dict) or type(entry.get("step")) is not int or type(entry.get("step_time_ns")) not in (int, float):
+            continue
+        where = f"metrics.per_step[{k}]"
+        step, time = entry["step"], entry["step_time_ns"]
+        if step not in span_of:
+            return f"{where}.step is {step}, which is not among the case's steps"
+        if abs(time - span_of[step]) > 1:
+            return f"{where}.step_time_ns is {time!r}, but step {step} lasts {span_of[step]} ns (step_end_ns - step_start_ns)"
+        ratio: Any = entry.get("bubble_ratio")
+        if type(ratio) in (int, float) and not 0 <= ratio <= 1:
+            return f"{where}.bubble_ratio is {ratio!r}, expected 0 to 1 (a share of the step)"
+        for key in ("busy_ns", "idle_ns"):
+            values = entry.get(key)
+            if not isinstance(values, list) or not all(type(x) in (int, float) for x in values):
+                continue
+            if len(values) != p:
+                return f"{where}.{key} has {len(values)} entries, expected one per rank ({p})"
+            bad = next((r for r, x in enumerate(values) if not -1 <= x <= time + 1), None)
+            if bad is not None:
+                return f"{where}.{key}[{bad}] is {values[bad]!r}, expected 0 to the step time ({time!r} ns)"
     return None

@@ -1,8 +1,8 @@
 """The cost model's duration of every job kind per stage, for the review page.
 
 A results-document case keeps its cost model as a description (``case["cost"]``,
-written by :meth:`harness.cost.FixedCost.describe` or
-:meth:`harness.transformer.TransformerCost.describe`). The page rebuilds the model
+written by :meth:`harness.model.cost.FixedCost.describe` or
+:meth:`harness.model.transformer.TransformerCost.describe`). The page rebuilds the model
 from it and asks it for each (stage, kind) the case ran, so a job's tooltip can
 put the cost model's duration beside the measured one, and the overview can list
 the per-job durations the model assigns. On ``sim`` the two agree exactly; on a
@@ -23,8 +23,8 @@ __all__ = ["cost_durations", "durations_text", "model_notes", "overlap_stretch"]
 def _rebuild(cost: dict[str, Any]) -> Any:
     """The cost model a description was written from, or ``None`` when it is not one we know
     (an import's ``paddle`` model, a custom model)."""
-    from harness.cost import FixedCost
-    from harness.transformer import TransformerCost
+    from harness.model.cost import FixedCost
+    from harness.model.transformer import TransformerCost
 
     cls: Any = {"fixed": FixedCost, "transformer": TransformerCost}.get(str(cost.get("model")))
     if cls is None:
@@ -138,7 +138,7 @@ def model_notes(case: dict[str, Any]) -> list[str]:
 
 
 def _group_rule(cost: dict[str, Any]) -> str:
-    """How the cost model times an overlapped group (:mod:`harness.overlap`), in words."""
+    """How the cost model times an overlapped group (:mod:`harness.plan.groups`), in words."""
     if isinstance(cost.get("overlap_ns"), (int, float)):
         return f"overlap_ns: every group lasts {_ms(cost['overlap_ns'])} ms"
     if isinstance(cost.get("overlap_ratio"), (int, float)):
@@ -153,8 +153,8 @@ def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, s
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
     a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
     stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
-    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.overlap.group_ns`), and
-    each job is stretched by ``G / max(d)`` (:func:`harness.overlap.stretched`), so on ``sim`` its measured
+    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.model.overlap.group_ns`), and
+    each job is stretched by ``G / max(d)`` (:func:`harness.plan.groups.stretched`), so on ``sim`` its measured
     duration is the cost model's times that factor.
 
     Args:
@@ -193,7 +193,7 @@ def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, s
     if not table:
         return {}
     from harness.errors import ConfigError
-    from harness.overlap import group_ns
+    from harness.model.overlap import group_ns
     from harness.schedule.model import parse_job
 
     model = _rebuild(cost)

@@ -20,32 +20,31 @@ from typing import Any
 
 import numpy as np
 
+from harness.report.consistency import metric_range_problem
 from harness.schedule.model import JobKind
 
-__all__ = ["case_field_problem", "check_cases", "float_view"]
+__all__ = ["case_field_problem", "check_cases", "float_view", "left_out_entry"]
+
 
 _INT_COLUMNS = ("rank", "stream", "stage", "chunk", "step", "start_ns", "end_ns")
-#: The pytest outcomes a case may carry (harness.plugin sets them).
+
+#: The pytest outcomes a case may carry (harness.pytest.plugin sets them).
 _OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed"})
+
 #: The job kinds a results file may hold.
 _KINDS = frozenset(kind.value for kind in JobKind)
-
 
 def _is_int(x: Any) -> bool:
     return type(x) is int
 
-
 def _is_number(x: Any) -> bool:
     return type(x) in (int, float)
-
 
 def _is_str(x: Any) -> bool:
     return type(x) is str
 
-
 def _is_opt_int(x: Any) -> bool:
     return x is None or type(x) is int
-
 
 _EXPECT: dict[Callable[[Any], bool], str] = {
     _is_int: "an integer",
@@ -53,7 +52,6 @@ _EXPECT: dict[Callable[[Any], bool], str] = {
     _is_str: "a string",
     _is_opt_int: "an integer or null",
 }
-
 
 #: The item types each check accepts (for the fast path of :func:`_list_problem`).
 _TYPES: dict[Callable[[Any], bool], set[type]] = {
@@ -63,11 +61,9 @@ _TYPES: dict[Callable[[Any], bool], set[type]] = {
     _is_opt_int: {int, type(None)},
 }
 
-
 def _show(x: Any) -> str:
     text = repr(x)
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(x).__name__})"
-
 
 def _first_true(test: Callable[..., Any], *columns: list[int], table: np.ndarray | None = None) -> int | None:
     """The first index where ``test`` (over numpy arrays of the integer ``columns``) holds,
@@ -83,7 +79,6 @@ def _first_true(test: Callable[..., Any], *columns: list[int], table: np.ndarray
     hits = np.flatnonzero(test(*arrays))
     return int(hits[0]) if len(hits) else None
 
-
 def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
     if not isinstance(value, list):
         return f"{name} is {_show(value)}, expected a list"
@@ -95,15 +90,12 @@ def _list_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | Non
     k = next(i for i, x in enumerate(value) if not ok(x))
     return f"{name}[{k}] is {_show(value[k])}, expected {_EXPECT[ok]}"
 
-
 def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | None:
     return None if ok(value) else f"{name} is {_show(value)}, expected {_EXPECT[ok]}"
 
-
-#: The flags a results file may carry (harness.stability; ``clocks``: an import whose ranks'
+#: The flags a results file may carry (harness.run.stability; ``clocks``: an import whose ranks'
 #: clocks were fitted across hosts or given with offsets that break causality, harness.imports.clocks).
 FLAG_KINDS = ("unstable", "contended", "clocks", "steps")
-
 
 def _flags_problem(flags: Any) -> str | None:
     """``flags`` (optional) must be a list of ``{"kind": "unstable" | "contended" | "clocks" | "steps", "reason": str}``:
@@ -118,9 +110,7 @@ def _flags_problem(flags: Any) -> str | None:
                     "\"reason\": a text}")
     return None
 
-
 _SURROGATE = "holds a surrogate code point (U+D800..U+DFFF, e.g. from a \\ud800 escape), which is not valid Unicode text"
-
 
 def _unwritable_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
     """The first field of ``case`` outside ``skip`` that results.json cannot hold, described as a
@@ -164,7 +154,6 @@ def _unwritable_field(case: dict[str, Any], skip: frozenset[str]) -> str | None:
         return f"{name} is {_show(value)}, a value JSON cannot hold"
 
     return walk(rest, "") if refused else None
-
 
 def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) -> str | None:
     """The first wrong-typed or out-of-range field of ``case``, described as
@@ -289,7 +278,7 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
     problem = _list_problem("metrics.peak_inflight", metrics.get("peak_inflight"), _is_int)
     if problem:
         return problem
-    problem = _metric_range_problem(case, metrics)
+    problem = metric_range_problem(case, metrics)
     if problem:
         return problem
     theory = case.get("theory")
@@ -345,18 +334,18 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
                     return f"deps[{k}] names job {label!r}, which is not among the case's jobs"
     return None
 
-
 #: Optional case fields holding an object (``null`` stands for absent), and their typed keys.
 _OBJECT_FIELDS = ("device", "cost", "options", "window", "fidelity", "usage")
-#: ``usage``'s keys (:meth:`harness.environment.CaseUsage.to_dict`) and the checks they must pass.
+
+#: ``usage``'s keys (:meth:`harness.run.environment.CaseUsage.to_dict`) and the checks they must pass.
 _USAGE_KEYS: dict[str, Callable[[Any], bool]] = {
     "loadavg_before": lambda x: x is None or _is_number(x), "loadavg_after": lambda x: x is None or _is_number(x),
     "wall_ns": _is_int, "own_cores": _is_number, "other_cores": lambda x: x is None or _is_number(x),
     "cores": lambda x: _is_int(x) and x >= 0,
 }
+
 _USAGE_EXPECT = {"loadavg_before": "a number or null", "loadavg_after": "a number or null", "wall_ns": "an integer (ns)",
                  "own_cores": "a number (cores)", "other_cores": "a number (cores) or null", "cores": "a count (an integer, 0 or more)"}
-
 
 def _minor_field_problem(case: dict[str, Any]) -> str | None:
     """The first minor field of the wrong type: ``label``, ``backend_reason`` and ``comm_model``
@@ -392,16 +381,13 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
             return f"rank_labels has {len(labels)} label(s), expected one per rank (schedule.p = {p})"
     return None
 
-
-#: The communication models a case may name (:mod:`harness.comm`).
+#: The communication models a case may name (:mod:`harness.model.comm`).
 _COMM_MODELS = ("edge", "free", "stream")
-
 
 def _nonneg(x: Any) -> bool:
     return _is_number(x) and x >= 0
 
-
-#: ``window``'s typed keys (:meth:`harness.window.WindowOutcome.to_dict`): check, and what is expected.
+#: ``window``'s typed keys (:meth:`harness.records.WindowOutcome.to_dict`): check, and what is expected.
 _WINDOW_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "reason": (_is_str, "a string"),
     "description": (_is_str, "a string"),
@@ -416,14 +402,13 @@ _WINDOW_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "elapsed_ns": (lambda x: _is_int(x) and x >= 0, "ns (an integer, 0 or more)"),
 }
 
-
 def _job_problem(case: dict[str, Any], table: Any, imported_log: bool) -> str | None:
     """A job listed twice (same rank, step, kind, stage and micro-batch) or lying outside its step's
-    span (:mod:`harness.job_checks`), described with the rank, the job and its index; ``None`` when
-    neither. A merged case (``device.clock_bound_ns``, :func:`harness.rank_merge.merge_parts`) may
+    span (:mod:`harness.records`), described with the rank, the job and its index; ``None`` when
+    neither. A merged case (``device.clock_bound_ns``, :func:`harness.distributed.rank_merge.merge_parts`) may
     place a job up to that bound outside its step; an imported Paddle log (``imported_log``) keeps
     a repeated ``micro_batch_id`` as logged (the import warned about it), so it is not refused here."""
-    from harness.job_checks import first_duplicate, first_outside_step
+    from harness.records import first_duplicate, first_outside_step
 
     def job(i: int) -> str:
         return f"rank {int(table.rank[i])}'s job {table.labels[table.label[i]]} of step {int(table.step[i])} (jobs[{i}])"
@@ -451,12 +436,11 @@ def _job_problem(case: dict[str, Any], table: Any, imported_log: bool) -> str | 
     allowed = f", by more than the merge's clock bound of {slack:,} ns (device.clock_bound_ns)" if slack else ""
     return f"{job(i)} {when}{allowed}; a step's span holds all its jobs, so the file is damaged or was edited"
 
-
 def _step_labels_distinct(table: Any) -> bool:
     """Whether no two jobs of ``table`` (:class:`~harness.report.jobtable.JobTable`) share a step and
     a label, told by counting the (step, label) pairs in a table of at most about 4 entries per job
     instead of sorting; then no two share rank, step and label either, and
-    :func:`harness.job_checks.first_duplicate` has nothing to find. ``False`` where a pair repeats
+    :func:`harness.records.first_duplicate` has nothing to find. ``False`` where a pair repeats
     or the steps span too wide a range to count (then that sort decides)."""
     n, labels = table.n, len(table.label_kind)
     if n < 2:
@@ -466,7 +450,6 @@ def _step_labels_distinct(table: Any) -> bool:
         return False
     return int(np.bincount((table.step - lo) * labels + table.label).max()) <= 1
 
-
 def _wide_int_problem(jobs: dict[str, Any]) -> str:
     """The first job column entry past 64 bits (the reports keep job columns as int64)."""
     lo, hi = -(2**63), 2**63 - 1
@@ -475,7 +458,6 @@ def _wide_int_problem(jobs: dict[str, Any]) -> str:
         if k is not None:
             return f"jobs.{col}[{k}] is {_show(jobs[col][k])}, expected an integer of 64 bits ({lo} to {hi})"
     return "a job column holds an integer past 64 bits"  # pragma: no cover - from_case overflows only on those columns
-
 
 def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
     """Whether every dependency is ``[job text, job text, "end" | "start"]`` naming jobs of
@@ -493,6 +475,14 @@ def _deps_fit(deps: list[Any], jobs: dict[str, Any], table: Any = None) -> bool:
         return bool((src >= 0).all() and (dst >= 0).all())
     labels = {f"{a}{b}{'' if c is None else c}" for a, b, c in set(zip(jobs["stage"], jobs["kind"], jobs["microbatch"]))}
     return set(map(itemgetter(0), deps)) <= labels and set(map(itemgetter(1), deps)) <= labels
+def left_out_entry(case: Any, index: int, problem: str, message: str) -> dict[str, Any]:
+    """How a case left out of a report is named: ``id`` and ``label`` (its id where it is a
+    non-empty string, else ``"cases[index]"``) and ``error`` (the problem, with the case's position
+    in the file), as ``session.errored_cases`` holds them; ``index`` (that position) and
+    ``message`` (the error that refusing the whole file would have raised)."""
+    cid = case.get("id") if isinstance(case, dict) else None
+    name = cid if isinstance(cid, str) and cid else f"cases[{index}]"
+    return {"id": name, "label": name, "error": f"cases[{index}] in the results file: {problem}", "index": index, "message": message}
 
 
 def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] | None = None,
@@ -506,7 +496,7 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
             (:class:`harness.report.jobtable.JobTable`: the renderers use them).
         left_out: where given, a case with a problem (or an id an earlier case has) is removed
             from ``doc["cases"]`` and appended here
-            (:func:`harness.report.results.left_out_entry`, with ``duplicate``: whether its id
+            (:func:`left_out_entry`, with ``duplicate``: whether its id
             repeats an earlier case's) instead of raising; ``tables`` then holds the kept cases'
             tables only.
 
@@ -515,7 +505,6 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
             and the field.
     """
     from harness.errors import InputFormatError
-    from harness.report.results import left_out_entry
 
     first: dict[str, int] = {}
     kept: list[dict[str, Any]] = []
@@ -542,68 +531,6 @@ def check_cases(doc: dict[str, Any], source: str = "results", tables: list[Any] 
             del tables[had:]
     if len(kept) < len(cases):
         doc["cases"] = kept
-
-
-def _metric_range_problem(case: dict[str, Any], metrics: dict[str, Any]) -> str | None:
-    """Stored metrics that contradict the case's own steps or their ranges: a step time
-    outside the steps' durations (``step_end_ns - step_start_ns``), a bubble share
-    outside 0..1, a negative spread, ratio or peak."""
-    steps = case["steps"]
-    spans = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
-    if spans:
-        lo, hi = min(spans), max(spans)
-        for key in ("step_time_median_ns", "step_time_min_ns", "step_time_max_ns"):
-            value: Any = metrics.get(key)
-            if type(value) in (int, float) and not lo <= value <= hi:
-                return (f"metrics.{key} is {value!r}, but the case's steps last {lo} to {hi} ns "
-                        "(step_end_ns - step_start_ns); was the file edited?")
-    for key in ("bubble_ratio", "span_bubble_ratio"):
-        value = metrics.get(key)
-        if type(value) in (int, float) and not 0 <= value <= 1:
-            return f"metrics.{key} is {value!r}, expected 0 to 1 (a share of the time)"
-    for key in ("step_time_iqr_ns", "bubble_over_ideal", "enqueue_ns_per_job"):
-        value = metrics.get(key)
-        if type(value) in (int, float) and value < 0:
-            return f"metrics.{key} is {value!r}, expected 0 or more"
-    bad = next((k for k, x in enumerate(metrics["peak_inflight"]) if x < 0), None)
-    if bad is not None:
-        return f"metrics.peak_inflight[{bad}] is {metrics['peak_inflight'][bad]}, expected 0 or more"
-    lo_hi: list[Any] = [metrics.get(k) for k in ("step_time_min_ns", "step_time_median_ns", "step_time_max_ns")]
-    if all(type(x) in (int, float) for x in lo_hi) and not lo_hi[0] <= lo_hi[1] <= lo_hi[2]:
-        return f"metrics.step_time_min_ns, _median_ns and _max_ns are {lo_hi[0]!r}, {lo_hi[1]!r} and {lo_hi[2]!r}; expected min <= median <= max"
-    return _per_step_problem(case, metrics.get("per_step"), dict(zip(steps, spans)))
-
-
-def _per_step_problem(case: dict[str, Any], per_step: Any, span_of: dict[int, int]) -> str | None:
-    """``metrics.per_step`` entries that contradict the case's steps: an unknown step, a step time other
-    than that step's duration, a bubble share outside 0..1, busy/idle lists not of one entry per rank
-    within 0..step time. Entries of the wrong shape are left to :func:`harness.report.results.load_results`."""
-    if not isinstance(per_step, list):
-        return None
-    p = case["schedule"]["p"]
-    for k, entry in enumerate(per_step):
-        if not isinstance(entry, dict) or type(entry.get("step")) is not int or type(entry.get("step_time_ns")) not in (int, float):
-            continue
-        where = f"metrics.per_step[{k}]"
-        step, time = entry["step"], entry["step_time_ns"]
-        if step not in span_of:
-            return f"{where}.step is {step}, which is not among the case's steps"
-        if abs(time - span_of[step]) > 1:
-            return f"{where}.step_time_ns is {time!r}, but step {step} lasts {span_of[step]} ns (step_end_ns - step_start_ns)"
-        ratio: Any = entry.get("bubble_ratio")
-        if type(ratio) in (int, float) and not 0 <= ratio <= 1:
-            return f"{where}.bubble_ratio is {ratio!r}, expected 0 to 1 (a share of the step)"
-        for key in ("busy_ns", "idle_ns"):
-            values = entry.get(key)
-            if not isinstance(values, list) or not all(type(x) in (int, float) for x in values):
-                continue
-            if len(values) != p:
-                return f"{where}.{key} has {len(values)} entries, expected one per rank ({p})"
-            bad = next((r for r, x in enumerate(values) if not -1 <= x <= time + 1), None)
-            if bad is not None:
-                return f"{where}.{key}[{bad}] is {values[bad]!r}, expected 0 to the step time ({time!r} ns)"
-    return None
-
 
 def float_view(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` without what :func:`check_cases` found to hold no float: each case's integer and text job

@@ -33,32 +33,21 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.critical_path import middle_step_note
+from harness.analysis.critical_path import middle_step_note
 from harness.report.atomic import atomic_write_text
-from harness.report.charts import chart_data, cost_label, sweep_charts, tick_label, time_axis, value_label
+from harness.report.charts import cost_label, sweep_charts
+from harness.report.colours import STAGE_COLOURS, kind_table
 from harness.report.cost_table import cost_durations, durations_text, model_notes
 from harness.report.jobtable import JobTable
 from harness.report.layout import rank_labels
-from harness.report.timeline import page_json, timeline_columns, timeline_data
+from harness.report.timeline import page_json, timeline_columns
 
-__all__ = ["KINDS", "KIND_COLOURS", "chart_data", "render_index", "tick_label", "time_axis", "timeline_data", "value_label", "write_index"]
+__all__ = ["render_index", "write_index"]
 
-KINDS = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OPT")
-KIND_COLOURS = {
-    "F": "#4e9a5b", "B": "#3d6fb6", "I": "#5fa8d3", "W": "#9b7fc9",
-    "SEND_F": "#b0b0b0", "RECV_F": "#8c8c8c", "SEND_B": "#c9b26b", "RECV_B": "#a8924f", "OPT": "#e0a030",
-    # PyTorch's data-parallel jobs: in the legend only where a case has them (not in KINDS)
-    "UNSHARD": "#d81b60", "RESHARD": "#4a148c", "REDUCE_GRAD": "#9e5a00",
-}
-#: Per-stage colours of the busy bars: none is a job kind's colour (CIE76 ΔE at least 15 from every kind's,
-#: at least 30 from the data-parallel kinds', which share the compute stream: tests/test_page_fixes.py).
-STAGE_COLOURS = ("#264653", "#e76f51", "#f2e394", "#6d597a", "#2a9d8f", "#b56576", "#8d6e63", "#457b9d")
-#: Colours for kinds outside :data:`KINDS` (e.g. imported ``lr`` jobs), in order of appearance.
-EXTRA_COLOURS = ("#c45a5a", "#6b8e23", "#8b5a8b", "#2f8f8f", "#b8860b", "#708090")
+
 _COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})
+
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
-
-
 
 def _replay_block(case: dict[str, Any]) -> str | None:
     from harness.report.replay_block import replay_block
@@ -82,26 +71,12 @@ def _environment() -> Any:
     env.filters["pct"] = lambda x: "—" if x is None else f"{100 * x:.1f}%"
     return env
 
-
-def kind_table(cases: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Legend entries: the standard kinds, then any other kind found in ``cases``."""
-    names = list(KINDS)
-    for case in cases:
-        for k in dict.fromkeys(case["jobs"]["kind"]):
-            if k not in names:
-                names.append(str(k))
-    extra = [n for n in names if n not in KIND_COLOURS]
-    colours = {**KIND_COLOURS, **{n: EXTRA_COLOURS[i % len(EXTRA_COLOURS)] for i, n in enumerate(extra)}}
-    return [{"name": n, "colour": colours[n]} for n in names]
-
-
 def _tick(values: list[int]) -> int:
     """The coarsest unit in ns (1, 10, 100 or 1000) that divides every value."""
     for unit in (1000, 100, 10):
         if all(v % unit == 0 for v in values):
             return unit
     return 1
-
 
 def _stage_bars(case: dict[str, Any], table: JobTable | None = None) -> list[dict[str, Any]]:
     """Per rank: mean busy time per stage over recorded steps, mean idle, as % of mean step time."""
@@ -146,14 +121,12 @@ def _stage_bars(case: dict[str, Any], table: JobTable | None = None) -> list[dic
                     "busy_ns": sum(s["ns"] for s in segs)})
     return out
 
-
 #: The overview marks a bubble red when the shown Δ (rounded to 0.1 pp) exceeds theory by more
 #: than this many percentage points; nothing is coloured green.
 BUBBLE_DELTA_PP = 0.5
 
 #: pytest outcomes that mark a case as not passing, with their badge text.
 _BAD_OUTCOMES = {"failed": "FAILED", "error": "ERROR"}
-
 
 def spread_text(n_steps: int, min_ns: float | None, max_ns: float | None, iqr_ns: float | None) -> dict[str, Any]:
     """The overview's spread cell, honest about what it is: the inter-quartile
@@ -178,7 +151,6 @@ def spread_text(n_steps: int, min_ns: float | None, max_ns: float | None, iqr_ns
             "title": "no spread from fewer than 2 recorded steps", "sort": 0,
             "detail": f"{n_steps} step" + ("" if n_steps == 1 else "s")}
 
-
 def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
     """The median step's 95 % CI for the page, from ``metrics.stats`` (``None`` for files
     without it, sim, which is exact, and fewer than :data:`harness.stats.MIN_SAMPLES` steps,
@@ -197,7 +169,6 @@ def _ci_text(case: dict[str, Any]) -> dict[str, Any] | None:
             f"(order statistics, n={st.get('n')}); relative standard error {100 * float(st.get('rel_err') or 0):.2f}%",
             "outliers": len(st.get("outliers") or [])}
 
-
 def _critical_text(case: dict[str, Any]) -> str | None:
     """The critical path as one line: its jobs (with any gap before one), its length."""
     cp = case.get("critical_path")
@@ -211,7 +182,6 @@ def _critical_text(case: dict[str, Any]) -> str | None:
     return (f"step {cp.get('step')}{which}: {len(jobs)} jobs, {float(cp.get('length_ns', 0)) / 1e6:,.3f} ms "
             f"({float(cp.get('busy_ns', 0)) / 1e6:,.3f} ms of it running): " + " → ".join(shown))
 
-
 def _cost_jobs(case: dict[str, Any], table: JobTable | None = None) -> str:
     """The overview's per-job durations of the cost model, where they add to its label: a
     transformer's computed durations, or a fixed model's per-stage ranges and split backward."""
@@ -219,12 +189,10 @@ def _cost_jobs(case: dict[str, Any], table: JobTable | None = None) -> str:
     fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
     return text if not fixed or "–" in text or " I " in f" {text}" else ""
 
-
 def _cp_ms(case: dict[str, Any]) -> float | None:
     """The critical path's length in ms (the compare view's overlay), ``None`` without one."""
     cp = case.get("critical_path")
     return float(cp["length_ns"]) / 1e6 if isinstance(cp, dict) and isinstance(cp.get("length_ns"), (int, float)) else None
-
 
 def _decomposition_text(case: dict[str, Any]) -> str | None:
     """``"step 116.544 ms = ideal 98.1 + imbalance 6.6 + ... ms"`` from the case's ``decomposition``."""
@@ -237,12 +205,10 @@ def _decomposition_text(case: dict[str, Any]) -> str | None:
     return (f"step {d['step_ns'] / 1e6:,.3f} ms = {parts} ms ({which}imbalance and recompute on rank {d.get('busiest_rank')}, "
             "the busiest)")
 
-
 def _gib(n: float) -> str:
-    from harness.memory import format_bytes
+    from harness.analysis.memory import format_bytes
 
     return format_bytes(n)
-
 
 def _memory_text(case: dict[str, Any]) -> dict[str, Any] | None:
     """The overview's peak-memory cell: the largest peak over ranks, the limit, whether it fits."""
@@ -260,7 +226,6 @@ def _memory_text(case: dict[str, Any]) -> dict[str, Any] | None:
     return {"main": _gib(peaks[worst]), "sub": f"rank {worst}", "sort": peaks[worst], "title": title,
             "fits": fits, "limit": _gib(limit) if isinstance(limit, int) else None}
 
-
 def _flags(case: dict[str, Any]) -> list[dict[str, str]]:
     """A case's flags, one per kind, its reasons joined (for one badge each)."""
     flags = case.get("flags")
@@ -270,7 +235,6 @@ def _flags(case: dict[str, Any]) -> list[dict[str, str]]:
             by_kind.setdefault(str(f.get("kind")), []).append(str(f.get("reason")))
     return [{"kind": kind, "reason": "; ".join(reasons)} for kind, reasons in by_kind.items()]
 
-
 def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
     f = case.get("fidelity")
     if not isinstance(f, dict) or not all(isinstance(f.get(k), (int, float)) for k in ("change", "predicted_step_ns")):
@@ -279,7 +243,6 @@ def _fidelity(case: dict[str, Any]) -> dict[str, Any] | None:
     return {"text": f"{100 * f['change']:+.1f}%", "sort": f["change"],
             "title": f"measured median step against the cost model's exact step ({f['predicted_step_ns'] / 1e6:,.3f} ms, the sim figure); "
                      + (f"CI {100 * f['ci_low']:+.1f}% to {100 * f['ci_high']:+.1f}%" if known else "no CI (one recorded step)")}
-
 
 def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, table: JobTable | None = None) -> dict[str, Any]:
     m = case["metrics"]
@@ -298,7 +261,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "v": case["schedule"]["v"],
         "backend": case["backend"],
         "workload": (case.get("device") or {}).get("workload", ""),
-        "comm_model": str(case.get("comm_model") or "stream"),  # files before harness.comm: today's model
+        "comm_model": str(case.get("comm_model") or "stream"),  # files before harness.model.comm: today's model
         "step_ns": m["step_time_median_ns"],
         "iqr_ns": m["step_time_iqr_ns"],
         "min_ns": m.get("step_time_min_ns"),
@@ -336,13 +299,12 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "bars": _stage_bars(case, table),
     }
 
-
 #: The side-by-side view gets the change of every pair of cases up to this many cases
 #: (132 pairs, about 0.1-1 s of bootstrap); past it, pairs of neighbouring cases and of
 #: cases of the same p, m and v (groups of up to :data:`PAIRS_GROUP_UP_TO`).
 PAIRS_ALL_UP_TO = 12
-PAIRS_GROUP_UP_TO = 16
 
+PAIRS_GROUP_UP_TO = 16
 
 def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """For the side-by-side view: per pair ``"a,b"`` of case indices, the change from case ``a``
@@ -354,7 +316,7 @@ def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     Returns:
         ``{"a,b": {"step": [estimate, low, high, verdict], "bubble": [...]}}`` (fractions).
     """
-    from harness.compare import bubble_samples, step_samples
+    from harness.analysis.compare import bubble_samples, step_samples
     from harness.stats import compare_samples
 
     n = len(cases)
@@ -385,7 +347,6 @@ def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         out[f"{a},{b}"] = entry
     return out
 
-
 def default_pair(rows: list[dict[str, Any]]) -> tuple[tuple[int, int], str]:
     """The comparison view's first pair: the first two cases that share their model (the cost model's
     label with every field it shows, the case options that change it, workload, backend) and p, else
@@ -395,7 +356,6 @@ def default_pair(rows: list[dict[str, Any]]) -> tuple[tuple[int, int], str]:
             if all(rows[a][k] == rows[b][k] for k in ("cost", "cost_notes", "workload", "backend", "p")):
                 return (a, b), f"Shown first: the first two cases with the same model and p (p={rows[a]['p']}); pick any two above."
     return (0, min(1, len(rows) - 1)), "No two cases share their model and p: shown first are the first two; pick any two above."
-
 
 def render_index(
     doc: dict[str, Any],
@@ -453,7 +413,6 @@ def render_index(
         kinds=kinds,
         normalization=cases[0]["metrics"].get("normalization", "") if cases else "",
     ))
-
 
 def write_index(path: Path, doc: dict[str, Any], trace_hrefs: dict[str, str] | None = None,
                 hta_hrefs: dict[str, str] | None = None) -> Path:

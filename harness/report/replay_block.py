@@ -76,6 +76,6 @@ def replay_block(case: dict[str, Any]) -> str | None:
 def _which_step(n_steps: int) -> str:
     """The replay's reference step among ``n_steps`` (:func:`harness.imports.replay.replay`): the
     median step of an odd number, else the lower (shorter) of the two middle ones."""
-    from harness.critical_path import middle_step_note
+    from harness.analysis.critical_path import middle_step_note
 
     return f"the median step of {n_steps}" if n_steps % 2 else middle_step_note(n_steps)

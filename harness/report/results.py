@@ -12,7 +12,7 @@ recorded jobs in columns (all times integers in ns on the run's time base),
 per-step figures and the summary metrics beside their theoretical values.
 Reports (trace, HTML, comparisons) are rendered from this document only.
 
-Optional case fields, written by importers (:mod:`harness.report.paddle`)
+Optional case fields, written by importers (:mod:`harness.imports.paddle`)
 and ignored where absent: ``rank_labels`` (display name per rank, e.g.
 ``"machine1 GPU 0"``), ``warnings`` (human-readable notes naming file and
 line), ``overlaps`` (``[earlier job, later job]`` index pairs of jobs that
@@ -20,7 +20,7 @@ overlap on one device). Readers must not require them. Likewise the job
 column ``enqueue_ns`` (host time spent enqueueing each job, ns), written for
 harness runs; the case field ``outcome`` (the pytest outcome of the test that
 ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
-``span_bubble_ratio`` (see :mod:`harness.metrics`); and, for harness runs:
+``span_bubble_ratio`` (see :mod:`harness.analysis.metrics`); and, for harness runs:
 
 * ``metrics.stats``: ``step_time_ns``, ``bubble_ratio`` and per rank
   ``busy_ns``/``idle_ns`` summaries (:class:`harness.stats.SampleStats`:
@@ -29,27 +29,27 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
   ``outliers`` as indices into the recorded steps);
 * ``options``: the case's schedule-builder options with a scalar value
   (``{"overlap": false}``), where any is set;
-* ``window``: why recording stopped (:class:`harness.window.WindowOutcome`);
+* ``window``: why recording stopped (:class:`harness.records.WindowOutcome`);
 * ``flags``: ``[{"kind": "unstable" | "contended" | "clocks" | "steps", "reason": ...}]`` (empty
-  when the figures are to be trusted, :mod:`harness.stability`);
+  when the figures are to be trusted, :mod:`harness.run.stability`);
 * ``usage``: load average before/after, this process's and other processes'
-  CPU use in cores during the case (:mod:`harness.environment`);
+  CPU use in cores during the case (:mod:`harness.run.environment`);
 * ``fidelity``: measured median step against the cost model's exact one, with
-  the CI (:func:`harness.stability.fidelity`);
+  the CI (:func:`harness.run.stability.fidelity`);
 * ``memory``: per rank static bytes, peak bytes, peak activation bytes, when,
   the limit and whether it fits, and the timeline ``{"t_ns": [...], "bytes":
-  [...]}`` per rank (:class:`harness.memory.MemoryProfile`), where the cost
+  [...]}`` per rank (:class:`harness.analysis.memory.MemoryProfile`), where the cost
   model models memory;
 * ``decomposition``: the median step split into ideal, imbalance,
-  recomputation, communication and schedule bubble, ns (:mod:`harness.bubble`);
+  recomputation, communication and schedule bubble, ns (:mod:`harness.analysis.bubble`);
 * ``recompute``: ``[[stage, kind, ns], ...]``, the recomputation part of
   each backward's duration;
 * ``critical_path``: the median step's chain of jobs that fixes its length, with
-  the gaps before each, ns (:class:`harness.critical_path.CriticalPath`);
+  the gaps before each, ns (:class:`harness.analysis.critical_path.CriticalPath`);
 * ``waiting``: per rank, that step's idle time split by what it waited for
-  (:class:`harness.critical_path.RankWaiting`).
+  (:class:`harness.analysis.critical_path.RankWaiting`).
 
-The session holds ``environment`` (:func:`harness.environment.machine_facts`), and
+The session holds ``environment`` (:func:`harness.run.environment.machine_facts`), and
 ``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
 ``error``); they are not among ``cases``.
 
@@ -68,10 +68,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.metrics import metrics_to_dict
+from harness.analysis.result import CaseResult
 from harness.errors import InputFormatError
-from harness.metrics import metrics_to_dict
-from harness.plan import build_plan
-from harness.runner import CaseResult
+from harness.plan.build import build_plan
+from harness.report.fields import left_out_entry
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "results_document", "unreportable"]
 
@@ -167,7 +168,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         **({"critical_path": result.critical_path.to_dict()} if result.critical_path is not None else {}),
         **({"waiting": [w.to_dict() for w in result.waiting]} if result.waiting else {}),
         **({"outcome": result.outcome} if result.outcome else {}),
-        # mpi runs name each rank with its host (harness.rank_merge), for the trace's process names
+        # mpi runs name each rank with its host (harness.distributed.rank_merge), for the trace's process names
         **({"rank_labels": [str(x) for x in rec.device["rank_labels"]]} if isinstance(rec.device.get("rank_labels"), list) else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
     }
@@ -248,14 +249,6 @@ def validate_document(doc: Any, source: str = "results", left_out: list[dict[str
     return doc
 
 
-def left_out_entry(case: Any, index: int, problem: str, message: str) -> dict[str, Any]:
-    """How a case left out of a report is named: ``id`` and ``label`` (its id where it is a
-    non-empty string, else ``"cases[index]"``) and ``error`` (the problem, with the case's position
-    in the file), as ``session.errored_cases`` holds them; ``index`` (that position) and
-    ``message`` (the error that refusing the whole file would have raised)."""
-    cid = case.get("id") if isinstance(case, dict) else None
-    name = cid if isinstance(cid, str) and cid else f"cases[{index}]"
-    return {"id": name, "label": name, "error": f"cases[{index}] in the results file: {problem}", "index": index, "message": message}
 
 
 def every_case_damaged(left_out: list[dict[str, Any]]) -> InputFormatError:

@@ -50,7 +50,7 @@ def timeline_data(case: dict[str, Any], kinds: list[dict[str, str]] | None = Non
 
     Args:
         case: a results-document case.
-        kinds: the legend (default: :func:`harness.report.html.kind_table` of this case).
+        kinds: the legend (default: :func:`harness.report.colours.kind_table` of this case).
         table: the case's jobs in columns, where the caller has them (:meth:`JobTable.from_case`).
 
     Raises:
@@ -82,7 +82,7 @@ def _dep_triples(case: dict[str, Any], table: JobTable) -> np.ndarray:
 def timeline_columns(case: dict[str, Any], kinds: list[dict[str, str]] | None = None, table: JobTable | None = None) -> dict[str, Any]:
     """:func:`timeline_data` with the per-job fields (:data:`ARRAY_FIELDS`) as int64 arrays."""
     if kinds is None:
-        from harness.report.html import kind_table
+        from harness.report.colours import kind_table
 
         kinds = kind_table([case])
     kind_index = {k["name"]: i for i, k in enumerate(kinds)}

@@ -1,332 +1,19 @@
-"""Schedule builders: pure functions from ``(p, m, v, ...)`` to a :class:`Schedule`.
+"""The plain one-chunk schedules (FThenB, 1F1B, Eager-1F1B) and the helpers every builder shares
+to assemble a :class:`~harness.schedule.model.Schedule` from per-rank job lists or arrays.
 
-Each builder is registered under a case-insensitive name (and aliases) with
-:func:`register`; :func:`build_schedule` looks one up by name and
-:func:`schedule_names` lists them.
-
-This module holds the registry and the name lookup, the job-count limit
-(:data:`MAX_JOBS`), the helpers the builders share, and the plain one-chunk schedules
-(FThenB, 1F1B, Eager-1F1B). The other families have modules of their own, imported at
-the end of this one so that they register (and importable from here too):
-:mod:`~harness.schedule.interleaved` (Interleaved1F1B, LoopedBFS),
-:mod:`~harness.schedule.zero_bubble` (ZB-H1, InterleavedZeroBubble, ZB-H2, ZB-V),
-:mod:`~harness.schedule.dualpipe` (DualPipeV) and
-:mod:`~harness.schedule.controllable_memory` (V-Half, V-Min).
+The registry these builders register in: :mod:`harness.schedule.registry`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import numbers
-import re
-import traceback
-import weakref
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from harness._gcpause import gc_paused
-from harness.errors import ConfigError, HarnessError, ResourceError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement  # noqa: F401 - v_placement: importable from here as before
+from harness.schedule.registry import _check_sizes, register
 
-__all__ = [
-    "BYTES_PER_JOB",
-    "MAX_JOBS",
-    "BuilderInfo",
-    "build_schedule",
-    "builder_info",
-    "builder_options",
-    "check_options",
-    "fthenb",
-    "one_f_one_b",
-    "register",
-    "schedule_names",
-]
-
-Builder = Callable[..., Schedule]
+__all__ = ["fthenb", "one_f_one_b"]
 
 
-@dataclass(frozen=True)
-class BuilderInfo:
-    """A registered builder: its canonical ``name``, ``aliases``, the function,
-    a one-line ``summary``, and whether it takes ``v`` chunks per rank."""
-
-    name: str
-    aliases: tuple[str, ...]
-    build: Builder
-    summary: str
-    takes_chunks: bool = False
-    splits_backward: bool = False
-    placed_chunks: int = 1
-
-
-_REGISTRY: dict[str, BuilderInfo] = {}
-_ALIASES: dict[str, str] = {}
-#: The modules of the built-in builders split off this one: a bug in one of them raises with its
-#: own traceback, where a user's builder's exception is turned into a ConfigError naming it.
-_BUILT_IN_MODULES = frozenset({__name__, "harness.schedule.interleaved", "harness.schedule.zero_bubble", "harness.schedule.dualpipe"})
-
-
-def register(
-    name: str,
-    *aliases: str,
-    summary: str | None = None,
-    takes_chunks: bool = False,
-    splits_backward: bool = False,
-    placed_chunks: int = 1,
-) -> Callable[[Builder], Builder]:
-    """Decorator: register a builder under ``name`` and ``aliases``: letters, digits, ``-``
-    and ``_``, matched whatever their case and with ``-`` and ``_`` ignored (:func:`builder_info`).
-
-    The builder is called as ``fn(p, m, **options)``, or ``fn(p, m, v, **options)``
-    with ``takes_chunks``, and must return a :class:`Schedule` with ``p`` ranks and
-    ``m`` micro-batches (:func:`build_schedule` checks). ``summary`` defaults to the
-    first line of the builder's docstring; ``splits_backward`` says its backward is
-    ``I`` + ``W``; ``placed_chunks`` is the chunks per rank a builder that does not
-    take ``v`` places (2 for the V placement), for the :data:`MAX_JOBS` estimate.
-
-    Raises:
-        ConfigError: ``name`` or an alias is already taken by another builder
-            (registering the same function again, as a re-imported module does,
-            is allowed), or holds another character than a letter, a digit, ``-``
-            or ``_`` (a space, a dot, ...), which no lookup would match.
-    """
-
-    def deco(fn: Builder) -> Builder:
-        for key in (name, *aliases):
-            if not isinstance(key, str) or not _key(key):
-                raise ConfigError(f"a schedule name must be a non-empty string, got {key!r}")
-            # Matched as loosely as names once were, so a near-copy of a taken name is named as taken.
-            taken = _REGISTRY.get(_ALIASES.get(_loose_key(key), ""))
-            if taken is not None and not _same_function(taken.build, fn):
-                raise ConfigError(
-                    f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} is taken by {taken.name!r} "
-                    f"({_where(taken.build)}); register it under another name"
-                )
-            odd = _odd_characters(key)
-            if odd:
-                fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", key.strip()).strip("-")
-                raise ConfigError(
-                    f"cannot register {_where(fn)} as schedule {name!r}: the name {key!r} holds {odd}; a schedule name is "
-                    f"ASCII letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
-                )
-        doc = (inspect.getdoc(fn) or "").strip().splitlines()
-        info = BuilderInfo(
-            name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward, placed_chunks
-        )
-        _REGISTRY[name] = info
-        for key in (name, *aliases):
-            _ALIASES[_key(key)] = name
-        return fn
-
-    return deco
-
-
-def _same_function(a: Builder, b: Builder) -> bool:
-    """The same builder, possibly from a re-import of its module."""
-    return a is b or (getattr(a, "__module__", None), getattr(a, "__qualname__", None)) == (
-        getattr(b, "__module__", None),
-        getattr(b, "__qualname__", None),
-    )
-
-
-def _where(fn: Builder) -> str:
-    """``module.function``, or ``file.py:function`` for a module imported from a file (``--import x.py``)."""
-    module, name = getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn))
-    code = getattr(fn, "__code__", None)
-    if module.startswith("_harness_import_") and code is not None:
-        return f"{code.co_filename}:{name}"
-    return f"{module}.{name}"
-
-
-#: What a schedule name holds once stripped of outer whitespace: ASCII letters, digits, ``-`` and ``_``.
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _key(name: str) -> str:
-    """The lookup key of a schedule name: outer whitespace stripped, case, ``-`` and ``_`` ignored
-    (``"zb-h1"``, ``"ZB_H1"`` and ``"zbh1"`` are one key)."""
-    return name.strip().lower().replace("-", "").replace("_", "")
-
-
-def _loose_key(name: str) -> str:
-    """``name``'s key with every character but letters and digits dropped: what a name that
-    :func:`builder_info` refuses (``"1 f 1 b"``) is close to."""
-    return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
-def _odd_characters(name: str) -> str:
-    """What in ``name`` (outer whitespace aside) is not a letter, digit, ``-`` or ``_``, in words;
-    ``""`` for a name of those alone (or an empty one)."""
-    stripped = name.strip()
-    if not stripped or _NAME_RE.fullmatch(stripped):
-        return ""
-    odd = sorted({ch for ch in stripped if not _NAME_RE.fullmatch(ch)})
-    if odd == [" "]:
-        return "a space inside"
-    return ("the characters " if len(odd) > 1 else "the character ") + ", ".join(map(repr, odd))
-
-
-def _closest_name(name: str) -> str | None:
-    """The registered schedule (canonical name) closest to ``name``: the one whose key is
-    ``name``'s letters and digits, else the nearest key by :func:`difflib.get_close_matches`."""
-    import difflib
-
-    loose = _loose_key(name)
-    if loose in _ALIASES:
-        return _ALIASES[loose]
-    close = difflib.get_close_matches(loose, list(_ALIASES), n=1)
-    return _ALIASES[close[0]] if close else None
-
-
-def schedule_names() -> list[str]:
-    """Canonical names of all registered schedules, sorted."""
-    return sorted(_REGISTRY)
-
-
-def builder_info(name: str) -> BuilderInfo:
-    """The registered builder for ``name``: its name or an alias, whatever the case, with
-    ``-`` and ``_`` ignored (``"zb-h1"``, ``"ZB_H1"``, ``"zbh1"`` are all ZB-H1) and outer
-    whitespace stripped.
-
-    Raises:
-        ConfigError: ``name`` is not a string; holds another character than a letter, a
-            digit, ``-`` or ``_`` (``"1 f 1 b"``, ``"zb.h1"``), the message naming the
-            closest schedule; or is unknown, the message listing the valid ones.
-    """
-    if not isinstance(name, str):
-        raise ConfigError(f"a schedule name must be a string such as '1F1B', got {name!r}")
-    odd = _odd_characters(name)
-    if odd:
-        closest = _closest_name(name)
-        hint = f"; did you mean {closest!r}?" if closest else f"; valid schedules: {', '.join(sorted(_REGISTRY))}"
-        raise ConfigError(
-            f"schedule name {name!r} holds {odd}: a schedule name is ASCII letters, digits, '-' and '_' "
-            f"(case, '-' and '_' do not matter){hint}"
-        )
-    canonical = _ALIASES.get(_key(name))
-    if canonical is None:
-        valid = ", ".join(f"{n} ({', '.join(i.aliases)})" if i.aliases else n for n, i in sorted(_REGISTRY.items()))
-        raise ConfigError(f"unknown schedule {name!r}; valid schedules: {valid}")
-    return _REGISTRY[canonical]
-
-
-@gc_paused
-def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int = 1, **options: object) -> Schedule:
-    """Build the schedule registered as ``name`` for ``p`` ranks and ``m`` micro-batches.
-
-    Args:
-        name: schedule name (see :func:`schedule_names`).
-        num_ranks: ``p >= 1``.
-        num_microbatches: ``m >= 1``.
-        chunks: ``v``, chunks per rank, for schedules that take it. Schedules
-            whose placement fixes it (ZB-V, DualPipeV: 2) accept 1 or that value.
-        options: builder-specific keyword arguments.
-
-    Raises:
-        ConfigError: unknown name, non-positive sizes, a ``v`` the schedule
-            cannot have, more than :data:`MAX_JOBS` jobs, a builder's own
-            constraint (e.g. ``m >= 2p`` for DualPipeV), or a builder that
-            returned something else than a schedule of ``p`` ranks and ``m``
-            micro-batches (``v`` chunks per rank when it takes them).
-    """
-    info = builder_info(name)
-    num_ranks, num_microbatches, chunks = _check_sizes(num_ranks, num_microbatches, chunks)
-    check_options(info, options)
-    per_rank = chunks if info.takes_chunks else max(chunks, info.placed_chunks)
-    jobs = num_ranks * per_rank * num_microbatches * (3 if info.splits_backward else 2)
-    if jobs > MAX_JOBS:
-        raise too_many_jobs(jobs, f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={per_rank}")
-    try:
-        if info.takes_chunks:
-            schedule = info.build(num_ranks, num_microbatches, chunks, **options)
-        else:
-            schedule = info.build(num_ranks, num_microbatches, **options)
-    except HarnessError:
-        raise
-    except Exception as exc:
-        if getattr(info.build, "__module__", None) in _BUILT_IN_MODULES:
-            raise  # a built-in builder's bug: its traceback
-        frames = traceback.extract_tb(exc.__traceback__)
-        at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-        raise ConfigError(f"the builder of schedule {info.name!r} ({_where(info.build)}) raised {type(exc).__name__}: {exc}{at}") from None
-    _check_built(info, schedule, num_ranks, num_microbatches, chunks)
-    _remember(schedule, (info.name, num_ranks, num_microbatches, chunks if info.takes_chunks else 1, bool(options)))
-    if info.takes_chunks:
-        return schedule
-    fixed = schedule.chunks_per_rank
-    if chunks not in (1, fixed):  # v=1 means "the schedule's own", e.g. 2 for the V placement
-        what = "one chunk" if fixed == 1 else f"{fixed} chunks (its placement fixes them)"
-        hint = " (use an interleaved schedule for v > 1)" if fixed == 1 else f"; leave v at 1 or give {fixed}"
-        raise ConfigError(f"schedule {info.name!r} has {what} per rank; got v={chunks}{hint}")
-    return schedule
-
-
-#: id -> (weak reference, how it was built) of the schedules :func:`build_schedule` returned.
-_BUILT: dict[int, tuple[weakref.ref[Schedule], tuple[str, int, int, int, bool]]] = {}
-
-
-def _remember(schedule: Schedule, how: tuple[str, int, int, int, bool]) -> None:
-    key = id(schedule)
-
-    def forget(ref: weakref.ref[Schedule], key: int = key) -> None:
-        if _BUILT.get(key, (None,))[0] is ref:
-            del _BUILT[key]
-
-    _BUILT[key] = (weakref.ref(schedule, forget), how)
-
-
-def built_as(schedule: Schedule) -> tuple[str, int, int, int, bool] | None:
-    """How :func:`build_schedule` made ``schedule`` (this very object, not an equal one):
-    ``(name, p, m, v, with_options)``, ``v`` 1 for a builder that takes no chunks; ``None`` for
-    a schedule it did not return (a file's, a pass's output, a user's)."""
-    entry = _BUILT.get(id(schedule))
-    return entry[1] if entry is not None and entry[0]() is schedule else None
-
-
-def builder_options(info: BuilderInfo) -> tuple[list[inspect.Parameter], bool]:
-    """The keyword options a builder takes: its parameters after the positional sizes
-    ``(p, m[, v])``, and whether it also takes any keyword (``**options``)."""
-    params = list(inspect.signature(info.build).parameters.values())
-    sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
-    rest = params[sizes:]
-    named = [p for p in rest if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
-    return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in rest)
-
-
-def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
-    """Check builder keyword ``options`` against the builder's signature.
-
-    Raises:
-        ConfigError: an option that names one of the sizes ``p``, ``m``, ``v`` (they
-            come from the case's fields), an option declared ``bool`` given something
-            else (a truthy ``"no"`` must not switch a flag on), or an option the
-            builder does not take (the message lists those it does).
-    """
-    params = list(inspect.signature(info.build).parameters.values())
-    sizes = [p.name for p in params[: 3 if info.takes_chunks else 2]]
-    clash = sorted(set(options) & set(sizes))
-    if clash:
-        raise ConfigError(
-            f"schedule {info.name!r}: option {', '.join(map(repr, clash))} is one of its sizes ({', '.join(sizes)}), "
-            "which come from the case's stages, microbatches and chunks, not from options"
-        )
-    named, any_keyword = builder_options(info)
-    by_name = {p.name: p for p in named}
-    for key, value in options.items():
-        param = by_name.get(key)
-        if param is not None and param.annotation in (bool, "bool") and not isinstance(value, bool):
-            raise ConfigError(f"option {key!r} of schedule {info.name!r} must be True or False, got {value!r}")
-    if any_keyword:
-        return
-    unknown = sorted(set(options) - set(by_name))
-    if unknown:
-        takes = f"its options are {', '.join(by_name)}" if by_name else "it takes no options"
-        raise ConfigError(f"schedule {info.name!r} has no option {', '.join(map(repr, unknown))}; {takes}")
-
-
-MAX_JOBS = 20_000_000
 """The most jobs a schedule may have, counted as they will exist: :func:`build_schedule`
 estimates its compute jobs as ``p * v * m`` times 2, or 3 with a split backward (``v`` of
 a V placement is 2), and :func:`~harness.schedule.passes.add_communication` counts the
@@ -334,74 +21,13 @@ send/receive jobs it would add (about twice the compute jobs again at p=64) befo
 them. At :data:`BYTES_PER_JOB` that is about 7.2 GB; more is refused with a clear error
 rather than a ``MemoryError``."""
 
-BYTES_PER_JOB = 360
 """Memory per job on the analytic path (schedule, plan, simulation), in bytes: 343-352
 measured (peak RSS) for interleaved 1F1B cases with send/receive jobs, rounded up."""
-
-
-def memory_needed(jobs: int) -> str:
-    """The memory ``jobs`` jobs need at :data:`BYTES_PER_JOB`, in words (``"about 7.0 GB"``)."""
-    size = jobs * BYTES_PER_JOB
-    unit, scale = next((u, f) for u, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("bytes", 1)) if size >= f or f == 1)
-    shown = f"{size:,}" if scale == 1 else f"{size / scale:,.1f}"
-    return f"about {shown} {unit} ({BYTES_PER_JOB} bytes per job)"
-
-
-@contextlib.contextmanager
-def memory_guard(jobs: int, what: str) -> Iterator[None]:
-    """Turn a ``MemoryError`` raised inside into a :class:`~harness.errors.ResourceError`
-    that names ``what`` was being done, the ``jobs`` and the memory they need."""
-    try:
-        yield
-    except MemoryError as exc:
-        if isinstance(exc, HarnessError):
-            raise
-        raise ResourceError(
-            f"{what}: out of memory with {jobs:,} jobs, which need {memory_needed(jobs)}; "
-            "run a smaller case (fewer micro-batches or ranks) or on a machine with more memory"
-        ) from None
-
-
-def too_many_jobs(jobs: int, what: str) -> ConfigError:
-    """The error for a schedule of ``jobs`` jobs, over :data:`MAX_JOBS`, described by ``what``."""
-    many = f"{jobs:,}" if jobs < 10**12 else f"{jobs:.3g}"
-    return ConfigError(
-        f"{what} would have about {many} jobs, more than the {MAX_JOBS:,} this harness builds "
-        f"(they would need {memory_needed(jobs)}; the limit is {memory_needed(MAX_JOBS)}; "
-        "raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
-    )
-
-
-def _check_sizes(p: int, m: int, v: int = 1) -> tuple[int, int, int]:
-    """``(p, m, v)`` as plain ints; any integer type (``numpy.int64`` from a sweep) is accepted, ``bool`` is not."""
-    out: list[int] = []
-    for label, value in (("number of ranks p", p), ("number of micro-batches m", m), ("chunks per rank v", v)):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"the {label} must be a positive integer, got {value!r}")
-        out.append(int(value))
-    return out[0], out[1], out[2]
-
-
-def _check_built(info: BuilderInfo, schedule: object, p: int, m: int, v: int) -> None:
-    """A builder returned a schedule of the sizes asked for (a user's builder may not)."""
-    got = None
-    if not isinstance(schedule, Schedule):
-        got = f"{type(schedule).__name__} {schedule!r:.60}"
-    elif schedule.num_ranks != p or schedule.num_microbatches != m or (info.takes_chunks and schedule.chunks_per_rank != v):
-        got = f"a schedule with p={schedule.num_ranks}, m={schedule.num_microbatches}, v={schedule.chunks_per_rank}"
-    if got is not None:
-        asked = f"p={p}, m={m}" + (f", v={v}" if info.takes_chunks else "")
-        raise ConfigError(
-            f"the builder of schedule {info.name!r} ({_where(info.build)}) returned {got} when asked for {asked}; "
-            f"a builder must return a Schedule of p ranks and m micro-batches"
-        )
-
 
 def _with_opt(p: int, ranks: list[list[Job | None]], optimizer: bool, stage_to_rank: tuple[int, ...]) -> None:
     if optimizer:
         for stage, rank in enumerate(stage_to_rank):
             ranks[rank].append(Job(stage, JobKind.OPT, None))
-
 
 @register("FThenB", "GPipe", "fill-drain", summary="all forwards, then all backwards (Huang et al., GPipe, arXiv:1811.06965)")
 def fthenb(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
@@ -420,7 +46,6 @@ def fthenb(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Sc
         row: list[Job | None] = [Job(s, JobKind.F, i) for i in range(m)]
         ranks.append(row + [Job(s, JobKind.B, i) for i in range(m)])
     return _finish("FThenB", m, loop_placement(p), ranks, optimizer)
-
 
 @register("1F1B", "PipeDream-Flush", "OneFOneB", summary="warm-up forwards, then one forward / one backward (Narayanan et al., SC'21, §2.2.1)")
 def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) -> Schedule:
@@ -455,7 +80,6 @@ def one_f_one_b(num_ranks: int, num_microbatches: int, optimizer: bool = False) 
         ranks.append(jobs)
     return _finish("1F1B", m, loop_placement(p), ranks, optimizer)
 
-
 # --- helpers shared by the builders below ------------------------------------
 def _from_parts(
     name: str, m: int, placement: tuple[int, ...], parts: list[tuple[Any, Any, Any]], optimizer: bool, params: dict[str, object]
@@ -482,12 +106,10 @@ def _from_parts(
     arrays = _JobArrays(stage, kind, mb, [len(part[0]) for part in parts])
     return Schedule._from_arrays(name, m, placement, arrays, params)
 
-
 def _finish(name: str, m: int, placement: tuple[int, ...], ranks: list[list[Job | None]], optimizer: bool, **params: object) -> Schedule:
     _with_opt(len(ranks), ranks, optimizer, placement)
     # The builders' own jobs (tested, on the ranks that hold their stages): no per-job checks.
     return Schedule._of_checked_jobs(name, m, placement, tuple(tuple(r) for r in ranks), dict(params))
-
 
 @register(
     "Eager-1F1B",
@@ -520,12 +142,4 @@ def eager_1f1b(num_ranks: int, num_microbatches: int, optimizer: bool = False) -
         ranks.append(jobs)
     return _finish("Eager-1F1B", m, loop_placement(p), ranks, optimizer)
 
-
 _CODE_F, _CODE_B, _CODE_I, _CODE_W, _CODE_OPT = (KIND_CODE[k] for k in (JobKind.F, JobKind.B, JobKind.I, JobKind.W, JobKind.OPT))
-
-
-# Builders of their own modules register on import (after the helpers above exist).
-from harness.schedule import controllable_memory as _controllable_memory  # noqa: E402, F401
-from harness.schedule.dualpipe import dualpipe_v  # noqa: E402, F401 - importable from here as before
-from harness.schedule.interleaved import _interleaved_rounds, _rank_ops_1f1b, interleaved_1f1b, looped_bfs  # noqa: E402, F401 - importable from here as before
-from harness.schedule.zero_bubble import interleaved_zero_bubble, zb_h1, zb_h2, zb_v  # noqa: E402, F401 - importable from here as before

@@ -26,8 +26,9 @@ unit slots); the harness then runs it with the case's costs.
 from __future__ import annotations
 
 from harness.errors import ConfigError
-from harness.schedule.builders import _check_sizes, _finish, register
+from harness.schedule.builders import _finish
 from harness.schedule.model import Job, JobKind, Schedule, v_placement
+from harness.schedule.registry import _check_sizes, register
 
 __all__ = ["v_half", "v_min"]
 

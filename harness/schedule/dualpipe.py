@@ -11,8 +11,9 @@ The order is PyTorch's ``ScheduleDualPipeV._calculate_single_rank_operations``
 from __future__ import annotations
 
 from harness.errors import ConfigError
-from harness.schedule.builders import _check_sizes, _finish, register
+from harness.schedule.builders import _finish
 from harness.schedule.model import Job, JobKind, Schedule, v_placement
+from harness.schedule.registry import _check_sizes, register
 
 __all__ = ["dualpipe_v"]
 
@@ -31,7 +32,7 @@ def dualpipe_v(num_ranks: int, num_microbatches: int, optimizer: bool = False, o
     Each overlapped ``F``+``B`` pair of the original (``OVERLAP_F_B``: in step 4 both
     pairs, except the first ``F0 B1`` of the last rank, and in step 5 ``F1 B0``) is
     listed as the forward then the full backward and kept as an overlapped job
-    group (:mod:`harness.overlap`): the two run at the same time, so the pair
+    group (:mod:`harness.plan.groups`): the two run at the same time, so the pair
     lasts ``max(F, B)``. ``overlap=False`` runs them back to back. The second half
     of the cool-down splits backwards into ``I`` and ``W``.
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.schedule.builders import _CODE_B, _CODE_F, _CODE_I, _CODE_W, _check_sizes, _finish, _from_parts, register
+from harness.schedule.builders import _CODE_B, _CODE_F, _CODE_I, _CODE_W, _finish, _from_parts
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
+from harness.schedule.registry import _check_sizes, register
 
 __all__ = ["interleaved_1f1b", "looped_bfs"]
 

@@ -95,14 +95,14 @@ DATA_PARALLEL_KINDS = frozenset({JobKind.UNSHARD, JobKind.RESHARD, JobKind.REDUC
 """PyTorch's FSDP/DDP actions (``torch.distributed.pipelining.schedules``: ``_add_unshard_reshard``,
 ``_add_reduce_grad``): one per stage, no micro-batch, no pipeline data. They run on the rank's
 compute stream in list order; their duration is the cost model's (0 unless it gives one,
-:meth:`harness.cost.FixedCost.duration_ns`), and they are not compute: a rank's busy time and
+:meth:`harness.model.cost.FixedCost.duration_ns`), and they are not compute: a rank's busy time and
 the bubble leave them out."""
 _PER_STAGE = frozenset({JobKind.OPT}) | DATA_PARALLEL_KINDS
 
 _KIND_BY_TOKEN = {k.value: k for k in JobKind}
 KIND_CODE: dict[JobKind, int] = {k: i for i, k in enumerate(JobKind)}
 """Each kind's code, its index in ``tuple(JobKind)``: the ``kind`` column of job
-arrays (:class:`harness.plan.PlanArrays`). The one table every module uses."""
+arrays (:class:`harness.plan.graph.PlanArrays`). The one table every module uses."""
 _COMM_CODES = (KIND_CODE[JobKind.SEND_F], KIND_CODE[JobKind.RECV_B])  # a contiguous range:
 assert [KIND_CODE[k] for k in (JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B)] == list(
     range(_COMM_CODES[0], _COMM_CODES[1] + 1)

@@ -21,7 +21,7 @@ How cells are read:
   stage (:data:`~harness.schedule.model.DATA_PARALLEL_KINDS`) and written back as read.
 * A composite cell ``(0F3;5B1)OVERLAP_F_B`` (PyTorch's DualPipeV writes them) is
   read as its sub-actions in the written order, kept as one overlapped job
-  group (:mod:`harness.overlap`: they run at the same time). Its jobs take
+  group (:mod:`harness.plan.groups`: they run at the same time). Its jobs take
   consecutive steps, so a row's later steps no longer match its cell numbers;
   it is written back as one composite cell.
 * Stage placement is taken from where the stages appear: every stage must
@@ -67,7 +67,7 @@ def dumps_csv(schedule: Schedule) -> str:
 
     Trailing idle slots are not written (PyTorch's ``_dump_csv`` writes lists as they are).
     """
-    from harness.overlap import groups_of
+    from harness.schedule.groups import groups_of
 
     first_of = {g[0]: g for g in groups_of(schedule)}
     out = io.StringIO()
@@ -109,8 +109,8 @@ _FIELD = re.compile(r'"((?:[^"]|"")*)"(?=[,\r\n]|$)|([^,"\r\n]*)')
 
 def max_schedule_file_bytes() -> int:
     """The largest schedule file read, in bytes: :data:`BYTES_PER_JOB` per job of
-    :data:`~harness.schedule.builders.MAX_JOBS` (640 MB for the default 20 M jobs)."""
-    from harness.schedule.builders import MAX_JOBS
+    :data:`~harness.schedule.registry.MAX_JOBS` (640 MB for the default 20 M jobs)."""
+    from harness.schedule.registry import MAX_JOBS
 
     return MAX_JOBS * BYTES_PER_JOB
 
@@ -297,7 +297,7 @@ def _read_cell(cell: str, name: str, r: int, c: int, jobs: list[Job | None], whe
         if len(seen) > max_jobs:
             raise InputFormatError(
                 f"{name}: row {r + 1} (rank {r}), cell {c + 1}: more than the {max_jobs:,} jobs this harness builds "
-                "(raise harness.schedule.builders.MAX_JOBS if the machine has the memory)"
+                "(raise harness.schedule.registry.MAX_JOBS if the machine has the memory)"
             )
         jobs.append(job)
 
@@ -324,7 +324,7 @@ def loads_csv(text: str, name: str = "<csv>", num_microbatches: int | None = Non
 def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) -> Schedule:
     """:func:`loads_csv` on a stream: cell by cell, refusing a duplicate or the job limit's
     overrun at the cell that causes it, so memory follows the valid jobs, not the file."""
-    from harness.schedule.builders import MAX_JOBS
+    from harness.schedule.registry import MAX_JOBS
 
     parsed: list[list[Job | None]] = []
     where: dict[int, tuple[int, int]] = {}  # stage -> first (row, cell) seen
@@ -410,9 +410,9 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
 
 def _check_size(name: str, parsed: list[list[Job | None]], m: int, n_stages: int) -> None:
     """Refuse an inferred ``m`` whose schedule would have more than
-    :data:`~harness.schedule.builders.MAX_JOBS` jobs: a micro-batch id far too large for
+    :data:`~harness.schedule.registry.MAX_JOBS` jobs: a micro-batch id far too large for
     the file, named with its row and step (rather than counting billions of missing jobs)."""
-    from harness.schedule.builders import MAX_JOBS
+    from harness.schedule.registry import MAX_JOBS
 
     if 2 * n_stages * m <= MAX_JOBS:
         return

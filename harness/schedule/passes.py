@@ -10,7 +10,7 @@ the rank's list. Send/receive jobs run on the rank's comm stream
 (:mod:`harness.plan`): a receive starts with its send (both comm streams are
 busy during the transfer) and the consumer waits for the receive's end. The
 durations come from the cost model (``p2p_latency_ns``, bandwidth and
-activation bytes in :mod:`harness.cost`).
+activation bytes in :mod:`harness.model.cost`).
 
 Why this placement cannot deadlock: take a topological order of the
 compute-only plan and put each send right after its producer and each receive
@@ -28,42 +28,12 @@ from harness.errors import ScheduleError
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _job_arrays, _JobArrays
 
 if TYPE_CHECKING:
-    from harness.cost import CostModel
+    pass
 
-__all__ = [
-    "add_communication",
-    "comm_jobs_added",
-    "merge_backward",
-    "split_backward",
-    "strip_communication",
-    "transfers_cost_time",
-    "wants_communication",
-]
+__all__ = ["add_communication", "comm_jobs_added", "merge_backward", "split_backward", "strip_communication"]
+
 
 _F, _B, _I, _W = JobKind.F, JobKind.B, JobKind.I, JobKind.W
-
-
-def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:
-    """Whether ``schedule`` should get send/receive jobs under ``cost``: it has none
-    yet, has two stages or more, and a send between stages takes time (a positive
-    ``SEND_F`` duration, from ``p2p_latency_ns`` or bandwidth and bytes).
-
-    A case (``PipelineCase.comm=None``) and :func:`~harness.analytics.analyze`
-    (``comm=None``) insert them exactly then."""
-    if schedule.has_comm or schedule.num_stages < 2:
-        return False
-    return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
-
-
-def wants_communication(schedule: Schedule, cost: CostModel, comm: bool | None) -> bool:
-    """Whether to insert send/receive jobs into ``schedule`` for a run or an analysis:
-    ``comm=True`` when it has none yet, ``None`` exactly when :func:`transfers_cost_time`,
-    ``False`` never. The one rule :class:`~harness.case.PipelineCase` and
-    :func:`~harness.analytics.analyze` share."""
-    if comm is None:
-        return transfers_cost_time(schedule, cost)
-    return comm and not schedule.has_comm
-
 
 @gc_paused
 def add_communication(schedule: Schedule) -> Schedule:
@@ -81,11 +51,11 @@ def add_communication(schedule: Schedule) -> Schedule:
     Raises:
         ScheduleError: the schedule already has send/receive jobs.
         ConfigError: the jobs with the send/receive jobs added would be more
-            than :data:`~harness.schedule.builders.MAX_JOBS` (checked before any
+            than :data:`~harness.schedule.registry.MAX_JOBS` (checked before any
             is added; the message states the memory they would need).
         ResourceError: memory ran out all the same (names the jobs and memory).
     """
-    from harness.schedule.builders import MAX_JOBS, memory_guard, too_many_jobs
+    from harness.schedule.registry import MAX_JOBS, memory_guard, too_many_jobs
 
     compute = schedule.num_jobs
     total = compute + comm_jobs_added(schedule)
@@ -93,7 +63,6 @@ def add_communication(schedule: Schedule) -> Schedule:
         raise too_many_jobs(total, f"schedule {schedule.name!r} ({compute:,} compute jobs) with its send/receive jobs added")
     with memory_guard(total, f"schedule {schedule.name!r}: adding send/receive jobs"):
         return _add_communication(schedule)
-
 
 def comm_jobs_added(schedule: Schedule) -> int:
     """How many send/receive jobs :func:`add_communication` adds to ``schedule``: per
@@ -113,7 +82,6 @@ def comm_jobs_added(schedule: Schedule) -> int:
     stages = stages[(stages >= 0) & (stages < n)]
     return int(np.bincount(stages, minlength=n).astype(np.int64) @ np.array(away, np.int64))
 
-
 def _add_communication(schedule: Schedule) -> Schedule:
     """:func:`add_communication` past its size check."""
     fast = _add_communication_fast(schedule)
@@ -124,7 +92,6 @@ def _add_communication(schedule: Schedule) -> Schedule:
         return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, rows, params)
     # The new jobs take the stage, and so the rank, of the job they sit beside.
     return Schedule._from_arrays(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, fast, params)
-
 
 def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
     """:func:`add_communication`'s rows, job by job; raises its error."""
@@ -164,11 +131,11 @@ def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...],
         out.append(row)
     return tuple(tuple(r) for r in out)
 
-
 _SF, _RF, _SB, _RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B
-_CODE = KIND_CODE
-_CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
 
+_CODE = KIND_CODE
+
+_CF, _CB, _CI, _CSF, _CRB = _CODE[_F], _CODE[_B], _CODE[_I], _CODE[_SF], _CODE[_RB]
 
 def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
     """:func:`add_communication`'s jobs as arrays, computed with numpy for
@@ -221,13 +188,11 @@ def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
         out_mb[to] = mb[at]
     return _JobArrays(out_stage, out_kind, out_mb, np.diff(row_end, prepend=0).tolist())
 
-
 def strip_communication(schedule: Schedule) -> Schedule:
     """The schedule without its send/receive jobs (their slots are dropped, not left idle)."""
     ranks = tuple(tuple(j for j in jobs if j is None or not j.kind.is_comm) for jobs in schedule.ranks)
     params = {k: v for k, v in schedule.params.items() if k != "comm"}
     return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, ranks, params)
-
 
 def split_backward(schedule: Schedule) -> Schedule:
     """Replace every full backward ``B`` by ``I`` immediately followed by ``W``
@@ -243,7 +208,6 @@ def split_backward(schedule: Schedule) -> Schedule:
                 row.append(job)
         ranks.append(tuple(row))
     return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, tuple(ranks), dict(schedule.params))
-
 
 def merge_backward(schedule: Schedule) -> Schedule:
     """Merge an ``I`` with the ``W`` of the same stage and micro-batch into one ``B``

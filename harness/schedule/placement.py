@@ -85,7 +85,7 @@ def add_send_recv(schedule: Schedule, placement: str = DEFAULT_PLACEMENT) -> Sch
 
 
 def _groups(schedule: Schedule) -> dict[Job, tuple[Job, ...]]:
-    from harness.overlap import groups_of
+    from harness.schedule.groups import groups_of
 
     return {g[0]: tuple(g) for g in groups_of(schedule)}
 

@@ -8,8 +8,8 @@ backward, an ``I`` before its ``W``. Each stage lives on exactly one rank by
 construction (:class:`~harness.schedule.model.Schedule` rejects a job on a rank
 that does not hold its stage; the CSV reader rejects a stage on two rows).
 Dependencies between ranks and deadlocks are checked by the plan
-(:func:`harness.plan.build_plan`), which simulates readiness over the
-dependency graph; :func:`harness.plan.validate` runs everything. Both raise
+(:func:`harness.plan.build.build_plan`), which simulates readiness over the
+dependency graph; :func:`harness.plan.build.validate` runs everything. Both raise
 :class:`~harness.errors.ScheduleError` with the step x rank grid, faulty cells
 marked. Linear in the number of jobs.
 """

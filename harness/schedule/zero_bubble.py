@@ -17,9 +17,10 @@ V-Half and V-Min, the same authors' controllable-memory V schedules, are in
 
 from __future__ import annotations
 
-from harness.schedule.builders import _check_sizes, _finish, _from_parts, register
+from harness.schedule.builders import _finish, _from_parts
 from harness.schedule.interleaved import _interleaved_rounds, _rank_ops_1f1b
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement, v_placement
+from harness.schedule.registry import _check_sizes, register
 
 __all__ = ["interleaved_zero_bubble", "zb_h1", "zb_h2", "zb_v"]
 

@@ -1,0 +1,149 @@
+"""Communication models: how a transfer between stages on different ranks costs time.
+
+Three models, chosen per case (``PipelineCase.comm_model``), for a pytest run
+(``--comm-model``), on the command line (``show --comm-model``) and in
+:func:`~harness.analysis.analytic.analyze`:
+
+``stream`` (the default, and the harness's model before there was a choice)
+    Send/receive jobs (``SEND_F``/``RECV_F``/``SEND_B``/``RECV_B``) on a comm
+    stream per pair of ranks, FIFO per pair, as PyTorch's NCCL backend runs
+    point-to-point operations on one communicator per pair
+    (:func:`~harness.schedule.passes.add_communication`, :mod:`harness.plan`).
+    Transfers to one peer queue behind each other. Runs on every backend.
+
+``edge`` (the published simulators' model)
+    No send/receive jobs: a consumer on another rank starts no earlier than its
+    producer's end plus the transfer time ``c`` (the cost model's ``SEND_F`` /
+    ``SEND_B`` duration); transfers never wait for each other. This is the model
+    of the zero-bubble repository's simulator (sail-sg/zero-bubble-pipeline-parallelism,
+    arXiv:2401.10241 §3, ``T_comm``), of Victarry/PP-Schedule-Visualization
+    (``p2p_latency``) and of mindformers' ``toolkit/pipeline_balance``; the
+    published bubble tables assume it. ``sim`` and the analytic path only: the
+    ``cpu`` and ``cuda`` backends move real data and refuse it.
+
+``free``
+    Transfers cost nothing and no send/receive jobs are inserted (a schedule's own
+    are dropped). A cost model that gives transfers a cost gets a note saying it is
+    not charged.
+
+The three agree when transfers are free. With a transfer time ``c`` and uniform
+stages, ``edge`` reproduces the zero-bubble repository's closed forms exactly
+(e.g. ZB-H2's span exceeds ``m(F+B+W)`` by ``(p-1)(F+B+2c-2W)``), ``stream`` is
+longer where transfers to one peer queue.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.errors import ConfigError
+from harness.schedule.model import Job, JobKind, Schedule
+from harness.schedule.passes import strip_communication
+
+if TYPE_CHECKING:
+    from harness.model.cost import CostModel
+if TYPE_CHECKING:
+    from harness.model.cost import CostModel
+
+__all__ = ["COMM_MODELS", "DEFAULT_COMM_MODEL", "REAL_TRANSFER_BACKENDS", "check_backend", "check_comm_model", "comm_notes", "lower"]
+
+
+#: The communication models, in the order they are listed to users.
+COMM_MODELS = ("free", "edge", "stream")
+
+#: The model a case uses when it names none: today's, so earlier results do not change.
+DEFAULT_COMM_MODEL = "stream"
+
+#: Backends that move real data between streams: they can run ``stream`` and ``free``, not ``edge``.
+REAL_TRANSFER_BACKENDS = ("cpu", "cuda", "mpi")
+
+def check_comm_model(value: object, what: str = "comm_model") -> str:
+    """``value`` as a model name (case and spaces ignored).
+
+    Raises:
+        ConfigError: not one of :data:`COMM_MODELS`; the message lists them with what each means.
+    """
+    name = value.strip().lower() if isinstance(value, str) else None
+    if name not in COMM_MODELS:
+        raise ConfigError(
+            f"{what} must be one of free (transfers cost nothing), edge (a consumer on another rank starts at its "
+            f"producer's end plus the transfer time, as the published simulators model it; sim and analysis only) or "
+            f"stream (send/receive jobs on a FIFO comm stream per pair of ranks, the default); got {value!r}"
+        )
+    return name
+
+def check_backend(comm_model: str, backend: str) -> None:
+    """Refuse ``edge`` on a backend that runs real transfers.
+
+    Raises:
+        ConfigError: ``comm_model`` is ``edge`` and ``backend`` is ``cpu`` or ``cuda``.
+    """
+    if comm_model == "edge" and backend in REAL_TRANSFER_BACKENDS:
+        raise ConfigError(
+            f"comm_model 'edge' charges a transfer as a delay on the dependency, which only a simulation can do; the "
+            f"{backend} backend moves real data: use comm_model 'stream' (send/receive jobs on comm streams) there, "
+            "or run 'edge' on --backend=sim"
+        )
+
+def lower(
+    schedule: Schedule, cost: CostModel, comm_model: str, comm: bool | None = None, placement: str = "just-in-time"
+) -> Schedule:
+    """The schedule that runs under ``comm_model``.
+
+    ``stream``: send/receive jobs inserted as :func:`~harness.model.comm.wants_communication`
+    says (``comm=None``: when transfers take time; ``True``: always; ``False``: never), placed
+    as ``placement`` says (:mod:`harness.schedule.placement`: ``just-in-time``, ``eager``,
+    ``deferred``). ``edge`` and ``free``: without send/receive jobs (a schedule's own are dropped).
+
+    Raises:
+        ConfigError: ``comm=True`` with ``edge`` or ``free``, which have no send/receive jobs.
+    """
+    if comm_model == "stream":
+        from harness.schedule.placement import add_send_recv
+
+        return add_send_recv(schedule, placement) if wants_communication(schedule, cost, comm) else schedule
+    if comm:
+        raise ConfigError(
+            f"comm=True asks for send/receive jobs, but comm_model {comm_model!r} has none; "
+            "use comm_model 'stream' for send/receive jobs"
+        )
+    return strip_communication(schedule) if schedule.has_comm else schedule
+
+def comm_notes(schedule: Schedule, cost: CostModel, comm_model: str, comm: bool | None = None) -> list[str]:
+    """Notes for the summary and the report when the cost model's transfer cost is not charged:
+    under ``free``, or under ``stream`` with ``comm=False`` and a compute-only schedule.
+    ``schedule`` is the one before :func:`lower`."""
+    if schedule.num_stages < 2:
+        return []
+    c = cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages)
+    if c <= 0:
+        return []
+    if comm_model == "free":
+        return [f"comm_model 'free': the cost model gives a transfer {c:,} ns, which is not charged; "
+                "use comm_model 'edge' or 'stream' to charge it"]
+    if comm_model == "stream" and comm is False and not schedule.has_comm and transfers_cost_time(schedule, cost):
+        return [f"comm=False: no send/receive jobs, so the {c:,} ns the cost model gives a transfer is not charged "
+                "(as comm_model 'free'); use comm_model 'edge' to charge it without send/receive jobs"]
+    return []
+
+
+
+def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:
+    """Whether ``schedule`` should get send/receive jobs under ``cost``: it has none
+    yet, has two stages or more, and a send between stages takes time (a positive
+    ``SEND_F`` duration, from ``p2p_latency_ns`` or bandwidth and bytes).
+
+    A case (``PipelineCase.comm=None``) and :func:`~harness.analysis.analytic.analyze`
+    (``comm=None``) insert them exactly then."""
+    if schedule.has_comm or schedule.num_stages < 2:
+        return False
+    return cost.duration_ns(Job(0, JobKind.SEND_F, 0), schedule.num_stages) > 0
+
+def wants_communication(schedule: Schedule, cost: CostModel, comm: bool | None) -> bool:
+    """Whether to insert send/receive jobs into ``schedule`` for a run or an analysis:
+    ``comm=True`` when it has none yet, ``None`` exactly when :func:`transfers_cost_time`,
+    ``False`` never. The one rule :class:`~harness.case.PipelineCase` and
+    :func:`~harness.analysis.analytic.analyze` share."""
+    if comm is None:
+        return transfers_cost_time(schedule, cost)
+    return comm and not schedule.has_comm

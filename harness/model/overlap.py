@@ -1,0 +1,74 @@
+"""How long an overlapped job group lasts under a cost model (the optional cost-model method
+:data:`GROUP_METHOD`, and the ``overlap_ns`` / ``overlap_ratio`` fields that answer it).
+
+What a group is and how a plan runs one: :mod:`harness.plan.groups`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError
+from harness.schedule.model import Job
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["GROUP_METHOD", "group_ns"]
+
+
+#: Optional cost-model method: ``overlapped_group_ns(jobs, durations_ns, num_stages) -> int``,
+#: the wall time (ns) of an overlapped group whose jobs last ``durations_ns`` on their own
+#: (module doc); without it a group lasts ``max(durations_ns)``.
+GROUP_METHOD = "overlapped_group_ns"
+
+def group_ns(cost: object, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+    """The wall time (ns) of an overlapped group under ``cost``: its :data:`GROUP_METHOD`, or
+    ``max(durations_ns)`` without one.
+
+    Raises:
+        ConfigError: the answer is not a whole number of ns, is below the longest job
+            (a group cannot end before its longest job would alone), or is not below
+            :data:`~harness.model.values.MAX_DURATION_NS`; names the group and the cost model.
+    """
+    longest = max(durations_ns, default=0)
+    method = getattr(cost, GROUP_METHOD, None)
+    if method is None:
+        return longest
+    value = method(jobs, durations_ns, num_stages)
+    from harness.model.values import MAX_DURATION_NS
+
+    shown = "(" + ";".join(map(str, jobs)) + ")OVERLAP_F_B"
+    model = type(getattr(cost, "inner", cost)).__name__
+    if isinstance(value, bool) or (not isinstance(value, int) and not (isinstance(value, float) and value.is_integer())):
+        raise ConfigError(f"cost model {model}: {GROUP_METHOD}({shown}) gave {value!r}, not a whole number of ns")
+    if not longest <= value < MAX_DURATION_NS:
+        raise ConfigError(
+            f"cost model {model}: {GROUP_METHOD}({shown}) gave {int(value):,} ns, but the group's jobs last "
+            f"{', '.join(f'{d:,}' for d in durations_ns)} ns: an overlapped group lasts at least its longest job"
+            + ("" if value < MAX_DURATION_NS else " (and below 2**53 ns)")
+        )
+    return int(value)
+
+# --- the cost-model fields overlap_ns / overlap_ratio (FixedCost, TransformerCost) ---
+def _overlap_fields(obj: Any) -> None:
+    """Check ``overlap_ns`` (a duration >= 0) and ``overlap_ratio`` (in [0, 1]), at most one given."""
+    if obj.overlap_ns is not None and obj.overlap_ratio is not None:
+        raise ConfigError(f"cost model: give overlap_ns or overlap_ratio, not both (got {obj.overlap_ns!r} and {obj.overlap_ratio!r})")
+    from harness.model.values import _set_whole_ns
+
+    if obj.overlap_ns is not None:
+        _set_whole_ns(obj, "overlap_ns")  # rounded to the nearest ns, as every duration
+    r = obj.overlap_ratio
+    if r is not None and (isinstance(r, bool) or not isinstance(r, numbers.Real) or not 0 <= float(r) <= 1):
+        raise ConfigError(f"cost model: overlap_ratio must be a number in [0, 1] (0: max(F, B), 1: F + B), got {r!r}")
+
+def _overlap_group_ns(obj: Any, durations_ns: tuple[int, ...]) -> int:
+    """An overlapped group's time from ``overlap_ns`` / ``overlap_ratio`` (:mod:`harness.plan.groups`)."""
+    longest = max(durations_ns, default=0)
+    if obj.overlap_ns is not None:
+        return int(obj.overlap_ns)
+    if obj.overlap_ratio is not None:
+        return longest + round(obj.overlap_ratio * (sum(durations_ns) - longest))
+    return longest

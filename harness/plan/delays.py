@@ -1,0 +1,51 @@
+"""Transfer delays on a plan's dependency edges under the ``edge`` communication model
+(:mod:`harness.model.comm`): a consumer on another rank starts no earlier than its producer's end plus
+the transfer time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.errors import ConfigError
+from harness.schedule.model import KIND_CODE, Job, JobKind
+
+if TYPE_CHECKING:
+    from harness.model.cost import CostModel
+    from harness.plan.graph import Plan
+
+__all__ = ["edge_delays"]
+
+
+_CF, _CB, _CI = KIND_CODE[JobKind.F], KIND_CODE[JobKind.B], KIND_CODE[JobKind.I]
+
+
+def edge_delays(plan: Plan, cost: CostModel) -> list[int]:
+    """Per job of ``plan`` (a plan without send/receive jobs), the transfer time in ns its
+    cross-rank input takes under ``edge``: for ``F`` of stage ``k`` whose stage ``k-1`` is
+    on another rank, the cost model's ``SEND_F`` duration of stage ``k-1``; for ``B``/``I``
+    of stage ``k`` whose stage ``k+1`` is on another rank, the ``SEND_B`` duration of stage
+    ``k+1``; 0 for every other job. The delay applies to the job's dependencies on other
+    ranks only (a job has at most one). The cost model is asked once per stage and direction.
+
+    Raises:
+        ConfigError: the plan has send/receive jobs (``edge`` has none).
+    """
+    import numpy as np
+
+    cols = plan.arrays
+    kind, stage = cols.kind, cols.stage
+    if bool(np.isin(kind, [KIND_CODE[k] for k in JobKind if k.is_comm]).any()):
+        raise ConfigError("comm_model 'edge' takes a plan without send/receive jobs")
+    sched = plan.schedule
+    n = sched.num_stages
+    rank = np.array(sched.stage_to_rank, np.int64)
+    fwd_in = np.zeros(n, np.int64)  # transfer into F of stage k from k-1
+    bwd_in = np.zeros(n, np.int64)  # transfer into B/I of stage k from k+1
+    for k in range(n):
+        if k > 0 and rank[k - 1] != rank[k]:
+            fwd_in[k] = int(cost.duration_ns(Job(k - 1, JobKind.SEND_F, 0), n))
+        if k + 1 < n and rank[k + 1] != rank[k]:
+            bwd_in[k] = int(cost.duration_ns(Job(k + 1, JobKind.SEND_B, 0), n))
+    out = np.where(kind == _CF, fwd_in[stage], np.where((kind == _CB) | (kind == _CI), bwd_in[stage], 0))
+    return out.tolist()  # type: ignore[no-any-return]

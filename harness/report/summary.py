@@ -1,0 +1,94 @@
+"""The terminal summary of a run's cases: one row per case and the notes under it.
+
+Plain text lines, so the pytest plugin only writes them (and any other front end can):
+one row per case (schedule, sizes, backend and communication model, steps recorded,
+median step with its confidence interval, bubble beside theory, span bubble, fidelity
+against ``sim``, peak memory), a legend, then the cases' notes, "does not fit" lines
+and ``unstable``/``contended`` flags with their reasons. User text (case ids, names)
+is shown with control and bidirectional characters escaped, so a name can neither
+split nor reverse a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.analysis.memory import format_bytes
+from harness.analysis.result import CaseResult
+from harness.text import shown_in_terminal
+
+__all__ = ["case_notes", "case_table"]
+
+_HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
+           "vs sim", "peak mem")
+_RIGHT = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
+_LEGEND = ("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
+           "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
+           "CI = the median step's 95% confidence interval (order statistics), as the larger side's distance from the median, "
+           "with its real coverage in brackets where the number of steps makes it differ (below 6 steps no 95% interval exists); "
+           "vs sim = measured median against the cost model's exact step; steps! = flagged below; "
+           "peak mem = the most bytes a rank holds (static + activations; ! = over the case's memory limit)")
+
+
+def _ci(r: CaseResult) -> str:
+    st = r.metrics.step_time_stats
+    if r.records.backend == "sim":
+        return "exact"
+    if st is None or st.n < 2 or not st.median:
+        return "—"
+    text = f"±{100 * st.ci_reach:.1f}%"
+    if st.ci_level_differs:  # the interval's real coverage, when n makes it differ from 95 %
+        text += f" ({100 * st.ci_level:.0f}%)"
+    return text
+
+
+def _name(r: CaseResult) -> str:
+    """The test's name (``test_gpt[1F1B]``), and the case's own name after it where it was given one."""
+    test = r.case_id.split("::", 1)[-1]
+    return test if r.label in (test, test.split("#", 1)[0]) or test.startswith(r.label) else f"{test} ({r.label})"
+
+
+def _row(r: CaseResult) -> tuple[str, ...]:
+    m, th, workload, fid = r.metrics, r.theory.get("bubble_ratio"), r.records.device.get("workload"), r.fidelity
+    return (
+        shown_in_terminal(_name(r)),  # a newline or U+202E must not split or reverse the row
+        shown_in_terminal(r.schedule.name),
+        str(r.num_ranks),
+        str(r.num_microbatches),
+        str(r.chunks),
+        r.records.backend + (f"/{workload}" if workload else "") + f" {r.comm_model}",
+        str(len(m.steps)) + ("!" if r.flags else ""),
+        f"{m.step_time_median_ns / 1e6:.3f} ms",
+        _ci(r),
+        f"{100 * m.bubble_ratio:.1f}% / " + ("—" if th is None else f"{100 * th:.1f}%"),
+        f"{100 * m.span_bubble_ratio:.1f}%",
+        "—" if fid is None else f"{100 * fid['change']:+.1f}%",
+        "—" if r.memory is None else format_bytes(max(r.memory.peak_bytes, default=0)) + (" !" if r.does_not_fit else ""),
+    )
+
+
+def case_table(results: Sequence[CaseResult]) -> list[str]:
+    """The table of ``results`` (one row each, columns at most 60 characters wide), its legend,
+    and the lines of notes, "does not fit" marks and flags that follow it."""
+    rows = [_row(r) for r in results]
+    widths = [min(60, max(len(row[i]) for row in [_HEADER, *rows])) for i in range(len(_HEADER))]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
+        return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *case_notes(results)]
+
+
+def case_notes(results: Sequence[CaseResult]) -> list[str]:
+    """The lines under the table: each case's notes, "does not fit" marks, ``unstable``/``contended``
+    flags with their reasons, and a count of the flagged cases (empty when there is nothing to say)."""
+    lines = [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
+    lines += [f"does not fit: {shown_in_terminal(r.label)}: {r.does_not_fit}" for r in results if r.does_not_fit]
+    flagged = [r for r in results if r.flags]
+    lines += [f"{f.kind}: {shown_in_terminal(r.label)}: {f.reason}" for r in flagged for f in r.flags]
+    if flagged:
+        kinds = sorted({f.kind for r in flagged for f in r.flags})
+        lines.append(f"{len(flagged)} of {len(results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
+                     "`python -m harness compare` reports them and does not gate them unless --strict")
+    return lines
