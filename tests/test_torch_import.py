@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.actions.clocks import SendRecvPair, fit_offsets
 from harness.errors import InputFormatError
-from harness.imports.clocks import SendRecvPair, fit_offsets
 from harness.imports.torch import import_torch_traces, read_torch_traces, torch_case
 from harness.imports.torch_infer import one_f_one_b_order
 from harness.imports.torch_trace import parse_action_name, read_rank_trace, us_to_ns

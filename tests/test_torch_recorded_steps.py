@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.actions.step_text import steps_text
 from harness.errors import InputFormatError
-from harness.imports.step_text import steps_text
 from harness.imports.torch import read_torch_traces, torch_case
 
 DATA = Path(__file__).parent / "data" / "torch_traces"

@@ -15,8 +15,8 @@ import itertools
 from collections import Counter
 from pathlib import Path
 
+from harness.actions.step_text import steps_text
 from harness.imports.paddle_log import _PIPELINE_WORK, PaddleJob, parse_job_type
-from harness.imports.step_text import steps_text
 
 __all__ = ["MAX_SPLIT_CANDIDATES", "recorded_steps"]
 

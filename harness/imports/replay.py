@@ -1,6 +1,6 @@
 """An imported run beside its schedule: how far the real run is from what its order should give, and why.
 
-From an import (:class:`harness.imports.torch.TorchImport`):
+From an import (:class:`harness.actions.torch_assemble.TorchRun`: an import or a ``torch`` backend run):
 
 1. **cost model fitted** from the measured jobs (:class:`FittedCost`): per stage and
    kind, the median compute duration (first operator to range end, ns); per
@@ -12,7 +12,7 @@ From an import (:class:`harness.imports.torch.TorchImport`):
    without send/receive actions (GPipe, rebuilt 1F1B) take the smallest gap from a
    producer's end to its consumer's start on another rank (a lower bound), applied
    as the ``edge`` model's delay. Where the ranks' clocks were offset by offsets
-   known only within a bound (fitted across hosts, :mod:`harness.imports.clocks`) or
+   known only within a bound (fitted across hosts, :mod:`harness.actions.clocks`) or
    given and shown wrong (they put a receive before its send), a span measured across
    two clocks holds the error of their offset: ``+e`` from rank a to rank b,
    ``-e`` from b to a. Every transfer then takes, per pair of ranks that send both

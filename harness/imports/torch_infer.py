@@ -75,7 +75,7 @@ def infer_1f1b(path: Path, rank: int, world: int, cpu: list[tuple[int, int, str,
         InputFormatError: operators were found but do not split into a 1F1B order
             (names the file, the step and the counts found).
     """
-    from harness.imports.torch_action import TorchAction
+    from harness.actions.torch_action import TorchAction
 
     out: list[TorchAction] = []
     counts: set[int] = set()

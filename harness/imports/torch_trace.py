@@ -39,7 +39,10 @@ runtime (pytorch/pytorch ``torch/distributed/pipelining/schedules.py``):
 
 Send/receive jobs are the posting ranges, on stream ``rank{r}/comm↔{q}``;
 UNSHARD, RESHARD and REDUCE_GRAD are host actions, listed, not jobs; the
-optimizer is outside the pipeline actions and not imported as a job.
+optimizer is outside the pipeline actions and not imported as a job, except in
+the traces of the harness's ``torch`` backend (docs/torch.md): there ``PP:<stage>OPT``
+ranges are that stage's ``OPT`` job, and a ``harness:optimizer`` range (the
+optimizer of a schedule without ``OPT`` jobs) extends its step's span to its end.
 """
 
 from __future__ import annotations
@@ -51,14 +54,14 @@ import warnings
 import zlib
 from bisect import bisect_left
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.actions.torch_action import TorchAction
+from harness.actions.torch_rank import TorchRank
 from harness.errors import InputFormatError
-from harness.imports.torch_action import TorchAction
 
-__all__ = ["MARKING_SCHEDULES", "TorchRank", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
+__all__ = ["MARKING_SCHEDULES", "OPTIMIZER_RANGE", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
 
 
 #: Schedule classes whose traces carry per-action ranges, and how.
@@ -69,7 +72,7 @@ MARKING_SCHEDULES = (
 )
 
 _PP_RE = re.compile(
-    r"^PP:(?:(\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)|\((.*)\)(OVERLAP_F_B))$"
+    r"^PP:(?:(\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|OPT|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)|\((.*)\)(OVERLAP_F_B))$"
 )
 
 _SUB_RE = re.compile(r"^(\d+)(F|I|B|W)(\d+)$")
@@ -84,6 +87,10 @@ _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
 _HOST = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
 
+#: The range the ``torch`` backend puts around a rank's optimizer step where the schedule has no
+#: ``OPT`` jobs (:attr:`~harness.actions.torch_rank.TorchRank.optimizer_end`: the step's span reaches its end).
+OPTIMIZER_RANGE = "harness:optimizer"
+
 #: Span names that are asynchronous (they end when the work is waited on, not when their parent ends).
 _ASYNC_PREFIXES = ("gloo:", "nccl:", "ncclKernel", "ncclDevKernel")
 
@@ -92,39 +99,6 @@ _BACKWARD_OPS = ("autograd::engine::evaluate_function", "aten::ones_like")
 
 class TorchTraceWarning(UserWarning):
     """Something in a trace was odd but the import went on; the message names the file."""
-
-@dataclass
-class TorchRank:
-    """One rank's file, read.
-
-    Attributes:
-        path: the file.
-        rank, world_size: from ``distributedInfo``.
-        host: ``host_name`` (``""`` when absent).
-        device_properties: ``deviceProperties`` (empty on CPU).
-        base_ns: ``baseTimeNanoseconds``.
-        steps: ``ProfilerStep#N`` number -> (start, end), absolute ns.
-        actions: pipeline actions in start order (OVERLAP_F_B expanded into its sub-actions).
-        recv_end: ``(stage, "RECV_F" | "RECV_B", micro-batch, step)`` -> the end of the
-            ``gloo:recv`` span that starts inside that receive's range (the data had arrived
-            then, or the wait was called then), absolute ns.
-        events: the number of trace events in the file.
-        marking: how actions were found: ``"PP"``, ``"GPipe"``, ``"inferred"`` or ``"none"``.
-        gpu: whether device-side ranges gave the job times.
-    """
-
-    path: Path
-    rank: int
-    world_size: int
-    host: str
-    device_properties: list[Any]
-    base_ns: int
-    steps: dict[int, tuple[int, int]] = field(default_factory=dict)
-    actions: list[TorchAction] = field(default_factory=list)
-    recv_end: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
-    events: int = 0
-    marking: str = "none"
-    gpu: bool = False
 
 #: A trace time (ns, on the trace's clock) at or past this is refused: no profiler clock reads it,
 #: and times relative to the import's time base must stay within 64 bits.
@@ -163,7 +137,8 @@ def parse_action_name(name: str) -> list[tuple[int, str, int | None]] | None:
     """The actions a range name stands for: ``[(stage, kind, micro-batch)]``, or ``None``
     when ``name`` is no pipeline action.
 
-    ``"PP:2F0"`` -> ``[(2, "F", 0)]``; ``"PP:0UNSHARD"`` -> ``[(0, "UNSHARD", None)]``;
+    ``"PP:2F0"`` -> ``[(2, "F", 0)]``; ``"PP:0UNSHARD"`` -> ``[(0, "UNSHARD", None)]``; ``"PP:1OPT"``
+    (a stage's optimizer step, as the ``torch`` backend marks it) -> ``[(1, "OPT", None)]``;
     ``"PP:(0F3;3B1)OVERLAP_F_B"`` -> ``[(0, "F", 3), (3, "B", 1)]`` (F first: the runtime
     runs them one after the other). GPipe's ``"Forward 2"`` -> ``[(-1, "F", 2)]`` (stage
     unknown: the rank's one stage).
@@ -177,7 +152,7 @@ def parse_action_name(name: str) -> list[tuple[int, str, int | None]] | None:
         m = _PP_RE.match(name)
         if m is None:
             raise InputFormatError(f"pipeline action {name!r} does not follow PyTorch's _Action grammar "
-                                   "(PP:<stage><F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B><mb>, PP:<stage>UNSHARD, "
+                                   "(PP:<stage><F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B><mb>, PP:<stage>UNSHARD, PP:<stage>OPT, "
                                    "PP:(<a>;<b>)OVERLAP_F_B)")
         if m.group(5):
             subs = []
@@ -190,7 +165,7 @@ def parse_action_name(name: str) -> list[tuple[int, str, int | None]] | None:
                 raise InputFormatError(f"pipeline action {name!r}: an OVERLAP_F_B group needs two sub-actions")
             return sorted(subs, key=lambda a: a[1] != "F")
         stage, kind, mb = int(m.group(1)), m.group(2), m.group(3)
-        if kind in _HOST:
+        if kind in _HOST or kind == "OPT":
             if mb:
                 raise InputFormatError(f"pipeline action {name!r}: {kind} takes no micro-batch")
             return [(stage, kind, None)]
@@ -321,10 +296,13 @@ def read_rank_trace(path: Path) -> TorchRank:
                 continue  # asynchronous: outlives its parent, never nests
             cpu.append((start, end, name, e.get("tid")))
     cpu.sort(key=lambda x: (x[0], -x[1]))
+    optimizer: list[tuple[int, int]] = []
     for start, end, name, _ in cpu:
         s = _STEP_RE.match(name)
         if s:
             out.steps[int(s.group(1))] = (start, end)
+        elif name == OPTIMIZER_RANGE:
+            optimizer.append((start, end))
     if not out.steps:
         warnings.warn(f"{path}: no ProfilerStep#N ranges (was the profiler stepped with prof.step()?); "
                       "the whole recording is read as step 0", TorchTraceWarning, stacklevel=3)
@@ -406,7 +384,7 @@ def read_rank_trace(path: Path) -> TorchRank:
         if stage < 0:
             stage = rank  # GPipe: one stage per rank, stage = rank
         compute = a
-        if kind in _COMPUTE and not out.gpu:
+        if (kind in _COMPUTE or kind == "OPT") and not out.gpu:
             compute = real[0][0] if real else b  # an empty range (stage 0's I) is all waiting
         act = TorchAction(rank, step, name, stage, kind, mb, a, b, compute, enqueue)
         out.actions.append(act)
@@ -414,6 +392,10 @@ def read_rank_trace(path: Path) -> TorchRank:
             i = bisect_left(recv_starts, a)
             if i < len(gloo_recv) and gloo_recv[i][0] < b:
                 out.recv_end[(stage, kind, mb, step)] = gloo_recv[i][1]
+    for a, b in optimizer:
+        step = step_of(a)
+        if step is not None:
+            out.optimizer_end[step] = max(b, out.optimizer_end.get(step, b))
     if not ranges:
         from harness.imports.torch_infer import infer_1f1b
 

@@ -94,7 +94,7 @@ def _value_problem(name: str, value: Any, ok: Callable[[Any], bool]) -> str | No
     return None if ok(value) else f"{name} is {_show(value)}, expected {_EXPECT[ok]}"
 
 #: The flags a results file may carry (harness.run.stability; ``clocks``: an import whose ranks'
-#: clocks were fitted across hosts or given with offsets that break causality, harness.imports.clocks).
+#: clocks were fitted across hosts or given with offsets that break causality, harness.actions.clocks).
 FLAG_KINDS = ("unstable", "contended", "clocks", "steps")
 
 def _flags_problem(flags: Any) -> str | None:

@@ -1,6 +1,7 @@
-"""One pipeline action of one rank as a ``torch.profiler`` trace shows it: what
-:mod:`~harness.imports.torch_trace` reads from ``PP:`` ranges and :mod:`~harness.imports.torch_infer`
-rebuilds from operator events.
+"""One pipeline action of one rank as PyTorch's pipelining runtime ran it: what
+:mod:`~harness.imports.torch_trace` reads from a trace's ``PP:`` ranges, :mod:`~harness.imports.torch_infer`
+rebuilds from operator events, and the ``torch`` backend (:mod:`harness.distributed.torch_records`)
+timed with its hooks.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ class TorchAction:
     """One pipeline action of one rank, as the trace shows it.
 
     Attributes:
-        rank: ``distributedInfo.rank`` of the file.
-        step: the ``ProfilerStep#N`` it lies in.
+        rank: the pipeline rank (a trace's ``distributedInfo.rank``).
+        step: the step it lies in (a trace's ``ProfilerStep#N``).
         name: the range's name (``"PP:1F0"``, ``"Forward 0"``; an inferred action's is its label).
         stage: global stage index.
         kind: ``F``, ``B``, ``I``, ``W``, ``SEND_F``, ``RECV_F``, ``SEND_B``, ``RECV_B``,
-            ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD``.
-        microbatch: micro-batch index, ``None`` for the host actions.
-        start_ns, end_ns: the range, absolute ns (Unix epoch, the file's clock).
+            ``UNSHARD``, ``RESHARD`` or ``REDUCE_GRAD``; ``OPT`` (a stage's optimizer step: the
+            ``torch`` backend's own ``PP:<stage>OPT`` range, which PyTorch never writes).
+        microbatch: micro-batch index, ``None`` for the host actions and ``OPT``.
+        start_ns, end_ns: the range, absolute ns (Unix epoch, the rank's clock).
         compute_start_ns: start of its first operator (compute actions), else ``start_ns``;
             ``compute_start_ns - start_ns`` is the wait for its input (:attr:`wait_ns`).
         enqueue_ns: with GPU activity, the CPU range's duration (the job times are then the
