@@ -4,4 +4,5 @@ from __future__ import annotations
 
 from harness.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # the torch backend's spawned ranks import this module again: they must not run the command
+    raise SystemExit(main())

@@ -209,6 +209,27 @@ def _check_records_match(records: RunRecords, plan: Any, case: PipelineCase) -> 
                 f"{', '.join(f'rank {r} {lab}' for r, lab in extra) or 'none'}; missing: "
                 f"{', '.join(f'rank {r} {lab}' for r, lab in missing) or 'none'}): give the schedule, p, m and v the run used")
 
+def _torch_lowering(case: PipelineCase, source: Any, options: dict[str, Any]) -> Any:
+    """What PyTorch's runtime executes for the case (:func:`harness.distributed.torch_backend.lower_case`):
+    its compute order lowered by PyTorch, or (option ``lowering="harness"``) the case's own placement.
+
+    Raises:
+        ConfigError: bad torch options (naming the case).
+        ScheduleError: PyTorch's runtime refuses the schedule (naming the case's line, the rank and action).
+    """
+    from harness.distributed.torch_backend import lower_case
+    from harness.model import comm
+
+    try:
+        lowered = None
+        if options.get("lowering") == "harness":
+            lowered = comm.lower(source, case.cost, "stream", True, case.comm_placement)
+        return lower_case(source, options, lowered)
+    except ConfigError as exc:
+        raise _in_case(case, exc) from None
+    except ScheduleError as exc:
+        raise case.with_site(exc) from None
+
 def _in_case(case: PipelineCase, exc: ConfigError) -> ConfigError:
     """``exc`` naming the case's line and label, once: a checked cost model's own errors name them already."""
     named = f"case {case.label()!r}: "
@@ -230,7 +251,7 @@ def run_case(
 
     Args:
         case: the pipeline to run.
-        backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"`` or a resolved choice.
+        backend: ``"auto"``, ``"sim"``, ``"cpu"``, ``"cuda"``, ``"mpi"``, ``"torch"`` or a resolved choice.
         steps: the profiling window: a ``range`` of recorded steps (earlier steps
             are warm-up), a :class:`~harness.run.window.ProfilingWindow`, or ``None``
             (default) for measure-until-stable: one warm-up step, then steps until
@@ -286,6 +307,12 @@ def run_case(
     except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
         raise _in_case(case, exc) from None
     notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
+    options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
+    ideal = schedule
+    torch_lowering = None
+    if choice.name == "torch" and records is None:  # the plan is what PyTorch's runtime executes
+        torch_lowering = _torch_lowering(case, source, options)
+        schedule = torch_lowering.schedule
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
@@ -298,14 +325,13 @@ def run_case(
         if backend_workload(choice.name, case.workload) in ("matmul", "gemm"):
             step_flops = _step_flops(case, plan)
             _check_compute_flops(case, step_flops)
-            if choice.name == "cpu":
+            if choice.name in ("cpu", "torch"):
                 runs = (len(window) + window.start if isinstance(window, range)
                         else window.warmup_steps + getattr(window, "min_steps", 1))  # at least this many steps run
                 _check_cpu_gemm_time(case, plan, step_flops, runs)
     except ConfigError as exc:  # the case's configuration: name its line, as its other errors do
         raise case.with_site(exc) from None
     delays = edge_delays(plan, case.cost) if model == "edge" else None
-    options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     probe = UsageProbe()
     if records is not None:  # recorded elsewhere: check they are this plan's jobs, then analyse them
         _check_records_match(records, plan, case)
@@ -314,6 +340,12 @@ def run_case(
         from harness.distributed.mpi import run_plan
 
         records = run_plan(plan, case.cost, window, case.workload, options)
+        notes += records.device.get("notes", [])
+    elif torch_lowering is not None:  # PyTorch's own runtime, one pipeline rank per process
+        from harness.distributed import torch_backend
+
+        records = torch_backend.run_plan(torch_lowering, case.cost, window, case.workload, options, label=case.label())
+        torch_backend.beside_sims(records, plan, build_plan(ideal), case.cost, str(ideal.params.get("comm_placement", "none")))
         notes += records.device.get("notes", [])
     else:
         device = create_device(choice.name, case.workload, **options)
@@ -338,8 +370,8 @@ def run_case(
         schedule=schedule,
         records=records,
         metrics=metrics,
-        # mpi moves real buffers: the closed forms' free transfers do not hold
-        theory={} if records.backend == "mpi" else theory_for(case, plan, records.device.get("workload"), model, source),
+        # mpi and torch move real buffers: the closed forms' free transfers do not hold
+        theory={} if records.backend in ("mpi", "torch") else theory_for(case, plan, records.device.get("workload"), model, source),
         cost=case.cost.describe(),
         backend_reason=choice.reason,
         plan=plan,

@@ -8,7 +8,11 @@
 # scripts/build_pycuda_wheel.sh, which also puts harness_kernels.fatbin there).
 # Steps: install PyCUDA (and, offline, the harness) from WHEELDIR; run the
 # cuda-marked tests; run `pytest cases/ --profile-jobs --backend=cuda`; print
-# the figures table (benchmarks/bench_cuda.py). Exit status: the first failure.
+# the figures table (benchmarks/bench_cuda.py); then the torch backend on NCCL
+# (PyTorch's own pipelining runtime, docs/torch.md) for 1F1B p=2 m=8 and ZB-V
+# p=2 m=4 with its figures (benchmarks/torch_figures.py), where torch with CUDA
+# is installed or in WHEELDIR and the machine has 2 GPUs (one per rank: NCCL
+# refuses two ranks on one GPU). Exit status: the first failure.
 # Writes its outputs under ${OUT:-/tmp/gpu_check}.
 set -uo pipefail
 
@@ -68,6 +72,15 @@ timeout 180 "$PYTHON" -m pytest cases/ --profile-jobs --backend=cuda --report-di
 step "figures"
 timeout 120 "$PYTHON" benchmarks/bench_cuda.py --runs 100 --json "$RESULTS/figures.json" | tee "$RESULTS/figures.txt" \
   || fail "figures"
+
+step "torch backend on NCCL: 1F1B p=2 m=8, ZB-V p=2 m=4 (benchmarks/torch_figures.py --device cuda)"
+"$PYTHON" -c "import torch" 2>/dev/null || $PIP torch >/dev/null 2>&1 || echo "torch is not installed and not in $WHEELDIR"
+if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else 1)" 2>/dev/null; then
+  timeout 300 "$PYTHON" benchmarks/torch_figures.py --device cuda --only beside --steps 8 --out "$RESULTS/torch-nccl.json" \
+    | tee "$RESULTS/torch-nccl.txt" || fail "torch backend on NCCL"
+else
+  echo "skipped: needs torch with CUDA and 2 GPUs (one pipeline rank per GPU; NCCL refuses two ranks on one GPU)"
+fi
 
 step "done in $(( $(date +%s) - T0 ))s, status $STATUS; outputs in $RESULTS"
 exit "$STATUS"

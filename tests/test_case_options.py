@@ -42,9 +42,9 @@ def in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
          "the cpu backend has no device option 'workload' (valid: stall_timeout_s; the workload is the case's own field)"),
         ({"cpu": {"frob": 1}, "sim": {"frob": 1}},  # every backend's, not only the one that runs
          "the cpu backend has no device option 'frob' (valid: stall_timeout_s); the sim backend has no device option 'frob' (it takes none)"),
-        ({"tpu": {}}, "unknown backend 'tpu' (valid backends: sim, cpu, cuda, mpi)"),
-        ({"auto": {"stall_timeout_s": 1}}, "unknown backend 'auto' (valid backends: sim, cpu, cuda, mpi)"),
-        ({"CPU": {"stall_timeout_s": 1}}, "unknown backend 'CPU' (valid backends: sim, cpu, cuda, mpi)"),
+        ({"tpu": {}}, "unknown backend 'tpu' (valid backends: sim, cpu, cuda, mpi, torch)"),
+        ({"auto": {"stall_timeout_s": 1}}, "unknown backend 'auto' (valid backends: sim, cpu, cuda, mpi, torch)"),
+        ({"CPU": {"stall_timeout_s": 1}}, "unknown backend 'CPU' (valid backends: sim, cpu, cuda, mpi, torch)"),
         ({"cpu": 5}, "the options for 'cpu' must be a mapping of keyword arguments, got 5"),
     ],
 )

@@ -91,7 +91,7 @@ def test_auto_backend_says_why_in_the_header(pytester):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi*"),
+        (["--backend=tpu"], "*unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi, torch*"),
         (["--profile-steps=3"], "*profile steps must look like START:END*"),
         (["--profile-steps=4:2"], "*need 0 <= START < END*"),
         (["--profile-steps=1:100000000000"], "*profile steps '1:100000000000': at most 10000 steps per run (END <= 10000)*"),

@@ -35,7 +35,7 @@ def test_run_prints_the_notes_and_flags_under_its_line(tmp_path: Path, capsys: p
 
 def test_run_names_a_bad_backend(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "tpu"]) == 2
-    assert "unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi" in capsys.readouterr().err
+    assert "unknown backend 'tpu'; valid backends: auto, sim, cpu, cuda, mpi, torch" in capsys.readouterr().err
 
 
 def test_backend_mpi_without_mpi4py_stops_with_what_to_install(pytester: pytest.Pytester) -> None:

@@ -126,7 +126,7 @@ def _longest(nodes: int, edges: list[tuple[int, int, int]], src: int, what: str)
 
 
 def fit_offsets(world: int, hosts: list[str], pairs: list[SendRecvPair], given: list[int] | None = None,
-                what: str = "traces") -> ClockFit:
+                what: str = "traces", given_by: str = "clock offsets given by the user") -> ClockFit:
     """Per-rank clock offsets (ns) for ``world`` ranks on ``hosts`` (see module doc).
 
     Args:
@@ -135,6 +135,7 @@ def fit_offsets(world: int, hosts: list[str], pairs: list[SendRecvPair], given: 
         pairs: the matched transfers.
         given: per rank, offsets chosen by the user (ns), used as they are.
         what: names the input in messages.
+        given_by: how the note names the origin of ``given``.
 
     Raises:
         InputFormatError: ``given`` has the wrong length; hosts not linked to rank 0's host by
@@ -148,7 +149,7 @@ def fit_offsets(world: int, hosts: list[str], pairs: list[SendRecvPair], given: 
             raise InputFormatError(f"{what}: {len(given)} clock offsets given for {world} ranks; give one per rank (ns)")
         off = [int(x) for x in given]
         s = slack(off)
-        note = f"clock offsets given by the user ({', '.join(f'rank {r}: {o} ns' for r, o in enumerate(off))})"
+        note = f"{given_by} ({', '.join(f'rank {r}: {o} ns' for r, o in enumerate(off))})"
         if s is not None and s < 0:
             note += f"; with them a receive completes {-s} ns before its send started: they break causality"
         return ClockFit("given", off, list(off), list(off), len(pairs), s, note)

@@ -17,8 +17,7 @@ The records, whatever the source:
   stream ``rank{r}/comm↔{q}``;
 * ``UNSHARD``, ``RESHARD`` and ``REDUCE_GRAD`` are host actions: listed in :attr:`TorchRun.actions`,
   not jobs;
-* a step spans its jobs (earliest start to latest end over the ranks), and reaches the end of a
-  rank's optimizer step where that is marked but is no job (:attr:`TorchRank.optimizer_end`).
+* a step spans its jobs (earliest start to latest end over the ranks).
 
 Checks, each a clear error or note naming the file (or rank): a world size that differs between
 ranks or ranks missing; files of two runs (each file's marking named); an unknown schedule class
@@ -168,7 +167,8 @@ def _pairs(actions: list[TorchAction], stage_rank: list[int], recv_end: dict[tup
 def assemble(ranks: list[TorchRank], source: Path, *, steps: list[int] | None = None, schedule_class: str | None = None,
              clock_offsets_ns: list[int] | None = None, notes: list[str] | None = None, backend: str = "torch-trace",
              clock_text: str = "host wall clock (Kineto baseTimeNanoseconds + ts)",
-             device_extra: dict[str, Any] | None = None, origin: str = "torch.profiler trace", empty_hint: str = "") -> TorchRun:
+             device_extra: dict[str, Any] | None = None, origin: str = "torch.profiler trace", empty_hint: str = "",
+             offsets_by: str = "clock offsets given by the user") -> TorchRun:
     """The run of ``ranks`` as records and a recovered schedule (module doc).
 
     Args:
@@ -187,6 +187,7 @@ def assemble(ranks: list[TorchRank], source: Path, *, steps: list[int] | None = 
         origin: the recovered schedule's ``params["source"]``.
         empty_hint: what the error for a rank without pipeline actions adds (the reader: which
             schedule classes mark actions).
+        offsets_by: how the clock note names the origin of ``clock_offsets_ns``.
 
     Raises:
         InputFormatError: world sizes that differ or ranks missing, a rank without pipeline actions, ranks marked differently, a
@@ -244,7 +245,7 @@ def assemble(ranks: list[TorchRank], source: Path, *, steps: list[int] | None = 
     placement = _placement(stage_rank, world, schedule_class, str(source), notes)
     recv_end = {k: v for tr in ranks for k, v in tr.recv_end.items()}
     clock = fit_offsets(world, [tr.host for tr in ranks], _pairs(acts, placement, recv_end), clock_offsets_ns,
-                        str(source))
+                        str(source), offsets_by)
     if clock.needs_flag:
         notes.append(f"{source}: {clock.note}")
     off = clock.offsets_ns
@@ -269,8 +270,7 @@ def assemble(ranks: list[TorchRank], source: Path, *, steps: list[int] | None = 
     for j in jobs:
         of_step[j.step].append(j)
     step_start = [min(j.start_ns for j in of_step[s]) for s in chosen]
-    step_end = [max([j.end_ns for j in of_step[s]]
-                    + [tr.optimizer_end[s] + off[tr.rank] - base for tr in ranks if s in tr.optimizer_end]) for s in chosen]
+    step_end = [max(j.end_ns for j in of_step[s]) for s in chosen]
     device = {
         "backend": backend,
         "clock": f"{clock_text}; {clock.note}",

@@ -32,9 +32,6 @@ class TorchRank:
         recv_end: ``(stage, "RECV_F" | "RECV_B", micro-batch, step)`` -> when the data of that
             receive had arrived, absolute ns: the end of the ``gloo:recv`` span that starts inside
             the receive's range (a trace), or the end of the wait for it (the backend's hooks).
-        optimizer_end: step -> the end of the rank's optimizer step where it is not a job (the
-            ``torch`` backend's ``harness:optimizer`` range, run after the pipeline actions when the
-            schedule has no ``OPT`` jobs), absolute ns; the step's span reaches it.
         events: the number of trace events in the file (0 for the backend).
         marking: how actions were found: ``"PP"``, ``"GPipe"``, ``"inferred"`` or ``"none"``.
         gpu: whether device-side ranges gave the job times.
@@ -49,7 +46,6 @@ class TorchRank:
     steps: dict[int, tuple[int, int]] = field(default_factory=dict)
     actions: list[TorchAction] = field(default_factory=list)
     recv_end: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
-    optimizer_end: dict[int, int] = field(default_factory=dict)
     events: int = 0
     marking: str = "none"
     gpu: bool = False

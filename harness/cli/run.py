@@ -3,10 +3,15 @@
 
     python -m harness run 1F1B -p 4 -m 8 --forward-ms 2 --backward-ms 4 --backend cpu --out reports-run
     mpirun -n 4 python -m harness run 1F1B -p 4 -m 8 --backend mpi --out reports-mpi
+    torchrun --standalone --nproc-per-node=2 -m harness run ZB-V -p 2 -m 4 --backend torch --out reports-torch
+    python -m harness run ZB-V -p 2 -m 4 --backend torch    # launches its 2 ranks itself
     python -m harness merge-ranks rank0.json rank1.json rank2.json rank3.json 1F1B -p 4 -m 8 --out merged
 
 Under ``mpirun`` with ``--backend mpi`` every process runs its pipeline rank (:mod:`harness.distributed.mpi`);
-only MPI rank 0 prints the summary line and writes the report. The report is published as the
+only MPI rank 0 prints the summary line and writes the report. ``--backend torch`` runs the schedule on
+PyTorch's own pipelining runtime (:mod:`harness.distributed.torch_backend`): under torchrun every process
+is one rank and only rank 0 reports; without torchrun the command launches the ranks itself through
+torch's elastic launcher (``--no-launch``: it says the torchrun command instead). The report is published as the
 pytest plugin's is (staged, then moved into place), so a failed or interrupted run leaves the
 previous one intact.
 """
@@ -28,19 +33,29 @@ __all__ = ["add_parser", "merge_ranks", "positive_count", "run"]
 
 def add_parser(sub: Any) -> None:
     """Add the ``run`` subcommand to the command line's subparsers ``sub``."""
-    p = sub.add_parser("run", help="run one schedule on a backend (sim, cpu, cuda, or mpi under mpirun) and write its report")
-    p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name (python -m harness schedules lists them)")
+    p = sub.add_parser("run", help="run one schedule on a backend (sim, cpu, cuda, mpi under mpirun, torch on PyTorch's pipelining "
+                                   "runtime) and write its report")
+    p.add_argument("schedule", metavar="SCHEDULE", help="a schedule name (python -m harness schedules lists them) or a PyTorch "
+                                                       "pipeline .csv")
     p.add_argument("-p", type=positive_count("pipeline ranks"), required=True,
-                   help="pipeline ranks (under --backend mpi: the number of MPI processes)")
+                   help="pipeline ranks (under --backend mpi or torch: the number of processes)")
     p.add_argument("-m", type=positive_count("micro-batches"), required=True, help="micro-batches per step")
     p.add_argument("-v", type=positive_count("chunks per rank"), default=None, help="chunks per rank (interleaved schedules)")
     p.add_argument("--forward-ms", type=float, default=1.0, help="forward time per stage (ms, default 1)")
     p.add_argument("--backward-ms", type=float, default=2.0, help="full backward time per stage (ms, default 2)")
     p.add_argument("--activation-bytes", type=int, default=4096, help="bytes each send moves (default 4096)")
-    p.add_argument("--backend", default="auto", help="auto, sim, cpu, cuda or mpi (default auto)")
+    p.add_argument("--optimizer", action="store_true", help="append an optimizer step (OPT job) per stage")
+    p.add_argument("--backend", default="auto", help="auto, sim, cpu, cuda, mpi or torch (default auto)")
     p.add_argument("--steps", default=None, metavar="START:END",
                    help="recorded steps; earlier ones are warm-up (default 1:6; on sim, which is exact, 1:2)")
-    p.add_argument("--transfer-timeout-s", type=float, default=None, help="mpi: longest wait for one transfer (s, default 60)")
+    p.add_argument("--transfer-timeout-s", type=float, default=None,
+                   help="mpi: longest wait for one transfer; torch: the process group's timeout (s, default 60)")
+    p.add_argument("--torch-lowering", choices=("torch", "harness"), default=None,
+                   help="torch: PyTorch lowers the compute order (torch, the default) or is handed the harness's placement")
+    p.add_argument("--torch-traces", default=None, metavar="DIR",
+                   help="torch: also write torch.profiler traces of the recorded steps there (for import-torch)")
+    p.add_argument("--no-launch", action="store_true",
+                   help="torch without torchrun: say the torchrun command instead of launching the ranks")
     p.add_argument("--out", default="reports-run", metavar="DIR", help="report folder (default reports-run)")
     add_trace_arguments(p)
     p.set_defaults(func=run)
@@ -80,24 +95,40 @@ def run(args: argparse.Namespace) -> int:
     check_not_duplicated(args.backend, "python -m harness run")
     _check_times(args)
     choice = resolve_backend(args.backend)
-    if args.transfer_timeout_s is not None and choice.name != "mpi":
-        raise ConfigError(f"--transfer-timeout-s is for --backend mpi (its transfers between processes); the {choice.name} "
+    if args.transfer_timeout_s is not None and choice.name not in ("mpi", "torch"):
+        raise ConfigError(f"--transfer-timeout-s is for --backend mpi or torch (their transfers between processes); the {choice.name} "
                           "backend has none")
+    torch_only = [name for name, given in (("--torch-lowering", args.torch_lowering), ("--torch-traces", args.torch_traces),
+                                           ("--no-launch", args.no_launch or None)) if given is not None]
+    if torch_only and choice.name != "torch":
+        raise ConfigError(f"{', '.join(torch_only)} {'is' if len(torch_only) == 1 else 'are'} for --backend torch")
     try:
         steps = parse_steps(args.steps if args.steps is not None else ("1:2" if choice.name == "sim" else "1:6"))
     except ConfigError as exc:
         raise ConfigError(f"--steps: {exc}") from None
-    fields: dict[str, Any] = {"schedule": args.schedule, "stages": args.p, "microbatches": args.m, "workload": "timed",
+    fields: dict[str, Any] = {"schedule": Path(args.schedule) if args.schedule.lower().endswith(".csv") else args.schedule,
+                              "stages": args.p, "microbatches": args.m, "workload": "timed",
                               "cost": FixedCost.ms(F=args.forward_ms, B=args.backward_ms, activation_bytes=args.activation_bytes)}
     if args.v is not None:
         fields["chunks"] = args.v
+    if args.optimizer:
+        fields["optimizer"] = True
     case = PipelineCase(**fields)
-    options = {} if args.transfer_timeout_s is None else {"transfer_timeout_s": args.transfer_timeout_s}
+    options: dict[str, Any] = {}
+    if choice.name == "torch":
+        options = {k: v for k, v in (("timeout_s", args.transfer_timeout_s), ("lowering", args.torch_lowering),
+                                     ("trace_dir", args.torch_traces), ("launch", False if args.no_launch else None)) if v is not None}
+    elif args.transfer_timeout_s is not None:
+        options = {"transfer_timeout_s": args.transfer_timeout_s}
     writes = True
     if choice.name == "mpi":
         from harness.distributed.launch import writes_reports
 
         writes = writes_reports()
+    elif choice.name == "torch":
+        from harness.distributed.torch_launch import torchrun_world
+
+        writes = torchrun_world()[0] == 0
     session = ProfileSession(Path(args.out), choice, steps, trace_options=trace_options_of(args)) if writes else None
     if session is not None:
         session.prepare()
@@ -113,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         against = "" if fid is None else f" ({fid['change']:+.1%} vs the cost model's {fid['predicted_step_ns'] / 1e6:.3f} ms)"
         print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms{against}, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
+        sims = result.records.device.get("torch", {}).get("sim") if result.records.backend == "torch" else None
+        if sims:
+            print(f"  sim of the same schedule: {sims['lowered_step_ns'] / 1e6:.3f} ms under PyTorch's lowering, "
+                  f"{sims['ideal_step_ns'] / 1e6:.3f} ms ideal")
         for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
             print(line)
     return 0

@@ -1,6 +1,6 @@
-"""How this process was launched: the number of processes an MPI launcher started (read without
-importing mpi4py), the refusal of a backend that every one of them would run in full, and which
-process writes the reports. Used by the pytest plugin and the command line alike.
+"""How this process was launched: the number of processes an MPI launcher (read without importing
+mpi4py) or torchrun started, the refusal of a backend that every one of them would run in full,
+and which process writes the reports. Used by the pytest plugin and the command line alike.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ def check_not_duplicated(backend: str, what: str) -> None:
     run every case and publish into the same report folder.
 
     Raises:
-        ConfigError: launched as one of several processes with ``backend`` other than ``mpi``.
+        ConfigError: launched by mpirun as one of several processes with ``backend`` other than ``mpi``, or by
+            torchrun with ``backend`` other than ``torch``.
     """
+    from harness.distributed.torch_launch import torchrun_world
     from harness.errors import ConfigError
 
     n = launched_processes()
@@ -38,6 +40,11 @@ def check_not_duplicated(backend: str, what: str) -> None:
         raise ConfigError(f"{what} runs under mpirun as one of {n} processes, but the backend is {backend!r}: every process "
                           "would run every case and write the same reports. Use --backend mpi (one pipeline rank per "
                           "process), or run it without mpirun")
+    _, size = torchrun_world()
+    if size > 1 and backend.strip().lower() != "torch":
+        raise ConfigError(f"{what} runs under torchrun as one of {size} processes, but the backend is {backend!r}: every process "
+                          "would run every case and write the same reports. Use --backend torch (one pipeline rank per "
+                          "process), or run it without torchrun")
 
 def _world() -> Any:
     from harness.distributed.transport import import_mpi

@@ -15,7 +15,7 @@ the same cases in the same order; for each case, MPI rank ``r`` runs pipeline ra
 
 Cross-rank dependencies are carried by the transfers themselves: a receive ends when its data
 has arrived, and the jobs that need it wait for the receive on their own rank. The profiling
-window is rank 0's (:class:`SyncedWindow`), so every rank runs the same steps. At the start and
+window is rank 0's (:class:`~harness.distributed.synced_window.SyncedWindow`), so every rank runs the same steps. At the start and
 end of the case rank 0 estimates every rank's clock offset (:mod:`harness.distributed.clock_sync`); rank 0
 then gathers the ranks' records, merges them onto its time base (:mod:`harness.distributed.rank_merge`),
 checks causality, and sends the merged records to every rank, so every process returns the same
@@ -28,22 +28,23 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from harness.distributed.clock_sync import align, best_exchange, injected_offset_ns, local_clock
 from harness.distributed.rank_merge import RankPart, check_causality, merge_parts
+from harness.distributed.synced_window import SyncedWindow
 from harness.distributed.transport import MpiTransport, import_mpi, transfer_tag
 from harness.errors import ConfigError, ExecutionError, HarnessError
 from harness.model.cost import CostModel
 from harness.plan.graph import Plan
-from harness.records import RunRecords, WindowOutcome
+from harness.records import RunRecords
 from harness.run.device.base import Work, check_stall_timeout
 from harness.run.device.cpu import CpuDevice, _CpuStream
 from harness.run.window import FixedWindow, ProfilingWindow
 from harness.schedule.model import JobKind
 
-__all__ = ["DROP_SEND_ENV", "MpiCpuDevice", "SyncedWindow", "Transfer", "clock_note", "mpi_rank", "run_plan", "transfers_of"]
+__all__ = ["DROP_SEND_ENV", "MpiCpuDevice", "Transfer", "clock_note", "mpi_rank", "run_plan", "transfers_of"]
 
 #: Test hook: ``RANK:LABEL`` makes MPI rank ``RANK`` skip the send of job ``LABEL`` (e.g. ``0:0SEND_F1``), so
 #: its receive never completes and the run must end at the transfer timeout. Also ``RANK:raise`` makes that
@@ -186,55 +187,6 @@ class MpiCpuDevice(CpuDevice):
         return s
 
 
-class SyncedWindow:
-    """Rank 0's profiling window, followed by every rank.
-
-    Rank 0 decides each step (and when to stop) and sends it to the others; each step's time it
-    observes is the longest of the ranks' own step times (each on its own clock: a step's length
-    needs no alignment). Every rank therefore runs and records the same steps.
-    """
-
-    def __init__(self, inner: ProfilingWindow, transport: MpiTransport) -> None:
-        self.inner = inner
-        self.transport = transport
-
-    @property
-    def warmup_steps(self) -> int:
-        """The inner window's warm-up steps (the same on every rank)."""
-        return self.inner.warmup_steps
-
-    def steps(self) -> Iterator[int]:
-        """Rank 0: its window's steps, each sent to the others first; elsewhere: the steps rank 0 sends.
-
-        Raises:
-            ExecutionError: another rank failed, or rank 0's next step did not arrive within the timeout.
-        """
-        t = self.transport
-        if t.rank == 0:
-            for step in self.inner.steps():
-                t.bcast(step, f"the start of step {step}")
-                yield step
-            t.bcast(None, "the end of the profiling window")
-            return
-        while True:
-            step = t.bcast(None, "the next step")
-            if step is None:
-                return
-            yield step
-
-    def is_recorded(self, step: int) -> bool:
-        return self.inner.is_recorded(step)
-
-    def observe(self, step: int, step_time_ns: int) -> None:
-        """Send this rank's step time (ns) to rank 0, which observes the longest."""
-        times = self.transport.gather(step_time_ns, f"the step time of step {step}")
-        if times is not None:
-            self.inner.observe(step, max(times))
-
-    def outcome(self) -> WindowOutcome:
-        return self.inner.outcome()
-
-
 def mpi_rank() -> tuple[int, int]:
     """``(rank, size)`` of this process in ``MPI.COMM_WORLD``.
 
@@ -285,7 +237,7 @@ def run_plan(plan: Plan, cost: CostModel, window: range | ProfilingWindow, workl
     Args:
         plan: the validated plan; its ranks must equal the number of MPI processes.
         cost: the case's cost model (durations, bytes per transfer).
-        window: the profiling window (rank 0's decides; see :class:`SyncedWindow`).
+        window: the profiling window (rank 0's decides; see :class:`~harness.distributed.synced_window.SyncedWindow`).
         workload: the case's workload (``timed``/``compute`` or a backend's own name).
         options: device options (:class:`MpiCpuDevice`'s arguments but the workload).
 

@@ -40,9 +40,8 @@ runtime (pytorch/pytorch ``torch/distributed/pipelining/schedules.py``):
 Send/receive jobs are the posting ranges, on stream ``rank{r}/comm↔{q}``;
 UNSHARD, RESHARD and REDUCE_GRAD are host actions, listed, not jobs; the
 optimizer is outside the pipeline actions and not imported as a job, except in
-the traces of the harness's ``torch`` backend (docs/torch.md): there ``PP:<stage>OPT``
-ranges are that stage's ``OPT`` job, and a ``harness:optimizer`` range (the
-optimizer of a schedule without ``OPT`` jobs) extends its step's span to its end.
+the traces of the harness's ``torch`` backend (docs/torch.md), which marks each
+stage's optimizer step as a ``PP:<stage>OPT`` range: that stage's ``OPT`` job.
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ from harness.actions.torch_action import TorchAction
 from harness.actions.torch_rank import TorchRank
 from harness.errors import InputFormatError
 
-__all__ = ["MARKING_SCHEDULES", "OPTIMIZER_RANGE", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
+__all__ = ["MARKING_SCHEDULES", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
 
 
 #: Schedule classes whose traces carry per-action ranges, and how.
@@ -86,10 +85,6 @@ _COMPUTE = frozenset({"F", "B", "I", "W"})
 _COMM = frozenset({"SEND_F", "RECV_F", "SEND_B", "RECV_B"})
 
 _HOST = frozenset({"UNSHARD", "RESHARD", "REDUCE_GRAD"})
-
-#: The range the ``torch`` backend puts around a rank's optimizer step where the schedule has no
-#: ``OPT`` jobs (:attr:`~harness.actions.torch_rank.TorchRank.optimizer_end`: the step's span reaches its end).
-OPTIMIZER_RANGE = "harness:optimizer"
 
 #: Span names that are asynchronous (they end when the work is waited on, not when their parent ends).
 _ASYNC_PREFIXES = ("gloo:", "nccl:", "ncclKernel", "ncclDevKernel")
@@ -296,13 +291,10 @@ def read_rank_trace(path: Path) -> TorchRank:
                 continue  # asynchronous: outlives its parent, never nests
             cpu.append((start, end, name, e.get("tid")))
     cpu.sort(key=lambda x: (x[0], -x[1]))
-    optimizer: list[tuple[int, int]] = []
     for start, end, name, _ in cpu:
         s = _STEP_RE.match(name)
         if s:
             out.steps[int(s.group(1))] = (start, end)
-        elif name == OPTIMIZER_RANGE:
-            optimizer.append((start, end))
     if not out.steps:
         warnings.warn(f"{path}: no ProfilerStep#N ranges (was the profiler stepped with prof.step()?); "
                       "the whole recording is read as step 0", TorchTraceWarning, stacklevel=3)
@@ -392,10 +384,6 @@ def read_rank_trace(path: Path) -> TorchRank:
             i = bisect_left(recv_starts, a)
             if i < len(gloo_recv) and gloo_recv[i][0] < b:
                 out.recv_end[(stage, kind, mb, step)] = gloo_recv[i][1]
-    for a, b in optimizer:
-        step = step_of(a)
-        if step is not None:
-            out.optimizer_end[step] = max(b, out.optimizer_end.get(step, b))
     if not ranges:
         from harness.imports.torch_infer import infer_1f1b
 

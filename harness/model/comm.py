@@ -55,7 +55,7 @@ COMM_MODELS = ("free", "edge", "stream")
 DEFAULT_COMM_MODEL = "stream"
 
 #: Backends that move real data between streams: they can run ``stream`` and ``free``, not ``edge``.
-REAL_TRANSFER_BACKENDS = ("cpu", "cuda", "mpi")
+REAL_TRANSFER_BACKENDS = ("cpu", "cuda", "mpi", "torch")
 
 def check_comm_model(value: object, what: str = "comm_model") -> str:
     """``value`` as a model name (case and spaces ignored).

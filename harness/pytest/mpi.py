@@ -25,10 +25,20 @@ __all__ = ["MpiPytestPlugin", "register"]
 
 
 class MpiPytestPlugin:
-    """Collection order from rank 0; quiet output on the other ranks (see module doc)."""
+    """Collection order from rank 0; quiet output on the other ranks (see module doc).
 
-    def __init__(self) -> None:
-        world = _world()
+    Args:
+        world: what the processes talk over: ``Get_rank()``, ``Get_size()`` and ``allgather(obj)``
+            (default: ``MPI.COMM_WORLD``; the ``torch`` backend's glue gives a gloo group's).
+        option: the option named in messages.
+        who: what a process is called in messages.
+    """
+
+    def __init__(self, world: Any = None, option: str = "--backend=mpi", who: str = "MPI rank") -> None:
+        world = _world() if world is None else world
+        self.world = world
+        self.option = option
+        self.who = who
         self.rank = world.Get_rank()
         self.size = world.Get_size()
         self._devnull: Any = None
@@ -64,14 +74,14 @@ class MpiPytestPlugin:
         Raises:
             pytest.UsageError: on every process, when one collected other tests than rank 0 (names it and some of them).
         """
-        orders = _world().allgather([item.nodeid for item in items])  # every process learns every other's tests
+        orders = self.world.allgather([item.nodeid for item in items])  # every process learns every other's tests
         order = orders[0]
         for rank, other in enumerate(orders):
             if set(other) != set(order):  # raised on every process alike, so none waits for the others
                 extra = sorted(set(other) - set(order))[:3]
                 missing = sorted(set(order) - set(other))[:3]
                 raise pytest.UsageError(
-                    f"--backend=mpi: MPI rank {rank} collected other tests than rank 0 (only there: {extra}; only on rank 0: "
+                    f"{self.option}: {self.who} {rank} collected other tests than rank 0 (only there: {extra}; only on rank 0: "
                     f"{missing}); every process must collect the same tests: run them from the same folder with the same arguments"
                 )
         if self.rank == 0:
@@ -91,16 +101,16 @@ class MpiPytestPlugin:
         if report.when != "teardown":
             return
         del self._failed[item.nodeid]
-        everywhere = _world().allgather(failed)
+        everywhere = self.world.allgather(failed)
         others = [q for q, f in enumerate(everywhere) if f and q != self.rank]
         if others and not failed:
             report.outcome = "failed"
-            report.longrepr = (f"--backend=mpi: {item.nodeid} failed on MPI rank(s) {', '.join(map(str, others))} "
-                               "(their error is on their standard error, marked [MPI rank N])")
+            report.longrepr = (f"{self.option}: {item.nodeid} failed on {self.who}(s) {', '.join(map(str, others))} "
+                               f"(their error is on their standard error, marked [{self.who} N])")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.rank != 0 and report.failed:
-            sys.stderr.write(f"[MPI rank {self.rank}] {report.nodeid} {report.when} failed:\n{report.longreprtext}\n")
+            sys.stderr.write(f"[{self.who} {self.rank}] {report.nodeid} {report.when} failed:\n{report.longreprtext}\n")
             sys.stderr.flush()
 
 def register(config: pytest.Config) -> None:

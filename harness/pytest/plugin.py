@@ -95,7 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--profile-jobs", action="store_true", default=False,
                     help="record every job of every pipeline case and write reports (traces, results.json, index.html)")
     group.addoption("--backend", default="auto", metavar="NAME",
-                    help=f"backend to run pipeline cases on: {', '.join(BACKENDS)} (default: auto = cuda if usable, else cpu)")
+                    help=f"backend to run pipeline cases on: {', '.join(BACKENDS)} (default: auto = cuda if usable, else cpu; "
+                         "mpi: under mpirun; torch: PyTorch's pipelining runtime, under torchrun or launching its ranks)")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="where reports are written (default: reports/ in the project's root folder); each run replaces the report there")
     group.addoption("--profile-steps", default=None, metavar="START:END",
@@ -157,8 +158,8 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         if hc.profile and getattr(config.option, "numprocesses", None):
             raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
-        if hc.profile or backend.strip().lower() == "cuda":
-            _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
+        if hc.profile or backend.strip().lower() in ("cuda", "torch"):
+            _ = hc.choice  # fail early: --backend=cuda without a GPU, or torch without PyTorch, stops here
         from harness.distributed.launch import check_not_duplicated
 
         if config.getoption("--profile-jobs"):  # each process would publish the same report folder
@@ -169,7 +170,14 @@ def pytest_configure(config: pytest.Config) -> None:
             from harness.pytest.mpi import register
 
             register(config)
-        if hc.profile and (not mpi or writes_reports()):
+        from harness.distributed.torch_launch import in_torchrun, torchrun_world
+
+        torchrun = backend.strip().lower() == "torch" and in_torchrun()
+        if torchrun:  # one pipeline rank per torchrun process: rank 0's test order; only rank 0 reports
+            from harness.pytest.torch import register as register_torchrun
+
+            register_torchrun(config)
+        if hc.profile and (not mpi or writes_reports()) and (not torchrun or torchrun_world()[0] == 0):
             hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=trace_options)
             hc.session.prepare()
     except HarnessError as exc:

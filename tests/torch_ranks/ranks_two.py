@@ -1,0 +1,153 @@
+"""The torch backend under torchrun, 2 ranks: run by tests/test_torch_backend.py as
+
+    torchrun --standalone --nproc-per-node=2 -m pytest tests/torch_ranks/ranks_two.py --backend=torch
+
+Every process is one pipeline rank and runs every test (the harness's torchrun glue keeps them in
+step); a test fails when it fails on any rank. ``TORCH_RANKS_OUT`` names a folder both ranks share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch: pip install torch==2.13.0 (the CPU build)")
+
+import torch.distributed as dist  # noqa: E402
+
+from harness import FixedCost, PipelineCase  # noqa: E402
+from harness.distributed import torch_backend, torch_stages  # noqa: E402
+from harness.imports.torch import read_torch_traces  # noqa: E402
+from harness.plan.timeline import simulate  # noqa: E402
+from harness.runner import run_case  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "pytorch"
+EXPECTED = {e["class"]: e for e in json.loads((DATA / "torch_executed_orders.json").read_text(encoding="utf-8"))["entries"]}
+HARNESS_NAME = {"ScheduleInterleaved1F1B": "Interleaved1F1B", "ScheduleInterleavedZeroBubble": "InterleavedZeroBubble",
+                "ScheduleZBVZeroBubble": "ZB-V", "ScheduleDualPipeV": "DualPipeV"}
+MS = 1_000_000
+
+
+def _compute_actions(row: list[str]) -> list[str]:
+    """PyTorch's executed list as compute jobs: overlaps expanded in order, sends, receives and host actions left out."""
+    out = []
+    for cell in row:
+        parts = cell[1:cell.index(")")].split(";") if cell.endswith("OVERLAP_F_B") else [cell]
+        out += [p for p in parts if p.rstrip("0123456789")[-1:] in ("F", "B", "I", "W") and "_" not in p]
+    return out
+
+
+def _recorded_order(records, rank: int) -> list[str]:
+    jobs = sorted((j for j in records.jobs if j.rank == rank and j.step == records.steps[0] and j.kind in ("F", "B", "I", "W")),
+                  key=lambda j: j.start_ns)
+    return [j.label for j in jobs]
+
+
+@pytest.mark.parametrize("torch_class", sorted(HARNESS_NAME))
+def test_the_recorded_compute_order_is_the_order_pytorch_executes(torch_class: str) -> None:
+    entry = EXPECTED[torch_class]
+    case = PipelineCase(HARNESS_NAME[torch_class], stages=entry["p"], microbatches=entry["m"], chunks=entry["v"],
+                        cost=FixedCost.ms(F=1, B=2, I=1, W=1, activation_bytes=4096))
+    result = run_case(case, backend="torch", steps=range(1, 2))
+    rec = result.records
+    assert rec.backend == "torch" and rec.steps == [1]
+    # the list each rank's runtime ran is the one PyTorch's own class runs (stored, from torch.profiler)
+    assert rec.device["torch"]["executed"] == entry["executed"]
+    for r in range(entry["p"]):
+        assert _recorded_order(rec, r) == _compute_actions(entry["executed"][r])
+
+
+def _timed_run(rank: int, f: float, i: float, w: float) -> list[tuple[str, int, int, int, int]]:
+    """ZB-V p=2 m=4 with parts of ``f``, ``i``, ``w`` ms, steps 1-3 recorded: per part of this rank, in the order run,
+    ``(kind, stage, its duration, the busy call inside it: asked, took)`` (ns)."""
+    cost = FixedCost.ms(F=f, B=i + w, I=i, W=w, activation_bytes=4096)
+    torch_stages.BUSY_LOG = []
+    try:
+        rec = run_case(PipelineCase("ZB-V", stages=2, microbatches=4, chunks=2, cost=cost), backend="torch", steps=range(1, 4)).records
+        log = list(torch_stages.BUSY_LOG)
+    finally:
+        torch_stages.BUSY_LOG = None
+    parts = sorted((j for j in rec.jobs if j.rank == rank and j.kind in ("F", "I", "W")), key=lambda j: j.start_ns)
+    per_step = len(parts) // len(rec.steps)
+    assert per_step == 4 * 3 * 2 and len(log) == per_step * (len(rec.steps) + 1)  # one busy call per part, warm-up first
+    return [(j.kind, j.stage, j.duration_ns, asked, took) for j, (asked, took) in zip(parts, log[per_step:])]
+
+
+def test_the_timed_parts_last_their_cost_within_the_measured_noise() -> None:
+    rank = dist.get_rank()
+    f, i, w = 2.0, 3.0, 1.0  # distinct costs: a part sleeping another kind's cost shows
+    parts = _timed_run(rank, f, i, w)
+    want = {"F": int(f * MS), "I": int(i * MS), "W": int(w * MS)}
+    for kind, _, duration, asked, took in parts:
+        assert asked == want[kind]  # exact: each part slept its own kind's cost, once
+        assert duration >= took >= asked  # exact: the sleep lies inside the part and never ends early
+    # the noise, measured in the runs themselves: a part is its sleep (its cost + the sleep's own error, took - asked)
+    # and the stage call around it (duration - took), whose spread is measured in a run of 0.2 ms parts (they sleep
+    # and wake as the long ones do). On a loaded machine the call can also be descheduled: by at most the longest
+    # delay the run's own sleeps saw. So a part's call takes at most the slowest short one plus that delay.
+    short = _timed_run(rank, 0.2, 0.2, 0.2)
+    path: dict[tuple[str, int], int] = {}
+    for kind, stage, duration, _, took in short:
+        path[(kind, stage)] = max(path.get((kind, stage), 0), duration - took)
+    delay = max(took - asked for _, _, _, asked, took in parts)
+    by: dict[tuple[str, int], list[int]] = {}
+    for kind, stage, duration, _, took in parts:
+        by.setdefault((kind, stage), []).append(duration - took)
+    assert sorted(by) == sorted(path) and len(by) == 6  # F, I, W x this rank's 2 stages
+    for key, values in by.items():
+        assert statistics.median(values) <= path[key] + delay, (key, statistics.median(values), path[key], delay)
+
+
+def test_the_step_beside_the_sim_of_the_same_lowered_order() -> None:
+    case = PipelineCase("DualPipeV", stages=2, microbatches=4, chunks=2, cost=FixedCost.ms(F=2, B=4, I=2, W=2, activation_bytes=4096))
+    result = run_case(case, backend="torch", steps=range(1, 3))
+    rec, plan = result.records, result.plan
+    sims = rec.device["torch"]["sim"]
+    lowered = simulate(plan, case.cost).makespan_ns
+    assert sims["lowered_step_ns"] == lowered == result.fidelity["predicted_step_ns"]
+    # PyTorch runs each OVERLAP_F_B as F then B: each of a rank's 3 groups lasts F + B = 6 ms there, against
+    # max(F, B) = 4 ms overlapped in the ideal schedule (no overlap model given): 3 x 2 ms on the critical path
+    assert (lowered, sims["ideal_step_ns"]) == (50 * MS, 44 * MS)
+    # every job lasts at least its cost and runs in the lowered order: a step is at least the sim's, less the clocks' error
+    bound = rec.device["clock_bound_ns"]
+    for start, end in zip(rec.step_start_ns, rec.step_end_ns):
+        assert end - start >= lowered - 2 * bound
+    per_rank = rec.device["torch"]["per_rank"]
+    assert [r["rank"] for r in per_rank] == [0, 1]
+    for row in per_rank:  # what PyTorch's lowering added: posting every send and receive, its host actions, the optimizer
+        assert row["post"] > 0 and row["host"] > 0 and row["optimizer"] > 0 and row["recv_wait"] >= 0 and row["send_wait"] >= 0
+    assert {j.kind for j in rec.jobs} >= {"F", "B", "I", "W", "OPT", "SEND_F", "RECV_F", "SEND_B", "RECV_B"}
+
+
+def test_import_torch_of_the_same_runs_traces_gives_the_same_records() -> None:
+    traces = Path(os.environ["TORCH_RANKS_OUT"]) / "traces-zbv"
+    case = PipelineCase("ZB-V", stages=2, microbatches=4, chunks=2, cost=FixedCost.ms(F=1, B=2, I=1, W=1, activation_bytes=4096))
+    low = torch_backend.lower_case(case.compute_schedule(), {"trace_dir": str(traces)})
+    mine = torch_backend.run(low, case.cost, range(1, 3), "timed", {"trace_dir": str(traces)})
+    theirs = read_torch_traces(traces, replay=False)
+
+    def key(j):
+        return (j.step, j.rank, j.stream, j.stage, j.kind, j.microbatch, j.chunk)
+
+    assert [key(j) for j in mine.records.jobs] == [key(j) for j in theirs.records.jobs]
+    assert mine.records.steps == theirs.records.steps == [1, 2]
+    # both sides read their clock inside the same PP: range (the hooks: the stage call's entry and the range's own
+    # stamps; the profiler: the first operator and its range): with each rank's offset between the two time bases
+    # taken out (the median over its ranges' starts), each job the hooks timed lies inside the profiler's range of that
+    # action, widened by how far the two sides' range stamps disagree on that rank (measured here, per rank)
+    def act(a):
+        return (a.step, a.rank, a.stage, a.kind, a.microbatch)
+
+    ranges = {act(a): a for a in theirs.actions}
+    pairs = [(a, ranges[act(a)]) for a in mine.run.actions]
+    for r in (0, 1):
+        ours = [(a, b) for a, b in pairs if a.rank == r]
+        offset = statistics.median(a.start_ns - b.start_ns for a, b in ours)
+        slack = max(max(abs(a.start_ns - offset - b.start_ns), abs(a.end_ns - offset - b.end_ns)) for a, b in ours)
+        for a, b in ours:
+            assert b.start_ns - slack <= a.compute_start_ns - offset <= b.end_ns + slack, (a.label, r, slack)
+            assert b.start_ns - slack <= a.end_ns - offset <= b.end_ns + slack, (a.label, r, slack)
