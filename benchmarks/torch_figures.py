@@ -13,7 +13,8 @@ It prints and writes:
 2. for **1F1B p=2 m=8** and **ZB-V p=2 m=4** (same costs): the torch step (median of the recorded
    steps), the sim of the same schedule under PyTorch's lowering (its executed order: sends,
    receives, each overlap as F then B, an OPT job per stage), the sim of the ideal schedule (the
-   case's own, transfers free), and the parts of the difference: the replay split of
+   case's own, transfers free), how many receives were posted before their send, and the parts of
+   the difference: the replay split of
    :mod:`harness.imports.replay` (jobs longer than their cost, host time between jobs, waiting on
    transfers; they add up to measured - replay) and what PyTorch's lowering added per rank
    (:func:`harness.distributed.torch_records.lowering_added`).
@@ -111,7 +112,11 @@ def per_range(n: int = 20000) -> dict[str, float]:
         for _ in range(n):
             st.forward_one_chunk(0)
 
+    from torch.profiler import ProfilerActivity, profile
+
     res = {"record_function_and_call": best(torch_ranges), "bare_call": best(bare)}
+    with profile(activities=[ProfilerActivity.CPU]):
+        res["record_function_and_call_profiler_on"] = best(torch_ranges)
     with ActionTimer([st], Sched(), torch.device("cpu")) as timer:
         rf = schedules.record_function
 
@@ -147,8 +152,15 @@ def beside(name: str, m: int, steps: int, device: str) -> dict[str, Any]:
     for j in rec.jobs:
         if j.kind in want:
             excess.setdefault(j.kind, []).append(j.duration_ns - want[j.kind])
+    by = {(a.step, a.stage, a.kind, a.microbatch): a for a in out.run.actions}
+    recvs = [a for a in out.run.actions if a.kind in ("RECV_F", "RECV_B")]
+    early = sum(1 for a in recvs if (s := by.get((a.step, a.stage - 1 if a.kind == "RECV_F" else a.stage + 1,
+                                                    "SEND_F" if a.kind == "RECV_F" else "SEND_B", a.microbatch))) is not None
+                and a.end_ns < s.start_ns)
     return {
         "schedule": f"{name} p=2 m={m}, F=I=W=10 ms, 256 KiB",
+        "receives_posted_before_their_send": [early, len(recvs)],
+        "causality": rec.device["causality"] | {"violations": len(rec.device["causality"]["violations"])},
         "torch_step_ns": {"median": statistics.median(spans), "min": min(spans), "max": max(spans), "steps": len(spans)},
         "sim_torch_lowering_ns": simulate(build_plan(low.schedule), case.cost).makespan_ns,
         "sim_ideal_ns": simulate(build_plan(ideal), case.cost).makespan_ns,

@@ -192,6 +192,20 @@ def test_a_stalled_rank_ends_the_run_at_the_timeout_naming_it(monkeypatch: pytes
     assert time.monotonic() - t < 240
 
 
+def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    for name in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--torch-lowering", "harness"]) != 0
+    assert "--torch-lowering is for --backend torch" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "run", "1F1B", "-p", "2", "-m", "4", "--backend", "torch", "--no-launch"])
+    assert main(sys.argv[1:]) != 0
+    assert ("run torchrun --standalone --nproc-per-node=2 -m harness run 1F1B -p 2 -m 4 --backend torch --no-launch"
+            in capsys.readouterr().err)
+
+
 def _torchrun(tmp_path: Path, n: int, inner: str) -> tuple[int, str]:
     env = {**os.environ, "TORCH_RANKS_OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
     env.pop(FAULT_ENV, None)
@@ -205,7 +219,7 @@ def _torchrun(tmp_path: Path, n: int, inner: str) -> tuple[int, str]:
 def test_two_ranks_under_torchrun(tmp_path: Path) -> None:
     rc, out = _torchrun(tmp_path, 2, "ranks_two.py")
     assert rc == 0, out
-    assert re.search(r"\b7 passed\b", out), out  # 4 orders, timed parts, beside the sim, import-torch
+    assert re.search(r"\b8 passed\b", out), out  # 4 orders, timed parts, beside the sim, import-torch, compute
     assert (tmp_path / "traces-zbv" / "rank0.json").exists() and (tmp_path / "traces-zbv" / "rank1.json").exists()
 
 

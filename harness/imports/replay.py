@@ -71,7 +71,7 @@ from harness.schedule.model import Job
 
 __all__ = ["FittedCost", "Replay", "StepReplay", "fit_cost", "replay", "replay_order"]
 
-_COMPUTE = frozenset({"F", "B", "I", "W"})
+_COMPUTE = frozenset({"F", "B", "I", "W", "OPT"})  # OPT: the torch backend marks each stage's optimizer step
 
 
 @dataclass(frozen=True)

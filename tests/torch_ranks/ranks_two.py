@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch: pi
 
 import torch.distributed as dist  # noqa: E402
 
-from harness import FixedCost, PipelineCase  # noqa: E402
+from harness import FixedCost, PipelineCase, TransformerCost  # noqa: E402
 from harness.distributed import torch_backend, torch_stages  # noqa: E402
 from harness.imports.torch import read_torch_traces  # noqa: E402
 from harness.plan.timeline import simulate  # noqa: E402
@@ -128,7 +128,9 @@ def test_import_torch_of_the_same_runs_traces_gives_the_same_records() -> None:
     case = PipelineCase("ZB-V", stages=2, microbatches=4, chunks=2, cost=FixedCost.ms(F=1, B=2, I=1, W=1, activation_bytes=4096))
     low = torch_backend.lower_case(case.compute_schedule(), {"trace_dir": str(traces)})
     mine = torch_backend.run(low, case.cost, range(1, 3), "timed", {"trace_dir": str(traces)})
-    theirs = read_torch_traces(traces, replay=False)
+    theirs = read_torch_traces(traces)
+    rep = theirs.replay.to_dict()  # the import's replay beside the schedule: its parts add up to the difference, exactly
+    assert rep["jitter_ns"] + rep["host_overhead_ns"] + rep["transfer_wait_ns"] + rep["unexplained_ns"] == rep["difference_ns"]
 
     def key(j):
         return (j.step, j.rank, j.stream, j.stage, j.kind, j.microbatch, j.chunk)
@@ -151,3 +153,16 @@ def test_import_torch_of_the_same_runs_traces_gives_the_same_records() -> None:
         for a, b in ours:
             assert b.start_ns - slack <= a.compute_start_ns - offset <= b.end_ns + slack, (a.label, r, slack)
             assert b.start_ns - slack <= a.end_ns - offset <= b.end_ns + slack, (a.label, r, slack)
+
+
+def test_the_compute_workload_trains_linear_layers_sized_from_the_flops() -> None:
+    # hidden 64, seq 16: 2 KiB activations (512 fp32 features), a stage's forward ~1.6 MFLOP: 3 Linear(512, 512) layers
+    cost = TransformerCost(hidden_size=64, seq_len=16, micro_batch_size=1, num_layers=2, tflops=1.0)
+    result = run_case(PipelineCase("ZB-H1", stages=2, microbatches=4, cost=cost, workload="compute"), backend="torch",
+                      steps=range(1, 3))
+    info = result.records.device["torch"]
+    assert result.records.device["workload"] == "matmul" and info["workload"].startswith("compute (Linear layers")
+    assert info["activation_shape"] == [1, 512]
+    assert len(info["losses"]) == 3 and info["losses"][0] != info["losses"][1] != info["losses"][2]
+    assert info["weights_changed"] == [True, True]
+    assert {j.kind for j in result.records.jobs} >= {"F", "I", "W", "OPT"}
