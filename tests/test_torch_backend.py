@@ -119,6 +119,9 @@ def test_options_are_checked_when_the_case_is_made() -> None:
         check_device_options("torch", {"defer_recv": True})
     with pytest.raises(ConfigError, match=r"the torch backend has no device option 'transfer_timeout_s' \(valid: lowering, "):
         PipelineCase("1F1B", stages=2, microbatches=4, device_options={"torch": {"transfer_timeout_s": 5}})
+    case = PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2))
+    with pytest.raises(ConfigError, match=r"test_torch_backend.py:\d+: case '1F1B p=2 m=4': the torch backend has no device option 'bogus'"):
+        run_case(case, backend="torch", device_options={"bogus": 1})
     for bad, message in (({"lowering": "eager"}, "lowering must be 'torch'"), ({"timeout_s": 0}, "timeout_s must be a positive"),
                          ({"device": "tpu"}, "device must be 'auto', 'cpu' or 'cuda'"), ({"master_port": 70000}, "master_port must")):
         with pytest.raises(ConfigError, match=re.escape(message)):
@@ -206,21 +209,33 @@ def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(mon
             in capsys.readouterr().err)
 
 
-def _torchrun(tmp_path: Path, n: int, inner: str) -> tuple[int, str]:
+def _torchrun(tmp_path: Path, n: int, inner: str, *extra: str) -> tuple[int, str]:
     env = {**os.environ, "TORCH_RANKS_OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
     env.pop(FAULT_ENV, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", "-m", "pytest",
-           str(RANKS / inner), "--backend=torch", "-p", "no:cacheprovider", "-q", "-rA"]
+           str(RANKS / inner), "--backend=torch", "-p", "no:cacheprovider", "-q", "-rA", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     return proc.returncode, proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
 def test_two_ranks_under_torchrun(tmp_path: Path) -> None:
-    rc, out = _torchrun(tmp_path, 2, "ranks_two.py")
+    reports = tmp_path / "reports"
+    rc, out = _torchrun(tmp_path, 2, "ranks_two.py", "--profile-jobs", "--profile-steps=1:2", f"--report-dir={reports}")
     assert rc == 0, out
     assert re.search(r"\b8 passed\b", out), out  # 4 orders, timed parts, beside the sim, import-torch, compute
     assert (tmp_path / "traces-zbv" / "rank0.json").exists() and (tmp_path / "traces-zbv" / "rank1.json").exists()
+    # rank 0 alone wrote the report of the cases the pipeline fixture ran, each with backend torch
+    doc = json.loads((reports / "results.json").read_text(encoding="utf-8"))
+    assert sorted(c["label"] for c in doc["cases"]) == [f"test_the_recorded_compute_order_is_the_order_pytorch_executes[{name}]"
+                                                        for name in ("ScheduleDualPipeV", "ScheduleInterleaved1F1B",
+                                                                     "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble")]
+    assert sorted((c["schedule"]["name"], c["schedule"]["p"], c["schedule"]["m"], c["schedule"]["v"]) for c in doc["cases"]) == [
+        ("DualPipeV", 2, 4, 2), ("Interleaved1F1B", 2, 4, 2), ("InterleavedZeroBubble", 2, 4, 2), ("ZB-V", 2, 4, 2)]
+    # the schedule reported is the one PyTorch's runtime ran: its own lowering, sends and receives included
+    assert {c["schedule"]["params"]["comm_placement"] for c in doc["cases"]} == {"torch"}
+    assert {c["backend"] for c in doc["cases"]} == {"torch"} and all(c["steps"] == [1] for c in doc["cases"])
+    assert (reports / "index.html").exists() and out.count("reports: ") == 1
 
 
 @pytest.mark.slow

@@ -69,6 +69,19 @@ class TorchOptions:
         ConfigError: a value out of range (:meth:`check_options`).
     """
 
+    @classmethod
+    def of(cls, options: Mapping[str, Any] | None) -> TorchOptions:
+        """The options a case or caller gives, checked: names, then values.
+
+        Raises:
+            ConfigError: an option the backend has none of (names those it has), or a bad value.
+        """
+        from harness.run.device import check_class_options
+
+        given = dict(options or {})
+        check_class_options("torch", cls, given)
+        return cls(**given)
+
     def __init__(self, lowering: str = "torch", defer_recv: bool = False, trace_dir: str | None = None, timeout_s: float = 60.0,
                  clock_exchanges: int = 32, lr: float = 0.1, device: str = "auto", launch: bool = True,
                  master_port: int | None = None, threads: int = 1, seed: int = 0) -> None:
@@ -180,7 +193,7 @@ def lower_case(source: Schedule, options: Mapping[str, Any], lowered: Schedule |
     """
     from harness.distributed.torch_lowering import lower_schedule
 
-    opts = TorchOptions(**dict(options))
+    opts = TorchOptions.of(options)
     return lower_schedule(source, opts.lowering, lowered)
 
 
@@ -210,7 +223,7 @@ def run(lowering: Any, cost: CostModel, window: range | ProfilingWindow, workloa
     from harness.distributed.torch_rank import RankConfig, run_rank
     from harness.distributed.torch_stages import activation_shape
 
-    opts = TorchOptions(**dict(options or {}))
+    opts = TorchOptions.of(options)
     name = _WORKLOADS.get((workload or "timed").strip().lower())
     if name is None:
         raise ConfigError(f"the torch backend runs workload 'timed' (each part lasts its cost-model duration) or 'compute' "

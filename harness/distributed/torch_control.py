@@ -17,6 +17,7 @@ A failure: the rank that fails first writes ``rank R: its error`` into the rende
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -142,6 +143,7 @@ class TorchControl:
         store = self._store()
         if store is None:
             return None
+        saved = getattr(store, "timeout", None)
         try:
             store.set_timeout(timedelta(seconds=timeout_s))
             if store.check([self.key]):
@@ -149,4 +151,8 @@ class TorchControl:
                 return (int(who), text) if who.isdigit() and text else None
         except Exception:
             return None
+        finally:
+            if saved is not None:  # the store serves the session's later groups too
+                with contextlib.suppress(Exception):
+                    store.set_timeout(saved)
         return None

@@ -31,6 +31,7 @@ import signal
 import socket
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -53,6 +54,11 @@ __all__ = ["FAULT_ENV", "RankConfig", "RankPart", "run_rank"]
 #: ``raise``, or ``stall`` (sleep an hour) when it enters action ``ACTION`` of step ``STEP`` (default 0),
 #: e.g. ``1:kill@1F2#1``.
 FAULT_ENV = "HARNESS_TORCH_TEST_FAULT"
+
+#: Test hook: called with ``(range name, step)`` as each action's range is entered, before it is timed (in
+#: this process's runs; ``None``: off). A test calibrates with it, e.g. idling before each action as a long
+#: part would.
+BEFORE_ACTION: Callable[[str, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -283,12 +289,11 @@ def _run(cfg: RankConfig, rank: int, world: int, dev: torch.device, pipe: Any, c
     m = low.schedule.num_microbatches
     num_stages = len(low.stage_rank)
     mine = [s for s, r in enumerate(low.stage_rank) if r == rank]
-    stages, modules, opts = [], {}, {}
+    stages, opts = [], {}
     all_params: list[Any] = []
     for s in mine:
         mod, dw = make_stage_module(cfg.workload, cfg.costs[s], cfg.rows, cfg.width, seed=cfg.seed + s)
         mod.to(dev)
-        modules[s] = mod
         params = list(mod.parameters())
         all_params += params
         opts[s] = torch.optim.SGD(params, lr=cfg.lr)
@@ -332,6 +337,8 @@ def _run(cfg: RankConfig, rank: int, world: int, dev: torch.device, pipe: Any, c
                 raise RuntimeError(f"raised by the {FAULT_ENV} test hook in action {action}")
 
         timer.on_action = on_action
+    elif timer is not None and BEFORE_ACTION is not None:
+        timer.on_action = BEFORE_ACTION
     part = RankPart(rank, socket.gethostname(), str(dev), _workload_name(cfg.workload, dev), mine, executed,
                     weights_before=_checksums(all_params), torch=str(torch.__version__),
                     epoch_minus_clock_ns=time.time_ns() - time.perf_counter_ns())
@@ -365,7 +372,7 @@ def _run(cfg: RankConfig, rank: int, world: int, dev: torch.device, pipe: Any, c
                     sched.step(**kw)
                 if on is not None:
                     on.end_call()
-                _optimizer_steps(opts, opt_stages, on, cfg, modules, dev)
+                _optimizer_steps(opts, opt_stages, on, cfg, dev)
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
                 timing = on.end_step() if on is not None else None
@@ -405,7 +412,7 @@ def _run(cfg: RankConfig, rank: int, world: int, dev: torch.device, pipe: Any, c
 
 
 def _optimizer_steps(opts: dict[int, Any], opt_stages: tuple[int, ...], timer: ActionTimer | None, cfg: RankConfig,
-                     modules: dict[int, Any], dev: torch.device) -> None:
+                     dev: torch.device) -> None:
     """The optimizer steps after ``step()``: each stage's as its ``OPT`` job (``PP:<stage>OPT``; on the timed
     workload it lasts at least its cost-model duration: the SGD update after a wait of that length)."""
     for s in opt_stages:

@@ -1,6 +1,7 @@
 """The torch backend under torchrun, 2 ranks: run by tests/test_torch_backend.py as
 
-    torchrun --standalone --nproc-per-node=2 -m pytest tests/torch_ranks/ranks_two.py --backend=torch
+    torchrun --standalone --nproc-per-node=2 -m pytest tests/torch_ranks/ranks_two.py --backend=torch \
+        --profile-jobs --profile-steps=1:2 --report-dir=DIR
 
 Every process is one pipeline rank and runs every test (the harness's torchrun glue keeps them in
 step); a test fails when it fails on any rank. ``TORCH_RANKS_OUT`` names a folder both ranks share.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch: pi
 import torch.distributed as dist  # noqa: E402
 
 from harness import FixedCost, PipelineCase, TransformerCost  # noqa: E402
-from harness.distributed import torch_backend, torch_stages  # noqa: E402
+from harness.distributed import torch_backend, torch_rank, torch_stages  # noqa: E402
 from harness.imports.torch import read_torch_traces  # noqa: E402
 from harness.plan.timeline import simulate  # noqa: E402
 from harness.runner import run_case  # noqa: E402
@@ -48,11 +50,12 @@ def _recorded_order(records, rank: int) -> list[str]:
 
 
 @pytest.mark.parametrize("torch_class", sorted(HARNESS_NAME))
-def test_the_recorded_compute_order_is_the_order_pytorch_executes(torch_class: str) -> None:
+def test_the_recorded_compute_order_is_the_order_pytorch_executes(torch_class: str, pipeline) -> None:
+    # through the pipeline fixture: the session (--profile-jobs --profile-steps=1:2) reports it, on rank 0 only
     entry = EXPECTED[torch_class]
     case = PipelineCase(HARNESS_NAME[torch_class], stages=entry["p"], microbatches=entry["m"], chunks=entry["v"],
                         cost=FixedCost.ms(F=1, B=2, I=1, W=1, activation_bytes=4096))
-    result = run_case(case, backend="torch", steps=range(1, 2))
+    result = pipeline(case)
     rec = result.records
     assert rec.backend == "torch" and rec.steps == [1]
     # the list each rank's runtime ran is the one PyTorch's own class runs (stored, from torch.profiler)
@@ -61,16 +64,24 @@ def test_the_recorded_compute_order_is_the_order_pytorch_executes(torch_class: s
         assert _recorded_order(rec, r) == _compute_actions(entry["executed"][r])
 
 
-def _timed_run(rank: int, f: float, i: float, w: float) -> list[tuple[str, int, int, int, int]]:
-    """ZB-V p=2 m=4 with parts of ``f``, ``i``, ``w`` ms, steps 1-3 recorded: per part of this rank, in the order run,
+def _timed_run(rank: int, f: float, i: float, w: float, idle_ms: float = 0.0) -> list[tuple[str, int, int, int, int]]:
+    """ZB-V p=2 m=4 with parts of ``f``, ``i``, ``w`` ms, steps 1-3 recorded (``idle_ms``: this process idles so long
+    before each compute action, outside it): per part of this rank, in the order run,
     ``(kind, stage, its duration, the busy call inside it: asked, took)`` (ns)."""
     cost = FixedCost.ms(F=f, B=i + w, I=i, W=w, activation_bytes=4096)
+
+    def idle(name: str, step: int) -> None:
+        if name.rstrip("0123456789")[-1:] in ("F", "I", "W") and "_" not in name:
+            time.sleep(idle_ms / 1e3)
+
     torch_stages.BUSY_LOG = []
+    torch_rank.BEFORE_ACTION = idle if idle_ms else None
     try:
         rec = run_case(PipelineCase("ZB-V", stages=2, microbatches=4, chunks=2, cost=cost), backend="torch", steps=range(1, 4)).records
         log = list(torch_stages.BUSY_LOG)
     finally:
         torch_stages.BUSY_LOG = None
+        torch_rank.BEFORE_ACTION = None
     parts = sorted((j for j in rec.jobs if j.rank == rank and j.kind in ("F", "I", "W")), key=lambda j: j.start_ns)
     per_step = len(parts) // len(rec.steps)
     assert per_step == 4 * 3 * 2 and len(log) == per_step * (len(rec.steps) + 1)  # one busy call per part, warm-up first
@@ -85,13 +96,14 @@ def test_the_timed_parts_last_their_cost_within_the_measured_noise() -> None:
     for kind, _, duration, asked, took in parts:
         assert asked == want[kind]  # exact: each part slept its own kind's cost, once
         assert duration >= took >= asked  # exact: the sleep lies inside the part and never ends early
-    # the noise, measured in the runs themselves: a part is its sleep (its cost + the sleep's own error, took - asked)
-    # and the stage call around it (duration - took), whose spread is measured in a run of 0.2 ms parts (they sleep
-    # and wake as the long ones do). On a loaded machine the call can also be descheduled: by at most the longest
-    # delay the run's own sleeps saw. So a part's call takes at most the slowest short one plus that delay.
-    short = _timed_run(rank, 0.2, 0.2, 0.2)
+    # the noise, measured in the runs themselves. A part is its sleep (its cost + the sleep's own error, took - asked,
+    # recorded in the run) and the stage call around it (duration - took). That call's cost is measured in a run of
+    # 1 µs parts in which each rank idles 3 ms before every compute action, outside it: the call then runs after a
+    # long idle, on cold caches, as it does around a long part. Descheduled on a loaded machine, a call can also wait
+    # for a core: at most the longest delay the run's own sleeps saw.
+    calibration = _timed_run(rank, 0.001, 0.001, 0.001, idle_ms=3.0)
     path: dict[tuple[str, int], int] = {}
-    for kind, stage, duration, _, took in short:
+    for kind, stage, duration, _, took in calibration:
         path[(kind, stage)] = max(path.get((kind, stage), 0), duration - took)
     delay = max(took - asked for _, _, _, asked, took in parts)
     by: dict[tuple[str, int], list[int]] = {}
