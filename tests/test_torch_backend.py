@@ -219,6 +219,31 @@ def _torchrun(tmp_path: Path, n: int, inner: str, *extra: str) -> tuple[int, str
 
 
 @pytest.mark.slow
+def test_the_command_line_under_torchrun_hands_over_the_harness_lowering(tmp_path: Path) -> None:
+    # python -m harness run under torchrun, the harness's own placement of sends and receives handed to PyTorch's runtime
+    out_dir = tmp_path / "report"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(FAULT_ENV, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "harness", "run", "1F1B",
+           "-p", "2", "-m", "4", "--backend", "torch", "--torch-lowering", "harness", "--steps", "1:3", "--out", str(out_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count("1F1B p=2 m=4 on torch: median step ") == 1, out  # rank 0 alone prints the summary
+    case = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))["cases"][0]
+    info = case["device"]["torch"]
+    assert case["backend"] == "torch" and case["steps"] == [1, 2] and info["started"] == "torchrun"
+    assert info["lowering"] == "harness (handed over lowered)"
+    # what the runtime ran is the harness's just-in-time placement, with PyTorch's REDUCE_GRAD after each stage's last B
+    own = comm.lower(build_schedule("1F1B", 2, 4), FixedCost.ms(F=1, B=2), "stream", True, "just-in-time")
+    for r, row in enumerate(info["executed"]):
+        assert [a for a in row if not a.endswith("REDUCE_GRAD")] == [str(j) for j in own.ranks[r]]
+        assert row.count(f"{r}REDUCE_GRAD") == 1 and row.index(f"{r}REDUCE_GRAD") > row.index(f"{r}B3")
+    assert case["schedule"]["params"]["comm_placement"] == "harness (just-in-time)"
+    assert len(info["losses"]) == 3 and info["weights_changed"] == [True, True]
+
+
+@pytest.mark.slow
 def test_two_ranks_under_torchrun(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     rc, out = _torchrun(tmp_path, 2, "ranks_two.py", "--profile-jobs", "--profile-steps=1:2", f"--report-dir={reports}")
