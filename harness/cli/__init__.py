@@ -108,7 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
     except OSError as exc:
-        err(f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}")
+        from harness.report.atomic import disk_full_error
+
+        full = disk_full_error(exc, Path(exc.filename).parent if exc.filename else Path.cwd())
+        err(f"error: {full}" if full is not None else f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}")
         return 2
     except KeyboardInterrupt:
         err("interrupted")

@@ -531,7 +531,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except KeyboardInterrupt:  # while rendering: nothing of this run was published
         hc.interrupted = True
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    except HarnessError as exc:
+    except HarnessError as exc:  # e.g. a full disk (harness.errors.DiskFullError): one line of its own, no traceback
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        width = getattr(getattr(tr, "_tw", None), "width_of_current_line", None)
+        if tr is not None and width:
+            tr.write_line("")  # end the progress line, so the error is a line of its own
         raise pytest.UsageError(f"could not write the report: {exc}") from None
 
 

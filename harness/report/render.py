@@ -56,7 +56,7 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError, InputFormatError
-from harness.report.atomic import atomic_write_bytes, ensure_writable_dir
+from harness.report.atomic import atomic_write_bytes, disk_full_error, ensure_writable_dir
 from harness.report.jsontext import dumps_document
 from harness.report.output import ReportSizeWarning, TraceOptions, hta_size_estimate, size_warning, trace_size_estimate
 
@@ -400,6 +400,25 @@ def _check_destinations(stage: Path, out_dir: Path) -> None:
             folders.add(folder)
 
 
+def _full(exc: OSError, out_dir: Path, stage: Path | None, writing: Path | None, needed: int | None) -> Exception | None:
+    """A full disk (or the file-size limit) while rendering into ``stage``: the one error that names the report
+    folder, the file as it would be named there, and the bytes it needed where known
+    (:func:`~harness.report.atomic.disk_full_error`); ``None`` for any other error. ``writing`` and ``needed``:
+    the file being written (relative to the report folder) and its size, where the writer did not note them."""
+    shown: Path | None = None
+    if exc.filename:
+        shown = Path(exc.filename)
+        if stage is not None and shown.is_relative_to(stage):
+            shown = out_dir / shown.relative_to(stage)
+    elif writing is not None:
+        shown = out_dir / writing
+    known = getattr(exc, "needed_bytes", None)
+    if known is None and writing is not None and shown == out_dir / writing:
+        known = needed
+    return disk_full_error(exc, out_dir, shown, known,
+                           kept=f"nothing of this run was published, and the report already in {out_dir} is unchanged")
+
+
 # The render builds millions of short-lived, acyclic objects (lists, strings) while the results
 # document's millions of containers are alive: the cyclic collector would traverse them over and over
 # (about 5 s of 26 at 1 M jobs).
@@ -459,7 +478,10 @@ def write_report(
             wrong type (names the case and the field); nothing is written then,
             and a report folder created for this call is removed again. With
             ``left_out``, only when every case is damaged.
-        OSError: writing failed; files already in place are unchanged.
+        DiskFullError: no room to write a file (a full device or quota, or the file-size limit):
+            names the report folder, the file and the bytes it needed where known; nothing is
+            published and the files already in place are unchanged.
+        OSError: writing failed otherwise; files already in place are unchanged.
         ReportInterrupted: Ctrl-C arrived while the finished report was being
             moved into place; it was completed first (a ``KeyboardInterrupt``).
 
@@ -501,8 +523,15 @@ def write_report(
     notice = notice or progress
     _remove_stale_stages(out_dir, notice)
     with _terminate_after_cleanup():  # SIGTERM while rendering: remove the staging folder, then terminate
-        stage = _new_stage(out_dir)
+        try:
+            stage = _new_stage(out_dir)
+        except OSError as exc:
+            full = _full(exc, out_dir, None, None, None)
+            if full is None:
+                raise
+            raise full from None
         done = False
+        writing: list[Any] = [None, None]  # the file being written (as it will be named in out_dir) and its size, where known
         try:
             trace_hrefs: dict[str, str] = {}
             hta_hrefs: dict[str, str] = {}
@@ -517,14 +546,17 @@ def write_report(
                     if traces:
                         recorded[cid] = len(case["steps"])
                         traced = first_steps(case, opts.steps)
-                        _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
+                        estimate = trace_size_estimate(traced, flows=opts.flows)
+                        _say_size(notice, f"the trace of case {cid!r}", estimate, opts, opts.shrink_hints())
                         name = f"{stem}.json{'.gz' if opts.gzip else ''}"
+                        writing[:] = [Path("traces") / name, None if opts.gzip else -estimate]  # negative: an estimate
                         write_trace(stage / "traces" / name, traced, flows=opts.flows, table=table if traced is case else None)
                         trace_hrefs[cid] = f"traces/{name}"
                     if hta:
                         hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + [
                             "--no-hta (pipeline-harness report; write_report(..., hta=False) from Python)"]
                         _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
+                        writing[:] = [Path("hta") / stem, None]
                         write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip, table=table)
                         hta_hrefs[cid] = f"hta/{stem}/"
                 except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -537,10 +569,13 @@ def write_report(
                 html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables, trace_cuts=cuts)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
-            (stage / "index.html").write_text(html, encoding="utf-8")
+            page = html.encode("utf-8")
+            writing[:] = [Path("index.html"), len(page)]
+            atomic_write_bytes(stage / "index.html", page)
             if write_results:
                 data = dumps_document(doc, scan=float_view(doc))  # the checked job columns hold no float
                 _say_size(notice, "results.json", len(data), opts, ["record fewer steps or smaller cases"])
+                writing[:] = [Path("results.json"), len(data)]
                 atomic_write_bytes(stage / "results.json", data)
             # Everything rendered: move into place, file by file (each move is atomic),
             # one render at a time (the lock; waiting for it can be interrupted), with
@@ -558,6 +593,11 @@ def write_report(
                 if prune:
                     _prune(out_dir, written)
             done = True
+        except OSError as exc:  # a full disk or the file-size limit: one clear error (the staging folder goes below)
+            full = _full(exc, out_dir, stage, *writing)
+            if full is None:
+                raise
+            raise full from None
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             with _stages_lock:
