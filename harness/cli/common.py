@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 
-__all__ = ["case_named", "check_out", "err", "package_version", "positive_count"]
+__all__ = ["case_named", "check_out", "err", "package_version", "positive_count", "say_publish_note"]
 
 
 def package_version() -> str:
@@ -93,3 +93,12 @@ def case_named(cases: list[dict[str, Any]], wanted: str, source: str, option: st
     ids = [str(c["id"]) for c in cases]
     raise ConfigError(f"no case {wanted!r} in {source} (by id, label, short label or name on disk); its case ids: "
                       + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
+
+
+def say_publish_note(files: Any) -> None:
+    """The command's last line, where it applies: this command's report replaced one another run published
+    into the folder while it ran, or another run still writing there will replace it
+    (:class:`harness.report.render.ReportFiles`, :mod:`harness.report.concurrent`)."""
+    notes = [n for n in (files.replaced, files.still_ours()) if n]
+    if notes:
+        err("warning: " + "; ".join(notes))

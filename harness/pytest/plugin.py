@@ -510,6 +510,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             _say_collection_errors(tr, hc)
+        if hc.session is not None:
+            note = _publish_note(hc)
+            if note and tr is not None:  # the run's last line: another run's report replaced this one's, or the other way
+                tr.write_line(shown_in_terminal(f"pipeline-harness: {note}"), yellow=True)
+            hc.session.close()
+
+
+def _publish_note(hc: HarnessConfig) -> str | None:
+    """Whether another run publishing into the same report folder replaced this run's report, or this run
+    replaced one that other run published while it ran (:mod:`harness.report.concurrent`)."""
+    w = hc.written
+    if w is None:
+        return None
+    notes = [n for n in (w.replaced, w.still_ours()) if n]
+    return "; ".join(notes) or None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -8,6 +8,7 @@ run never leaves a half file or destroys an earlier report.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from harness.analysis.result import CaseResult
 from harness.errors import HarnessError
 from harness.report.atomic import ensure_writable_dir
+from harness.report.concurrent import RunTicket, announce, new_token
 from harness.report.output import TraceOptions
 from harness.report.render import ReportFiles, check_report_folder, write_report
 from harness.report.results import case_to_dict, results_document, unreportable
@@ -50,6 +52,9 @@ class ProfileSession:
             ``session.errored_cases`` instead of lost with every other case.
         trace_options: how traces are written (gzip, traced steps, flows, size
             warning; :class:`~harness.report.output.TraceOptions`, default when ``None``).
+        started: when the session began (``time.time()``): a report another run publishes into
+            the folder after it is one this session's report replaces, and says so
+            (:mod:`harness.report.concurrent`).
     """
 
     report_dir: Path
@@ -58,9 +63,13 @@ class ProfileSession:
     results: list[CaseResult] = field(default_factory=list)
     errored: list[dict[str, str]] = field(default_factory=list)
     trace_options: TraceOptions | None = None
+    started: float = field(default_factory=time.time)
+    token: str = field(default_factory=new_token)
+    _ticket: RunTicket | None = None
 
     def prepare(self) -> None:
-        """Check the report folder is writable (before any case runs).
+        """Check the report folder is writable (before any case runs), and announce this run there
+        (:func:`harness.report.concurrent.announce`; :meth:`close` withdraws it).
 
         Raises:
             ConfigError: it is not, or it holds another tool's report files
@@ -68,6 +77,13 @@ class ProfileSession:
         """
         ensure_writable_dir(self.report_dir)
         check_report_folder(self.report_dir)  # another tool's folder: say so now, not after the cases ran
+        self._ticket = announce(self.report_dir, self.started, self.token)
+
+    def close(self) -> None:
+        """Withdraw this run's announcement from the report folder (call at the run's very end)."""
+        if self._ticket is not None:
+            self._ticket.withdraw()
+            self._ticket = None
 
     def add(self, result: CaseResult) -> None:
         """Record a finished case."""
@@ -110,4 +126,5 @@ class ProfileSession:
         if self.errored:
             session["errored_cases"] = list(self.errored)
         doc = results_document(cases, session)
-        return write_report(self.report_dir, doc, notice=notice, trace_options=self.trace_options)
+        return write_report(self.report_dir, doc, notice=notice, trace_options=self.trace_options,
+                            run_token=self.token, run_started=self.started)
