@@ -78,6 +78,7 @@ class HarnessConfig:
     interrupted_after_write: bool = False
     written: ReportFiles | None = None
     by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (test id, reason) of skipped pipeline cases
 
     @property
     def choice(self) -> BackendChoice:
@@ -483,6 +484,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             where = _raised_at(exc.__traceback__)
             report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
     hc = item.config.stash.get(_KEY, None)
+    if (hc is not None and report.skipped and not hasattr(report, "wasxfail")
+            and _CASE_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        hc.skipped.append((item.nodeid, _skip_reason(report)))
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if results:
         outcome: str | None
@@ -513,8 +517,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if hc.session is not None:
             note = _publish_note(hc)
             if note and tr is not None:  # the run's last line: another run's report replaced this one's, or the other way
-                tr.write_line(shown_in_terminal(f"pipeline-harness: {note}"), yellow=True)
+                width = getattr(getattr(tr, "_tw", None), "fullwidth", None)
+                for part in _wrapped_line(shown_in_terminal(f"pipeline-harness: {note}"), width if isinstance(width, int) else None):
+                    tr.write_line(part, yellow=True)
             hc.session.close()
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """A skipped test's reason, as ``-rs`` shows it (without its ``Skipped: `` prefix)."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return str(text).removeprefix("Skipped: ").strip() or "no reason given"
+
+
+def _wrapped_line(line: str, width: int | None) -> list[str]:
+    import textwrap
+
+    return [line] if width is None or len(line) <= width else textwrap.wrap(line, width, subsequent_indent="  ") or [line]
 
 
 def _publish_note(hc: HarnessConfig) -> str | None:
@@ -559,7 +578,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
     hc = config.stash.get(_KEY, None)
-    if hc is None or not hc.results:
+    if hc is None or not (hc.results or hc.skipped):
         return
     tr = terminalreporter
     try:
@@ -598,24 +617,33 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
     """The "pipeline cases" section: the case table and its notes (:mod:`harness.report.summary`), failed and
     errored cases, where the report is."""
     tr.section("pipeline cases")
-    for line in case_table(hc.results):
-        tr.write_line(line)
+    width = getattr(getattr(tr, "_tw", None), "fullwidth", None)  # pytest's own width (COLUMNS, else the terminal's)
+    width = width if isinstance(width, int) and width >= 40 else None
+
+    def say(line: str) -> None:  # every line fits pytest's width
+        for part in _wrapped_line(line, width):
+            tr.write_line(part)
+    if hc.results:
+        for line in case_table(hc.results, width):
+            tr.write_line(line)
+    for nodeid, reason in hc.skipped:  # said without -rs: a case that did not run is part of the picture
+        say(shown_in_terminal(f"skipped: {nodeid.split('::', 1)[-1]}: {reason}"))
     failed = [r for r in hc.results if r.outcome in ("failed", "error")]
     if failed:
-        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
-                      + ", ".join(shown_in_terminal(r.label) for r in failed))
+        say(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
+            + ", ".join(shown_in_terminal(r.label) for r in failed))
     errored = hc.session.errored if hc.session is not None else []
     if errored:
-        tr.write_line(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
-                      "every other case was written):")
+        say(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
+            "every other case was written):")
         for e in errored:
-            tr.write_line(shown_in_terminal(f"  {e['id']}: {e['error']}"))
+            say(shown_in_terminal(f"  {e['id']}: {e['error']}"))
     d = _shown(hc.report_dir)
     if hc.interrupted:
-        tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
+        say(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
     elif hc.written:
         if hc.interrupted_after_write:
-            tr.write_line(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")
+            say(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")
         w = hc.written
-        tr.write_line(f"reports: {_shown(w.index)} · {_shown(w.results) if w.results else ''} · "
-                      f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")
+        say(f"reports: {_shown(w.index)} · {_shown(w.results) if w.results else ''} · "
+            f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")

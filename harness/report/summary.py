@@ -67,17 +67,98 @@ def _row(r: CaseResult) -> tuple[str, ...]:
     )
 
 
-def case_table(results: Sequence[CaseResult]) -> list[str]:
+#: Short headers, used when the table would not fit the terminal (the legend says what each is).
+_SHORT_HEADER = ("case", "sched", "p", "m", "v", "backend", "steps", "step", "CI", "bubble/th", "span", "vs sim", "mem")
+#: Columns that give up width when the table is too wide, in order, with the least each keeps.
+_SHRINK = ((0, 24), (5, 10), (1, 10))
+#: The two columns apart.
+_GAP = 2
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut with ``…`` at its end."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _cut_name(full: str, test: str, width: int) -> str:
+    """A case's name in at most ``width`` characters: whole; else the test's name without the case's
+    own (``full`` is ``test (name)``); else the test's name cut in its function name, so its parameters
+    stay (``test_sched…[ZB-V-1]``); else cut in its middle."""
+    if len(full) <= width:
+        return full
+    if len(test) <= width:
+        return test
+    params = test[test.index("["):] if "[" in test else ""
+    if params and len(params) <= width - 5:
+        return test[: width - 1 - len(params)] + "…" + params
+    tail = (width - 1) // 2
+    return test[: width - 1 - tail] + "…" + (test[len(test) - tail:] if tail else "")
+
+
+def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
+    """``line`` wrapped to ``width`` (continuation lines indented), or as it is without a width."""
+    if width is None or len(line) <= width:
+        return [line]
+    import textwrap
+
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [line]
+
+
+def case_table(results: Sequence[CaseResult], width: int | None = None) -> list[str]:
     """The table of ``results`` (one row each, columns at most 60 characters wide), its legend,
-    and the lines of notes, "does not fit" marks and flags that follow it."""
+    and the lines of notes, "does not fit" marks and flags that follow it.
+
+    Args:
+        results: the cases.
+        width: the terminal's width in characters (pytest's own: ``COLUMNS`` where set). Where the table
+            would be wider, it is made to fit: the headers shorten, a column that holds one value for
+            every case leaves the table for a line above it (``every case: p 4 · m 8 · ...``), and the
+            case, backend and schedule columns narrow in turn (cut with ``…``: a case's own name first,
+            then its test's function name, so the test's parameters stay); a line under the table then
+            says that the report's page holds it whole. The legend and the notes wrap to ``width``.
+    """
     rows = [_row(r) for r in results]
-    widths = [min(60, max(len(row[i]) for row in [_HEADER, *rows])) for i in range(len(_HEADER))]
+    tests = [shown_in_terminal(r.case_id.split("::", 1)[-1]) for r in results]
+    cols = list(range(len(_HEADER)))
+    header = _HEADER
 
-    def fmt(row: tuple[str, ...]) -> str:
-        cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
-        return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    def natural(columns: list[int], head: tuple[str, ...]) -> list[int]:
+        return [min(60, max(len(row[i]) for row in [head, *rows])) for i in columns]
 
-    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *case_notes(results)]
+    above: list[str] = []
+    narrow = width is not None and sum(natural(cols, header)) + _GAP * (len(cols) - 1) > width
+    if narrow:
+        header = _SHORT_HEADER
+        if len(rows) > 1:  # a column with one value for every case says it once, above the table
+            same = [i for i in cols[1:] if len({row[i] for row in rows}) == 1]
+            above = _wrapped("every case: " + " · ".join(f"{_HEADER[i]} {rows[0][i]}" for i in same), width) if same else []
+            cols = [i for i in cols if i not in same]
+    widths = dict(zip(cols, natural(cols, header)))
+    if narrow:
+        for col, least in _SHRINK:
+            over = sum(widths.values()) + _GAP * (len(cols) - 1) - (width or 0)
+            if over <= 0:
+                break
+            if col in widths:
+                widths[col] = max(min(least, widths[col]), len(header[col]), widths[col] - over)
+
+    def cell(k: int, i: int, text: str) -> str:
+        return _cut_name(text, tests[k], widths[i]) if i == 0 and k >= 0 else _cut(text, widths[i])
+
+    def fmt(k: int, row: tuple[str, ...]) -> str:
+        return (" " * _GAP).join(cell(k, i, row[i]).rjust(widths[i]) if i in _RIGHT else cell(k, i, row[i]).ljust(widths[i])
+                                 for i in cols).rstrip()
+
+    lines = [*above, fmt(-1, header), *(fmt(k, row) for k, row in enumerate(rows))]
+    cut = [_HEADER[i] for i in cols if any(len(row[i]) > widths[i] for row in rows)]
+    if cut:
+        lines += _wrapped(f"({', '.join(cut)} cut to fit {width} columns with …; the report's page has the table whole)", width)
+    legend = _LEGEND if header is _HEADER else ("short headers: sched = schedule, step = step median, bubble/th = bubble "
+                                                 "measured / theory, span = span bubble, mem = peak memory; " + _LEGEND)
+    out = [*lines, *_wrapped(legend, width)]
+    for note in case_notes(results):
+        out += _wrapped(note, width)
+    return out
 
 
 def case_notes(results: Sequence[CaseResult]) -> list[str]:
