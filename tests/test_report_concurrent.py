@@ -52,7 +52,12 @@ def _pytest(folder: Path, test_dir: Path) -> subprocess.Popen[str]:
 
 
 def _last_line(out: str) -> str:
-    return [line for line in out.splitlines() if line.strip()][-1]
+    """The run's last line, its wrapped continuations (indented) joined back."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    k = len(lines) - 1
+    while k > 0 and lines[k].startswith("  "):
+        k -= 1
+    return " ".join([lines[k], *(line.strip() for line in lines[k + 1:])])
 
 
 def test_two_pytest_runs_into_one_folder_each_say_whose_report_won(tmp_path: Path) -> None:

@@ -533,7 +533,9 @@ def _skip_reason(report: pytest.TestReport) -> str:
 def _wrapped_line(line: str, width: int | None) -> list[str]:
     import textwrap
 
-    return [line] if width is None or len(line) <= width else textwrap.wrap(line, width, subsequent_indent="  ") or [line]
+    if width is None or len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def _publish_note(hc: HarnessConfig) -> str | None:

@@ -96,12 +96,13 @@ def _cut_name(full: str, test: str, width: int) -> str:
 
 
 def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
-    """``line`` wrapped to ``width`` (continuation lines indented), or as it is without a width."""
+    """``line`` wrapped to ``width`` at spaces (continuation lines indented; a word longer than the width, a
+    path say, stays whole), or as it is without a width."""
     if width is None or len(line) <= width:
         return [line]
     import textwrap
 
-    return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [line]
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def case_table(results: Sequence[CaseResult], width: int | None = None) -> list[str]:
