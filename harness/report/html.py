@@ -378,8 +378,6 @@ def render_index(
     for r, label in zip(rows, labels):
         r["cost"] = label
     timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
-    for t, c in zip(timelines, cases):  # the step a timeline opens on: the critical path's (the median step)
-        t["open"] = _open_step(c)
     pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(
         title=title,
@@ -388,7 +386,7 @@ def render_index(
         rows=rows,
         charts=sweep_charts(cases),
         delta_pp=BUBBLE_DELTA_PP,
-        payload={"kinds": kinds, "cases": timelines,
+        payload={"kinds": kinds, "cases": timelines, "open": [_open_step(c) for c in cases],  # the step each timeline opens on
                  "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
                               "flagged": bool(r["flags"]), "spread": r["spread"]["detail"], "p": r["p"], "label": r["label"],
                               "model": r["cost"], "cpMs": _cp_ms(c), **compare_numbers(c),

@@ -53,7 +53,8 @@
     var ov = new Uint8Array(n); for (i = 0; i < d.ov.length; i++) ov[d.ov[i]] = 1;
     // The step the timeline opens on (the median one, the critical path's): its bounds, else the first step's.
     var open = null;
-    for (i = 0; i < steps.length; i++) if (steps[i][2] === d.open) open = [steps[i][0], steps[i][1], steps[i][2]];
+    var want = PAYLOAD.open ? PAYLOAD.open[k] : null;
+    for (i = 0; i < steps.length; i++) if (steps[i][2] === want) open = [steps[i][0], steps[i][1], steps[i][2]];
     if (!open && steps.length) open = steps[0].slice();
     return (decoded[k] = { d: d, n: n, start: start, end: end, lane: lane, off: off, maxDur: maxDur, steps: steps,
                            tMin: Math.min(0, t0), tMax: tEnd > 0 ? tEnd : 1, ov: ov, adj: null, open: open });
