@@ -127,7 +127,7 @@ def test_recomputation_keeps_less_and_costs_time(recompute, kept_per_layer, b_ov
     f = c.memory_bytes(Job(0, JobKind.F, 0), 1)
     assert f == round(2 * 512 * 1024 * kept_per_layer)
     assert c.duration_ns(Job(0, JobKind.B, 0), 1) == pytest.approx(b_over_f * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
-    assert c.recompute_ns(Job(0, JobKind.B, 0), 1) == pytest.approx((b_over_f - 2) * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
+    assert c.recompute_time_ns(Job(0, JobKind.B, 0), 1) == pytest.approx((b_over_f - 2) * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
     with pytest.raises(ConfigError, match="recompute='some'; choose one of none, selective, full"):
         TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=1, recompute="some")
 
@@ -142,7 +142,7 @@ def test_recomputation_is_a_sub_slice_of_each_backward_in_the_trace():
     assert len(rec) == 2 * 3  # every B of every stage
     f_us = c.duration_ns(Job(0, JobKind.F, 0), 2) / 1000
     assert all(e["dur"] == pytest.approx(f_us, abs=0.002) for e in rec)
-    assert r.decomposition.recompute_ns == 3 * c.recompute_ns(Job(0, JobKind.B, 0), 2)  # the busiest rank's 3 backwards
+    assert r.decomposition.recompute_ns == 3 * c.recompute_time_ns(Job(0, JobKind.B, 0), 2)  # the busiest rank's 3 backwards
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
     assert {e["pid"] for e in counters} == {1, 2} and all(e["name"] == "memory (bytes)" for e in counters)  # pid = rank + 1
 

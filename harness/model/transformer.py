@@ -102,7 +102,7 @@ class TransformerCost:
     Recomputation adds its forward work to each backward (``B``, or ``I`` when
     split): ``"full"`` the stage's layers' forward, ``"selective"`` the
     attention-score products (only with ``attention=True``, else nothing);
-    :meth:`recompute_ns` gives that part of the backward's duration.
+    :meth:`recompute_time_ns` gives that part of the backward's duration.
 
     Sends and receives move one activation, ``micro_batch_size * seq_len * h``
     elements of ``bytes_per_element`` bytes, in ``p2p_latency_ns + bytes /
@@ -369,7 +369,7 @@ class TransformerCost:
         """Wall time (ns) of an overlapped group, as :meth:`harness.model.cost.FixedCost.overlapped_group_ns`."""
         return _overlap_group_ns(self, durations_ns)
 
-    def recompute_ns(self, job: Job, num_stages: int) -> int:
+    def recompute_time_ns(self, job: Job, num_stages: int) -> int:
         """The part of ``job``'s duration (ns) that recomputes its forward: B, or I when
         the backward is split; 0 for other kinds and without recomputation."""
         if job.kind not in (JobKind.B, JobKind.I) or self.recompute == "none":

@@ -179,7 +179,7 @@ def _recompute_table(result: CaseResult) -> list[list[Any]]:
     recomputes the forward (for the traces' ``recompute`` sub-slices); empty without recomputation."""
     plan = result.plan
     cost = getattr(result, "cost_model", None)
-    if plan is None or cost is None or not callable(getattr(cost, "recompute_ns", None)):
+    if plan is None or cost is None or not callable(getattr(cost, "recompute_time_ns", None)):
         return []
     from harness.schedule.model import Job, JobKind
 
@@ -187,7 +187,7 @@ def _recompute_table(result: CaseResult) -> list[list[Any]]:
     out = []
     for stage in range(n):
         for kind in (JobKind.B, JobKind.I):
-            ns = int(cost.recompute_ns(Job(stage, kind, 0), n))
+            ns = int(cost.recompute_time_ns(Job(stage, kind, 0), n))
             if ns > 0:
                 out.append([stage, kind.value, ns])
     return out
