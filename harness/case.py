@@ -135,12 +135,17 @@ class PipelineCase:
             ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
             ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
             on another rank starts at its producer's end plus the transfer
-            time, as the published simulators; ``sim`` only) or ``"free"``.
-            ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
-        comm_placement: where inserted send/receive jobs go (:mod:`harness.schedule.placement`):
-            ``"just-in-time"`` (default: each receive right before its consumer),
-            ``"eager"`` (PyTorch's ``_add_send_recv``) or ``"deferred"`` (then
-            ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``). Under ``stream``.
+            time, as the zero-bubble repository's simulator; ``sim`` only), ``"blocking"``
+            (send/receive jobs on the compute streams, a send meeting its receive,
+            as Megatron-LM without overlap and mindformers' simulator; ``sim`` only)
+            or ``"free"``. ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
+        comm_placement: where inserted send/receive jobs go. Under ``stream``
+            (:mod:`harness.schedule.placement`): ``"just-in-time"`` (its default: each
+            receive right before its consumer), ``"eager"`` (PyTorch's ``_add_send_recv``)
+            or ``"deferred"`` (then ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``).
+            Under ``blocking`` (:mod:`harness.schedule.blocking_placement`): ``"timed"`` (its
+            default), ``"mindformers"``, ``"megatron"`` or ``"eager"``. ``None`` (default): the
+            model's default. The placement used is in the results (``schedule.params.comm_placement``).
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -179,7 +184,7 @@ class PipelineCase:
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     memory_limit_bytes: int | None = None
     comm_model: str | None = None
-    comm_placement: str = "just-in-time"
+    comm_placement: str | None = None
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -226,17 +231,18 @@ class PipelineCase:
                 object.__setattr__(self, "comm_model", check_comm_model(self.comm_model))
             except ConfigError as exc:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-            if self.comm and self.comm_model != "stream":
+            if self.comm and self.comm_model not in ("stream", "blocking"):
                 raise self._error(
                     f"case {self.label()!r}: comm=True asks for send/receive jobs, but comm_model {self.comm_model!r} has none; "
-                    "use comm_model 'stream' for send/receive jobs"
+                    "use comm_model 'stream' or 'blocking' for send/receive jobs"
                 )
-        from harness.schedule.placement import check_placement
+        if self.comm_placement is not None:  # None: the model's default, chosen when the model is known
+            from harness.model.comm import check_comm_placement
 
-        try:
-            object.__setattr__(self, "comm_placement", check_placement(self.comm_placement))
-        except ConfigError as exc:
-            raise self._error(f"case {self.label()!r}: {exc}") from None
+            try:
+                object.__setattr__(self, "comm_placement", check_comm_placement(self.comm_placement, self.comm_model))
+            except ConfigError as exc:
+                raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.workload is not None:
             try:
                 check_workload(self.workload)

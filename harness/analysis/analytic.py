@@ -118,7 +118,8 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
 
 @gc_paused
 def analyze(
-    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream"
+    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream",
+    placement: str | None = None,
 ) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
@@ -140,12 +141,17 @@ def analyze(
             figures predict what ``run_case`` measures; ``True`` always,
             ``False`` never (a compute-only schedule's transfers then cost
             nothing; send/receive jobs already in the schedule stay).
-            Only under ``comm_model="stream"``.
+            Only under ``comm_model="stream"`` or ``"blocking"``.
         comm_model: ``"stream"`` (default: send/receive jobs on comm streams),
-            ``"edge"`` (no send/receive jobs; a consumer on another rank starts
-            at its producer's end plus the transfer time, as the published
-            simulators) or ``"free"`` (transfers cost nothing); see :mod:`harness.model.comm`.
-            A plan is analysed as built; ``edge`` then needs one without send/receive jobs.
+            ``"blocking"`` (send/receive jobs on the compute streams, a send meeting
+            its receive), ``"edge"`` (no send/receive jobs; a consumer on another rank
+            starts at its producer's end plus the transfer time, as the zero-bubble
+            repository's simulator) or ``"free"`` (transfers cost nothing); see
+            :mod:`harness.model.comm`. A plan is analysed as built; ``edge`` then needs
+            one without send/receive jobs.
+        placement: where inserted send/receive jobs go (``None``: the model's default,
+            ``just-in-time`` under ``stream``, ``timed`` under ``blocking``; see
+            :func:`harness.model.comm.lower`). Not for a plan.
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
@@ -165,16 +171,18 @@ def analyze(
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
+        if placement is not None:
+            raise ConfigError("analyze: placement needs a Schedule; a Plan is analysed as it was built (with its own placement)")
         lower, jobs, name = False, schedule.num_jobs, schedule.schedule.name
     else:
         # at most this many jobs (the guard's estimate asks the cost model nothing: comm.lower decides)
-        lower = comm_model == "stream" and comm is not False and not schedule.has_comm
+        lower = comm_model in comm_models.MODELS_WITH_JOBS and comm is not False and not schedule.has_comm
         jobs = schedule.num_jobs + (comm_jobs_added(schedule) if lower else 0)
         name = schedule.name
     with memory_guard(jobs, f"schedule {name!r}: analysing its timeline"):
         if isinstance(schedule, Plan):
             return _analyze(schedule, cost, comm_model)
-        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm)), cost, comm_model)
+        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm, placement)), cost, comm_model)
 
 def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
     """:func:`analyze` of a built plan, inside its memory guard."""

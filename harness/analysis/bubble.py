@@ -12,7 +12,9 @@ rank ``r`` without recomputation and ``recompute_r`` its recomputation time:
 * ``recompute``: ``recompute_h``;
 * ``comm``: the analytic step with the case's transfers minus the same
   schedule's step with free transfers (what transfers add to the critical
-  path, after what the schedule hides); PyTorch's data-parallel jobs
+  path, after what the schedule hides; under ``comm_model="blocking"`` minus the
+  step of the schedule without its send/receive jobs, since a rendezvous holds
+  both ranks even when the transfer is free); PyTorch's data-parallel jobs
   (``UNSHARD``, ``RESHARD``, ``REDUCE_GRAD``: collectives, not compute) count
   here with the transfers, and never in ``work_r``;
 * ``schedule``: the rest, ``step - ideal - imbalance - recompute - comm``:
@@ -284,9 +286,18 @@ def decompose(step_ns: int, plan: Any, cost: Any, busy_ns: list[int] | None = No
     ideal = sum(work) / p
     h = max(range(p), key=lambda r: work[r] + rec[r])
     comm = 0
-    if (dur[moving] > 0).any():  # transfers that all take 0 ns delay nothing: the step with free transfers is this one
+    from harness.schedule.blocking_placement import is_blocking
+
+    blocking = is_blocking(plan.schedule)
+    if blocking or (dur[moving] > 0).any():  # transfers that all take 0 ns delay nothing, except a blocking rendezvous
         full = simulate(plan, cost).makespan_ns if makespan_ns is None else makespan_ns
-        comm = full - simulate(plan, _FreeTransfers(cost)).makespan_ns
+        if blocking:  # a rendezvous holds both ranks even when the transfer is free: compare with no transfers at all
+            from harness.plan.build import build_plan
+            from harness.schedule.passes import strip_communication
+
+            comm = full - simulate(build_plan(strip_communication(plan.schedule)), _FreeTransfers(cost)).makespan_ns
+        else:
+            comm = full - simulate(plan, _FreeTransfers(cost)).makespan_ns
     imbalance = work[h] - ideal
     schedule = step_ns - ideal - imbalance - rec[h] - comm
     return BubbleDecomposition(int(step_ns), ideal, imbalance, rec[h], int(comm), schedule, h, work)

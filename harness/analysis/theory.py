@@ -295,7 +295,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
 
     The setting: every stage has the same F/B/I/W durations, transfers take no
     time (no send/receive jobs, or only free ones; under ``comm_model="edge"``, a
-    zero transfer time), no optimizer jobs, and jobs
+    zero transfer time; under ``"blocking"``, no send/receive jobs, since a rendezvous
+    synchronizes the ranks even when it is free), no optimizer jobs, and jobs
     last their cost-model durations (not a ``compute`` workload, whose GEMMs
     contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
     and ``peak_inflight`` (per rank) where :mod:`harness.analysis.theory` knows a closed
@@ -327,6 +328,10 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
         if cost.duration_ns(Job(int(cols.stage[j]), all_kinds[int(cols.kind[j])], None if mb < 0 else mb), n) > 0:
             return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
+        return {}
+    from harness.schedule.blocking_placement import is_blocking
+
+    if len(moving) and is_blocking(s):  # a rendezvous holds both ranks even when its transfer is free
         return {}
     if not is_builtin_order(source if source is not None else s):  # a pass (split_backward) or a user's schedule under a built-in's name
         return {}

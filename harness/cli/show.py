@@ -207,7 +207,8 @@ def add_parser(sub: Any) -> None:
                    help="time of one transfer between stages on different ranks (ms, default 0)")
     p.add_argument("--comm-model", default="stream", metavar="MODEL",
                    help="how transfers cost time: stream (send/receive jobs on a FIFO comm stream per pair of ranks; default), "
-                        "edge (a delay on the dependency, as the published simulators) or free")
+                        "edge (a delay on the dependency, as the published simulators), blocking (send/receive jobs on the compute "
+                        "streams, a send meeting its receive, placed so that nothing deadlocks) or free")
     p.add_argument("--all-steps", action="store_true",
                    help=f"draw every step of the grid (by default a grid of more than {GRID_MAX_STEPS} steps shows its first and "
                         f"last {GRID_EDGE})")

@@ -115,8 +115,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "or compute (real GEMMs sized from the job's FLOPs: cpu NumPy, cuda kernel)")
     group.addoption("--comm-model", default=None, metavar="MODEL",
                     help="communication model of cases that name none: stream (send/receive jobs on a FIFO comm stream per "
-                         "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only) "
-                         "or free (transfers cost nothing)")
+                         "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only), "
+                         "blocking (send/receive jobs on the compute streams, a send meeting its receive, as Megatron-LM without "
+                         "overlap and mindformers' simulator; sim only) or free (transfers cost nothing)")
     for name, metavar, text in TRACE_OPTIONS:  # report output: gzip, traced steps, flows, size warning
         if metavar is None:
             group.addoption(name, action="store_true", default=False, help=text)

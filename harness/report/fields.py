@@ -382,7 +382,7 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
     return None
 
 #: The communication models a case may name (:mod:`harness.model.comm`).
-_COMM_MODELS = ("edge", "free", "stream")
+_COMM_MODELS = ("blocking", "edge", "free", "stream")
 
 def _nonneg(x: Any) -> bool:
     return _is_number(x) and x >= 0

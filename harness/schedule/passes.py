@@ -189,9 +189,10 @@ def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
     return _JobArrays(out_stage, out_kind, out_mb, np.diff(row_end, prepend=0).tolist())
 
 def strip_communication(schedule: Schedule) -> Schedule:
-    """The schedule without its send/receive jobs (their slots are dropped, not left idle)."""
+    """The schedule without its send/receive jobs (their slots are dropped, not left idle), and
+    without the parameters that described them (``comm``, ``comm_placement``, ``comm_model``)."""
     ranks = tuple(tuple(j for j in jobs if j is None or not j.kind.is_comm) for jobs in schedule.ranks)
-    params = {k: v for k, v in schedule.params.items() if k != "comm"}
+    params = {k: v for k, v in schedule.params.items() if k not in ("comm", "comm_placement", "comm_model")}
     return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, ranks, params)
 
 def split_backward(schedule: Schedule) -> Schedule:
