@@ -16,13 +16,11 @@ from harness.errors import ConfigError
 from harness.model.data_parallel import _data_parallel_fields, _dp_duration, _drop_zero_dp_fields
 from harness.model.layout import StageLayout, parse_layout
 from harness.model.overlap import _overlap_fields, _overlap_group_ns
+from harness.model.recompute import RECOMPUTE, Recompute, check_recompute, recompute_of
 from harness.model.values import _MAX_DURATION_TEXT, MAX_DURATION_NS, _bandwidth, _check_transfer, _positive, _set_whole_ns, _transfer_ns
 from harness.schedule.model import Job, JobKind
 
 __all__ = ["RECOMPUTE", "TransformerCost"]
-
-#: Activation recomputation modes (Korthikanti et al., arXiv:2205.05198, §4-5).
-RECOMPUTE = ("none", "selective", "full")
 
 
 def _layer_split_choices(num_layers: int, num_stages: int) -> str:
@@ -138,16 +136,18 @@ class TransformerCost:
         num_query_groups: ``g`` for grouped-query attention; default ``a`` (multi-head).
         ffn_hidden_size: ``f``; default ``4h``.
         bytes_per_param: static bytes per parameter (default 18, see above).
-        recompute: ``"none"``, ``"selective"`` or ``"full"``.
+        recompute: ``"none"``, ``"selective"`` or ``"full"`` for every stage, or a list of
+            them, one per stage (``p x v``, stage 0 first; :mod:`harness.model.recompute`):
+            each stage's durations and activation bytes follow its own mode.
 
     Raises:
         ConfigError: a non-positive size (or one of 2**53 or more), a size or
             layer count that is not a whole number (``8.0``), a layout that does
-            not parse, an unknown ``recompute``, query groups that do not divide
+            not parse, an unknown ``recompute`` mode (or an empty list), query groups that do not divide
             the heads; and, when durations are first asked for with a stage
             count: fewer layers than stages, layers that do not divide evenly
-            without a layout or ``layers_per_stage``, a layout or list for
-            another stage count or layer count, or a job of
+            without a layout or ``layers_per_stage``, a layout, layer list or
+            ``recompute`` list for another stage count or layer count, or a job of
             :data:`~harness.model.values.MAX_DURATION_NS` or more.
     """
 
@@ -168,7 +168,7 @@ class TransformerCost:
     num_query_groups: int | None = None
     ffn_hidden_size: int | None = None
     bytes_per_param: float = 18.0
-    recompute: str = "none"
+    recompute: Recompute = "none"
     unshard_ns: int = 0
     reshard_ns: int = 0
     reduce_grad_ns: int = 0
@@ -209,8 +209,7 @@ class TransformerCost:
         _set_whole_ns(self, "p2p_latency_ns")
         _bandwidth(self.p2p_gbytes_per_s)
         _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError(f"cost model: recompute={self.recompute!r}; choose one of {', '.join(RECOMPUTE)}")
+        set_(self, "recompute", check_recompute(self.recompute))
         if self.layout is not None and self.layers_per_stage is not None:
             raise ConfigError("cost model: give a layout or layers_per_stage, not both")
         parsed: StageLayout | None = None
@@ -307,12 +306,21 @@ class TransformerCost:
         """FLOPs of one micro-batch's forward through ``stage``."""
         return sum(self._parts(stage, num_stages))
 
+    def recompute_mode(self, stage: int, num_stages: int) -> str:
+        """``stage``'s recomputation mode: ``recompute``, or its entry for ``stage`` when it is a list.
+
+        Raises:
+            ConfigError: a per-stage list for another stage count.
+        """
+        return recompute_of(self.recompute, stage, num_stages)
+
     def recompute_flops(self, stage: int, num_stages: int) -> float:
         """FLOPs a backward of ``stage`` spends recomputing its forward (0 without recomputation)."""
-        if self.recompute == "none":
+        mode = self.recompute_mode(stage, num_stages)
+        if mode == "none":
             return 0.0
         weights, attention, _ = self._parts(stage, num_stages)
-        return weights + attention if self.recompute == "full" else attention
+        return weights + attention if mode == "full" else attention
 
     def flops(self, job: Job, num_stages: int) -> float:
         """FLOPs of ``job``: F as :meth:`forward_flops`, B twice that. Split, W is the
@@ -372,7 +380,7 @@ class TransformerCost:
     def recompute_ns(self, job: Job, num_stages: int) -> int:
         """The part of ``job``'s duration (ns) that recomputes its forward: B, or I when
         the backward is split; 0 for other kinds and without recomputation."""
-        if job.kind not in (JobKind.B, JobKind.I) or self.recompute == "none":
+        if job.kind not in (JobKind.B, JobKind.I) or self.recompute_mode(job.stage, num_stages) == "none":
             return 0
         return min(self.duration_ns(job, num_stages), self._ns(self.recompute_flops(job.stage, num_stages), job))
 
@@ -389,9 +397,10 @@ class TransformerCost:
         s, b, h = self.seq_len, self.micro_batch_size, self.hidden_size
         sbh = s * b * h
         layers = self.layers_of(stage, num_stages)
-        if self.recompute == "full":
+        mode = self.recompute_mode(stage, num_stages)
+        if mode == "full":
             kept, by_w = 2 * sbh, 0
-        elif self.recompute == "selective":
+        elif mode == "selective":
             kept, by_w = 34 * sbh, 32 * sbh
         else:
             kept = sbh * 34 + 5 * self._heads * s * s * b  # type: ignore[attr-defined]  # s b h (34 + 5 a s / h)
@@ -417,13 +426,15 @@ class TransformerCost:
         except ConfigError:
             return False
         free = self.p2p_latency_ns == 0 and not self.p2p_gbytes_per_s
-        return even and free and not self.vocab_size
+        same = isinstance(self.recompute, str) or len(set(self.recompute)) == 1
+        return even and free and same and not self.vocab_size
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "transformer", **asdict(self)}
         d["num_attention_heads"] = self._heads  # type: ignore[attr-defined]
         d["num_query_groups"] = self._groups  # type: ignore[attr-defined]
         d["ffn_hidden_size"] = self.ffn_hidden_size or 4 * self.hidden_size
-        if d["layers_per_stage"] is not None:
-            d["layers_per_stage"] = list(d["layers_per_stage"])
+        for name in ("layers_per_stage", "recompute"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
         return _drop_zero_dp_fields(d)
