@@ -13,8 +13,9 @@ from harness.model.transformer import TransformerCost
 from harness.runner import run_case
 from harness.schedule.model import Job, JobKind
 
-#: 4 layers over 2 stages; s b h = 128 * 256 and 5 a s / h = 5 * 2 * 128 / 256 = 5.
-SMALL = {"hidden_size": 256, "seq_len": 128, "micro_batch_size": 1, "num_layers": 4, "tflops": 1}
+#: 4 layers over 2 stages; s b h = 128 * 256 and 5 a s / h = 5 * 2 * 128 / 256 = 5. Attention FLOPs counted,
+#: so that a full recomputation redoes exactly the forward.
+SMALL = {"hidden_size": 256, "seq_len": 128, "micro_batch_size": 1, "num_layers": 4, "tflops": 1, "attention": True}
 SBH = 128 * 256
 
 

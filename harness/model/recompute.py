@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 
-__all__ = ["RECOMPUTE", "Recompute", "check_recompute", "modes_of", "recompute_of"]
+__all__ = ["RECOMPUTE", "Recompute", "check_recompute", "modes_of", "recompute_assumption", "recompute_of"]
 
 #: Activation recomputation modes (Korthikanti et al., arXiv:2205.05198, §4-5).
 RECOMPUTE = ("none", "selective", "full")
@@ -73,3 +73,25 @@ def modes_of(value: Recompute, num_stages: int) -> tuple[str, ...]:
         ConfigError: a per-stage list for another stage count.
     """
     return tuple(recompute_of(value, k, num_stages) for k in range(num_stages))
+
+
+def recompute_assumption(modes: tuple[str, ...], attention_counted: bool, backward_ns: dict[int, int]) -> str:
+    """A sentence naming a case's recomputation and what it costs: ``modes`` per stage (stage 0 first),
+    ``backward_ns`` the recomputed ns of one backward of each stage that recomputes (first of each mode shown)."""
+    if set(modes) == {"none"}:
+        return "no activation recomputation"
+    costs = []
+    for mode in ("selective", "full"):
+        stages = [k for k, m in enumerate(modes) if m == mode]
+        if not stages:
+            continue
+        what = "the attention core (Q K^T, softmax, times V)" if mode == "selective" else "its stage's forward"
+        costs.append(f"{'' if len(set(modes)) == 1 else mode + ': '}each backward re-runs {what}, "
+                     f"{backward_ns.get(stages[0], 0) / 1e6:.3f} ms on stage {stages[0]}")
+    if len(set(modes)) == 1:
+        head = f"{modes[0]} recomputation on every stage"
+    else:
+        shown = ", ".join(modes) if len(modes) <= 16 else ", ".join(modes[:16]) + f", ... ({len(modes)} stages)"
+        head = f"recomputation per stage (stage 0 first): {shown}"
+    tail = "" if attention_counted else " (the attention products charged there though attention=False leaves them out of F and B)"
+    return f"{head}{': ' if len(set(modes)) == 1 else '; '}{'; '.join(costs)}{tail}"
