@@ -150,14 +150,14 @@ def comm_assumptions(source: Schedule, lowered: Schedule, cost: CostModel, comm_
     text = COMM_MODEL_TEXT.get(comm_model)
     head = f"comm model {comm_model!r}" + (f": {text}" if text else "")
     if comm_model == "free":
-        return [head + (f" (the cost model's {c / 1e6:g} ms per transfer not charged)" if c > 0 else "")]
+        return [head + (f" (the cost model's {c / 1e6:.4g} ms per transfer not charged)" if c > 0 else "")]
     if lowered.has_comm:
         jobs = "its own send/receive jobs" if source.has_comm else f"send/receive jobs placed {placement!r}"
-        return [f"{head}; {jobs}, {c / 1e6:g} ms per transfer"]
+        return [f"{head}; {jobs}, {c / 1e6:.4g} ms per transfer"]
     if comm_model == "stream":  # no send/receive jobs: transfers are free here
         why = "comm=False: no send/receive jobs" if c > 0 else "the cost model gives them 0 ns, so no send/receive jobs"
         return [f"comm model 'stream': transfers cost nothing ({why})"]
-    return [f"{head}; {c / 1e6:g} ms per transfer"]
+    return [f"{head}; {c / 1e6:.4g} ms per transfer"]
 
 
 def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:

@@ -96,13 +96,16 @@ def overlap_assumptions(cost: Any, schedule: Schedule) -> list[str]:
         source = f"the cost model's {GROUP_METHOD}"
     else:
         source = "the default; overlap_ratio or overlap_ns set it"
+    def ms(ns: float) -> str:
+        return f"{ns / 1e6:.4g}"
+
     names = "&".join(job.kind.value for job in jobs)
     if wall == max(durations) and wall != sum(durations):
         how = f"perfect overlap, a group lasts max({', '.join(job.kind.value for job in jobs)})"
     elif wall == sum(durations):
         how = f"no overlap, a group lasts {' + '.join(job.kind.value for job in jobs)}"
     else:
-        how = f"a group lasts {wall / 1e6:g} ms against {' + '.join(job.kind.value for job in jobs)} = {sum(durations) / 1e6:g} ms"
+        how = f"a group lasts {ms(wall)} ms against {' + '.join(job.kind.value for job in jobs)} = {ms(sum(durations))} ms"
     shown = ";".join(map(str, jobs))
     return [f"overlapped {names} groups ({len(groups)} per step): {how} ({source}; e.g. ({shown}): "
-            f"{' + '.join(f'{d / 1e6:g}' for d in durations)} ms -> {wall / 1e6:g} ms)"]
+            f"{' + '.join(ms(d) for d in durations)} ms -> {ms(wall)} ms)"]
