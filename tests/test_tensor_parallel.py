@@ -137,3 +137,13 @@ def test_tp_assumptions_name_the_degree_the_formula_and_the_collectives():
     one = run_case(PipelineCase("1F1B", 4, 8, cost=TransformerCost(hidden_size=4096, seq_len=2048, micro_batch_size=1,
                                                                    num_layers=8, tflops=400)), "sim")
     assert one.assumptions[0].startswith("no tensor parallelism (TP=1)")
+
+
+def test_the_page_s_model_label_tells_tp_and_recomputation_apart():
+    from harness.report.charts import cost_label
+
+    kw = {"hidden_size": 4096, "seq_len": 2048, "micro_batch_size": 1, "num_layers": 8, "tflops": 400, "num_attention_heads": 32}
+    labels = [cost_label(TransformerCost(**kw, **extra).describe()) for extra in (
+        {}, {"tensor_parallel_size": 8}, {"tensor_parallel_size": 8, "sequence_parallel": True}, {"recompute": ["full", "none"]})]
+    assert labels == ["h=4096 L=8 s=2048", "h=4096 L=8 s=2048 TP=8", "h=4096 L=8 s=2048 TP=8 SP",
+                      "h=4096 L=8 s=2048 recompute=full,none"]  # cases of other models are never one chart series
