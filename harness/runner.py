@@ -10,6 +10,7 @@ import dataclasses
 import functools
 from typing import Any
 
+from harness.analysis.assumptions import case_assumptions
 from harness.analysis.bubble import BubbleDecomposition, decompose
 from harness.analysis.critical_path import critical_path, waiting
 from harness.analysis.memory import has_memory_model, memory_profile
@@ -287,6 +288,10 @@ def run_case(
         raise _in_case(case, exc) from None
     notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
+        assumptions = case_assumptions(source, schedule, case.cost, model, case.comm_placement)
+    except ConfigError as exc:  # a stage count the cost model's lists do not fit, or a custom model's bad answer
+        raise case.with_site(exc) from None
+    try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
         raise case.with_site(exc) from None
@@ -357,4 +362,5 @@ def run_case(
         waiting=waiting(records, plan),
         comm_model=model,
         options={k: v for k, v in case.options.items() if isinstance(v, (bool, int, float, str))},
+        assumptions=assumptions,
     )

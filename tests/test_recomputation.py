@@ -84,3 +84,6 @@ def test_recomputation_goes_into_the_backward_or_its_input_half() -> None:
         FixedCost(forward_ns=1000, backward_ns=2000, recompute_ns=(0, 0, 5)).duration_ns(Job(0, JobKind.B, 0), 2)
     with pytest.raises(ConfigError, match="takes recompute_ns as R, in milliseconds"):
         FixedCost.ms(F=1, B=2, recompute_ns=5)
+    assert any("re-runs per stage 0.5, 0 ms of forward work" in line for line in FixedCost.ms(F=1, B=2, R=[0.5, 0]).assumptions(
+        build_schedule("1F1B", 2, 2)))
+    assert not any("recomputation" in line for line in FixedCost.ms(F=1, B=2).assumptions(build_schedule("1F1B", 2, 2)))

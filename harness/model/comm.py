@@ -58,12 +58,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMM_MODELS",
+    "COMM_MODEL_TEXT",
     "DEFAULT_COMM_MODEL",
     "MODELS_WITH_JOBS",
     "REAL_TRANSFER_BACKENDS",
     "check_backend",
     "check_comm_model",
     "check_comm_placement",
+    "comm_assumptions",
     "comm_notes",
     "lower",
 ]
@@ -229,6 +231,39 @@ def comm_notes(schedule: Schedule, cost: CostModel, comm_model: str, comm: bool 
                 "(as comm_model 'free'); use comm_model 'edge' to charge it without send/receive jobs"]
     return []
 
+
+
+#: How each communication model charges a transfer, for a case's assumptions (:func:`comm_assumptions`);
+#: a model not listed here is named by its name alone.
+COMM_MODEL_TEXT = {
+    "free": "transfers cost nothing",
+    "edge": "a consumer on another rank starts the transfer time after its producer ends; transfers never queue",
+    "stream": "send/receive jobs on a FIFO comm stream per pair of ranks, beside the compute stream",
+    "blocking": "send/receive jobs on the compute streams of both ranks, a send and its receive starting together",
+}
+
+
+def comm_assumptions(source: Schedule, lowered: Schedule, cost: CostModel, comm_model: str, placement: str | None) -> list[str]:
+    """A sentence naming how a case's transfers are charged: its model (:data:`COMM_MODEL_TEXT`), the
+    transfer time the cost model gives, and where send/receive jobs were placed when the model has
+    them (the placement :func:`lower` used, ``lowered.params["comm_placement"]``, else ``placement``;
+    :mod:`harness.schedule.placement`, :mod:`harness.schedule.blocking_placement`). ``source`` is the
+    schedule before :func:`lower`, ``lowered`` the one that ran."""
+    if source.num_stages < 2:
+        return []
+    c = cost.duration_ns(Job(0, JobKind.SEND_F, 0), source.num_stages)
+    text = COMM_MODEL_TEXT.get(comm_model)
+    head = f"comm model {comm_model!r}" + (f": {text}" if text else "")
+    if comm_model == "free":
+        return [head + (f" (the cost model's {c / 1e6:.4g} ms per transfer not charged)" if c > 0 else "")]
+    if lowered.has_comm:
+        used = lowered.params.get("comm_placement") or check_comm_placement(placement, comm_model)
+        jobs = "its own send/receive jobs" if source.has_comm else f"send/receive jobs placed {used!r}"
+        return [f"{head}; {jobs}, {c / 1e6:.4g} ms per transfer"]
+    if comm_model in MODELS_WITH_JOBS:  # no send/receive jobs: transfers are free here
+        why = "comm=False: no send/receive jobs" if c > 0 else "the cost model gives them 0 ns, so no send/receive jobs"
+        return [f"comm model {comm_model!r}: transfers cost nothing ({why})"]
+    return [f"{head}; {c / 1e6:.4g} ms per transfer"]
 
 
 def transfers_cost_time(schedule: Schedule, cost: CostModel) -> bool:

@@ -41,7 +41,7 @@ from harness.model.values import (
     _shown,
     _transfer_ns,
 )
-from harness.schedule.model import Job, JobKind
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["CostModel", "FixedCost"]
 
@@ -405,6 +405,27 @@ class FixedCost:
         even = len(set(self._splits)) == 1 and all(  # type: ignore[attr-defined]
             not isinstance(v, tuple) or len(set(v)) == 1 for v in (self.forward_ns, self.backward_ns, self.recompute_ns))
         return free and even
+
+    def assumptions(self, schedule: Schedule) -> list[str]:
+        """Sentences naming what moves ``schedule``'s figures under this model
+        (:data:`harness.model.assumptions.ASSUMPTIONS_METHOD`): a split backward's halves when I and
+        W were not given, the recomputation inside each backward where ``recompute_ns`` is set, and
+        per-chunk durations where a rank holds several chunks."""
+        out = []
+        if self.backward_input_ns is None and self.backward_weight_ns is None and any(
+                job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
+            out.append("a split backward's I and W each take half of B (FixedCost given no I or W)")
+        r = self.recompute_ns
+        if any(r) if isinstance(r, tuple) else r:
+            shown = f"{r / 1e6:g} ms" if isinstance(r, int) else "per stage " + ", ".join(f"{x / 1e6:g}" for x in r) + " ms"
+            out.append(f"recomputation: each B (or I when split) also re-runs {shown} of forward work (FixedCost recompute_ns), "
+                       "busy time in the bubble figures (mindformers' normalization counts it as bubble)")
+        v = schedule.chunks_per_rank
+        if v > 1:
+            f, b = (self.duration_ns(Job(0, kind, 0), schedule.num_stages) for kind in (JobKind.F, JobKind.B))
+            out.append(f"per-chunk durations: F and B (stage 0: {f / 1e6:g} and {b / 1e6:g} ms) are one stage's, one chunk's, and a "
+                       f"rank runs v={v} chunks, so v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by {v}")
+        return out
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "fixed", **asdict(self)}

@@ -10,12 +10,12 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.schedule.model import Job
+from harness.schedule.model import Job, Schedule
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["GROUP_METHOD", "group_ns"]
+__all__ = ["GROUP_METHOD", "group_ns", "overlap_assumptions"]
 
 
 #: Optional cost-model method: ``overlapped_group_ns(jobs, durations_ns, num_stages) -> int``,
@@ -72,3 +72,40 @@ def _overlap_group_ns(obj: Any, durations_ns: tuple[int, ...]) -> int:
     if obj.overlap_ratio is not None:
         return longest + round(obj.overlap_ratio * (sum(durations_ns) - longest))
     return longest
+
+def overlap_assumptions(cost: Any, schedule: Schedule) -> list[str]:
+    """A sentence naming how long ``schedule``'s overlapped F&B groups last under ``cost``, read from
+    what :func:`group_ns` gives its first group (so it says what the run uses, default or not) and from
+    the field that set it (``overlap_ns``, ``overlap_ratio``, the model's own :data:`GROUP_METHOD`, or
+    none: the default); empty when the schedule has no groups."""
+    from harness.schedule.groups import groups_of
+
+    groups = groups_of(schedule)
+    if not groups:
+        return []
+    jobs = tuple(groups[0])
+    n = schedule.num_stages
+    durations = tuple(int(cost.duration_ns(job, n)) for job in jobs)
+    wall = group_ns(cost, jobs, durations, n)
+    inner = getattr(cost, "inner", cost)
+    if getattr(inner, "overlap_ns", None) is not None:
+        source = f"overlap_ns={inner.overlap_ns}"  # type: ignore[attr-defined]
+    elif getattr(inner, "overlap_ratio", None) is not None:
+        source = f"overlap_ratio={inner.overlap_ratio:g}"  # type: ignore[attr-defined]
+    elif getattr(inner, GROUP_METHOD, None) is not None and not hasattr(inner, "overlap_ratio"):
+        source = f"the cost model's {GROUP_METHOD}"
+    else:
+        source = "the default; overlap_ratio or overlap_ns set it"
+    def ms(ns: float) -> str:
+        return f"{ns / 1e6:.4g}"
+
+    names = "&".join(job.kind.value for job in jobs)
+    if wall == max(durations) and wall != sum(durations):
+        how = f"perfect overlap, a group lasts max({', '.join(job.kind.value for job in jobs)})"
+    elif wall == sum(durations):
+        how = f"no overlap, a group lasts {' + '.join(job.kind.value for job in jobs)}"
+    else:
+        how = f"a group lasts {ms(wall)} ms against {' + '.join(job.kind.value for job in jobs)} = {ms(sum(durations))} ms"
+    shown = ";".join(map(str, jobs))
+    return [f"overlapped {names} groups ({len(groups)} per step): {how} ({source}; e.g. ({shown}): "
+            f"{' + '.join(ms(d) for d in durations)} ms -> {ms(wall)} ms)"]

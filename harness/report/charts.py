@@ -60,7 +60,8 @@ def value_label(value: float, unit: str) -> str:
 
 
 def cost_label(cost: Any) -> str:
-    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
+    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"`` (with
+    ``TP=8 SP``, ``flash`` and the recomputation where set),
     with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``), the
     data-parallel jobs' durations where set (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``,
     :mod:`harness.model.data_parallel`) and how an overlapped F&B group is timed where set
@@ -69,6 +70,16 @@ def cost_label(cost: Any) -> str:
         return ""
     if cost.get("model") == "transformer":
         label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+        tp = cost.get("tensor_parallel_size")
+        if isinstance(tp, int) and tp > 1:  # every figure one GPU's of the group: another model than TP=1's
+            label += f" TP={tp}" + (" SP" if cost.get("sequence_parallel") is True else "")
+        if cost.get("flash_attention") is True:
+            label += " flash"
+        recompute = cost.get("recompute")
+        if isinstance(recompute, str) and recompute != "none":
+            label += f" recompute={recompute}"
+        elif isinstance(recompute, list):
+            label += " recompute=" + ",".join(map(str, recompute))
     elif cost.get("model") == "fixed":
         def ms(ns: Any) -> str:
             return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"

@@ -7,7 +7,7 @@ wrong-typed field is refused with a message naming the case and the field
 (``jobs.start_ns[5] is '12' (str), expected an integer``) instead of a
 ``TypeError`` from deep inside a renderer.
 
-Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``,
+Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``, ``assumptions``,
 ``overlaps``, ``rank_labels``, ``theory``...) are checked only where present.
 """
 
@@ -293,6 +293,7 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
         ("theory.peak_inflight", theory.get("peak_inflight"), _list_problem, _is_int),
         ("outcome", case.get("outcome"), _value_problem, _is_str),
         ("warnings", case.get("warnings"), _list_problem, _is_str),
+        ("assumptions", case.get("assumptions"), _list_problem, _is_str),
     ]
     for name, value, check, accept in optional:
         if value is not None:

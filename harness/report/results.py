@@ -47,7 +47,12 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``critical_path``: the median step's chain of jobs that fixes its length, with
   the gaps before each, ns (:class:`harness.analysis.critical_path.CriticalPath`);
 * ``waiting``: per rank, that step's idle time split by what it waited for
-  (:class:`harness.analysis.critical_path.RankWaiting`).
+  (:class:`harness.analysis.critical_path.RankWaiting`);
+* ``assumptions``: a list of short sentences, each naming a modelling assumption that moves the
+  case's figures (overlap model, TP/SP degree, attention FLOPs counted or not, recomputation cost,
+  comm model and placement, per-chunk durations; :mod:`harness.analysis.assumptions`). Absent in
+  files written before it existed and in imports of other tools' records: not recorded, which says
+  nothing about what the figures assumed.
 
 The session holds ``environment`` (:func:`harness.run.environment.machine_facts`), and
 ``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
@@ -171,6 +176,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         # mpi runs name each rank with its host (harness.distributed.rank_merge), for the trace's process names
         **({"rank_labels": [str(x) for x in rec.device["rank_labels"]]} if isinstance(rec.device.get("rank_labels"), list) else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
+        **({"assumptions": list(result.assumptions)} if result.assumptions is not None else {}),
     }
 
 

@@ -17,7 +17,7 @@ from harness.analysis.memory import format_bytes
 from harness.analysis.result import CaseResult
 from harness.text import shown_in_terminal
 
-__all__ = ["case_notes", "case_table"]
+__all__ = ["assumption_lines", "case_notes", "case_table"]
 
 _HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
@@ -77,7 +77,7 @@ def case_table(results: Sequence[CaseResult]) -> list[str]:
         cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
         return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *case_notes(results)]
+    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *assumption_lines(results), *case_notes(results)]
 
 
 def case_notes(results: Sequence[CaseResult]) -> list[str]:
@@ -91,4 +91,35 @@ def case_notes(results: Sequence[CaseResult]) -> list[str]:
         kinds = sorted({f.kind for r in flagged for f in r.flags})
         lines.append(f"{len(flagged)} of {len(results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
                      "`python -m harness compare` reports them and does not gate them unless --strict")
+    return lines
+
+
+#: The legend lists at most this many distinct assumptions (results.json holds every case's).
+_ASSUMPTIONS_SHOWN = 24
+
+
+def assumption_lines(results: Sequence[CaseResult]) -> list[str]:
+    """The cases' assumptions (:mod:`harness.analysis.assumptions`) for the legend, each sentence once:
+    those every case shares first, then each other one with the cases it holds for (the first three
+    named); a count of the cases that recorded none. Empty when no case recorded any."""
+    recorded = [r for r in results if r.assumptions is not None]
+    if not recorded:
+        return []
+    holders: dict[str, list[CaseResult]] = {}
+    for r in recorded:
+        for sentence in r.assumptions or []:
+            holders.setdefault(sentence, []).append(r)
+    lines = [f"assumptions ({'every case' if len(recorded) == len(results) else f'{len(recorded)} of {len(results)} cases'} "
+             "unless named):"]
+    shared = [s for s, rs in holders.items() if len(rs) == len(recorded)]
+    rest = [s for s, rs in holders.items() if len(rs) < len(recorded)]
+    for sentence in (shared + rest)[:_ASSUMPTIONS_SHOWN]:
+        rs = holders[sentence]
+        who = "" if len(rs) == len(recorded) else " [" + ", ".join(shown_in_terminal(r.label) for r in rs[:3]) + (
+            f" and {len(rs) - 3} more" if len(rs) > 3 else "") + "]"
+        lines.append(f"  - {shown_in_terminal(sentence)}{who}")
+    if len(holders) > _ASSUMPTIONS_SHOWN:
+        lines.append(f"  ... and {len(holders) - _ASSUMPTIONS_SHOWN} more (each case's in results.json, assumptions)")
+    if len(recorded) < len(results):
+        lines.append(f"  ({len(results) - len(recorded)} case(s) recorded none: imported or written before assumptions were recorded)")
     return lines
