@@ -69,6 +69,8 @@ def test_the_run_line_of_a_dualpipev_case_names_its_overlap_model_and_per_chunk_
     ("stream", "comm model 'stream': send/receive jobs on a FIFO comm stream per pair of ranks, beside the compute stream; "
                "send/receive jobs placed 'just-in-time', 0.5 ms per transfer"),
     ("free", "comm model 'free': transfers cost nothing (the cost model's 0.5 ms per transfer not charged)"),
+    ("blocking", "comm model 'blocking': send/receive jobs on the compute streams of both ranks, a send and its receive starting "
+                 "together; send/receive jobs placed 'timed', 0.5 ms per transfer"),
 ])
 def test_the_comm_sentence_names_the_model_the_transfer_time_and_the_placement(model, sentence):
     r = run_case(PipelineCase("1F1B", 4, 8, cost=FixedCost.ms(F=1, B=2, p2p_latency_ns=500_000), comm_model=model), "sim")
@@ -149,3 +151,11 @@ def test_show_prints_the_assumptions(capsys):
     assert assumed[-1] == ("assumes: comm model 'edge': a consumer on another rank starts the transfer time after its producer "
                            "ends; transfers never queue; 0.1 ms per transfer")
     assert any(line.startswith("assumes: per-chunk durations: ") for line in assumed)
+
+
+@pytest.mark.parametrize(("model", "placed"), [("stream", "just-in-time"), ("blocking", "timed")])
+def test_show_names_the_placement_of_the_send_receive_jobs_it_inserted(capsys, model, placed):
+    # the sentence is of the schedule before lowering: the jobs show inserted are not the schedule's own
+    assert main(["show", "1F1B", "-p", "4", "-m", "8", "--comm-model", model, "--p2p-latency-ms", "0.1"]) == 0
+    assumed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("assumes: ")]
+    assert assumed[-1].endswith(f"; send/receive jobs placed {placed!r}, 0.1 ms per transfer")
