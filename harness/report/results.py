@@ -75,11 +75,14 @@ from typing import Any
 
 from harness.analysis.metrics import metrics_to_dict
 from harness.analysis.result import CaseResult
-from harness.errors import InputFormatError
+from harness.errors import HarnessError, InputFormatError
 from harness.plan.build import build_plan
 from harness.report.fields import left_out_entry
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "results_document", "unreportable"]
+__all__ = [
+    "SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "reportable_case",
+    "results_document", "unreportable",
+]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -370,6 +373,23 @@ def unreportable(case: dict[str, Any]) -> str | None:
             message = message.removeprefix(prefix)
         return message
     return case_field_problem(case)
+
+
+def reportable_case(result: CaseResult) -> tuple[dict[str, Any] | None, str | None]:
+    """``result`` as a results-document case, or why it cannot go into a report.
+
+    Returns:
+        ``(case, None)``, or ``(None, problem)`` when serializing its records failed (e.g. a job that
+        ends before it starts, from a backend or cost model at fault) or the case would fail the
+        document's checks (:func:`unreportable`). Never raises for a case at fault, so one bad case
+        never costs the others their report.
+    """
+    try:
+        case = case_to_dict(result)
+        problem = unreportable(case)
+    except (HarnessError, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+        return None, f"could not serialize its records ({type(exc).__name__}: {exc})"
+    return (None, problem) if problem else (case, None)
 
 
 def load_results(path: Path, left_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:

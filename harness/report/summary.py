@@ -7,17 +7,24 @@ against ``sim``, peak memory), a legend, then the cases' notes, "does not fit" l
 and ``unstable``/``contended`` flags with their reasons. User text (case ids, names)
 is shown with control and bidirectional characters escaped, so a name can neither
 split nor reverse a row.
+
+The table takes the cases' results, or the :class:`CaseLine` of each, made elsewhere: a pytest-xdist
+worker sends its cases' lines to the controller, whose table is then the serial run's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from harness.analysis.memory import format_bytes
 from harness.analysis.result import CaseResult
+from harness.errors import InputFormatError
+from harness.run.stability import Flag
 from harness.text import shown_in_terminal
 
-__all__ = ["assumption_lines", "case_notes", "case_table"]
+__all__ = ["CaseLine", "assumption_lines", "case_notes", "case_table"]
 
 _HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
@@ -67,10 +74,60 @@ def _row(r: CaseResult) -> tuple[str, ...]:
     )
 
 
-def case_table(results: Sequence[CaseResult]) -> list[str]:
+@dataclass(frozen=True)
+class CaseLine:
+    """What the summary shows of one case, in plain text: its row of the table and what its notes
+    are made of (:meth:`of` a result, once its test's outcome is known).
+
+    Attributes:
+        case_id, label: the case's id and label, as in the results document.
+        row: the table's cells (:data:`_HEADER`'s columns).
+        outcome: the pytest outcome of the test that ran it (``None`` before it is known).
+        warnings, does_not_fit, flags, assumptions: as the result's (:class:`~harness.analysis.result.CaseResult`).
+    """
+
+    case_id: str
+    label: str
+    row: tuple[str, ...]
+    outcome: str | None = None
+    warnings: tuple[str, ...] = ()
+    does_not_fit: str | None = None
+    flags: tuple[Flag, ...] = ()
+    assumptions: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, r: CaseResult) -> CaseLine:
+        assumptions = None if r.assumptions is None else tuple(r.assumptions)
+        return cls(r.case_id, r.label, _row(r), r.outcome, tuple(r.warnings), r.does_not_fit, tuple(r.flags), assumptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-like values (strings, lists, ``None``), as pytest-xdist sends between processes."""
+        return {"case_id": self.case_id, "label": self.label, "row": list(self.row), "outcome": self.outcome,
+                "warnings": list(self.warnings), "does_not_fit": self.does_not_fit, "flags": [f.to_dict() for f in self.flags],
+                "assumptions": None if self.assumptions is None else list(self.assumptions)}
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str) -> CaseLine:
+        """Raises:
+            InputFormatError: ``d`` is not what :meth:`to_dict` makes (names ``source``).
+        """
+        try:
+            row = tuple(d["row"])
+            flags = tuple(Flag(str(f["kind"]), str(f["reason"])) for f in d["flags"])
+            assumptions = None if d["assumptions"] is None else tuple(d["assumptions"])
+            line = cls(d["case_id"], d["label"], row, d["outcome"], tuple(d["warnings"]), d["does_not_fit"], flags, assumptions)
+        except (KeyError, TypeError) as exc:
+            raise InputFormatError(f"{source}: a case's summary line is malformed ({type(exc).__name__}: {exc})") from None
+        texts = [line.case_id, line.label, *line.row, *line.warnings, *(line.assumptions or ())]
+        if len(row) != len(_HEADER) or not all(isinstance(t, str) for t in texts):
+            raise InputFormatError(f"{source}: a case's summary line is malformed (expected {len(_HEADER)} text cells)")
+        return line
+
+
+def case_table(results: Sequence[CaseResult | CaseLine]) -> list[str]:
     """The table of ``results`` (one row each, columns at most 60 characters wide), its legend,
     and the lines of notes, "does not fit" marks and flags that follow it."""
-    rows = [_row(r) for r in results]
+    rows = [r.row if isinstance(r, CaseLine) else _row(r) for r in results]
     widths = [min(60, max(len(row[i]) for row in [_HEADER, *rows])) for i in range(len(_HEADER))]
 
     def fmt(row: tuple[str, ...]) -> str:
@@ -80,7 +137,7 @@ def case_table(results: Sequence[CaseResult]) -> list[str]:
     return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *assumption_lines(results), *case_notes(results)]
 
 
-def case_notes(results: Sequence[CaseResult]) -> list[str]:
+def case_notes(results: Sequence[CaseResult | CaseLine]) -> list[str]:
     """The lines under the table: each case's notes, "does not fit" marks, ``unstable``/``contended``
     flags with their reasons, and a count of the flagged cases (empty when there is nothing to say)."""
     lines = [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
@@ -98,14 +155,14 @@ def case_notes(results: Sequence[CaseResult]) -> list[str]:
 _ASSUMPTIONS_SHOWN = 24
 
 
-def assumption_lines(results: Sequence[CaseResult]) -> list[str]:
+def assumption_lines(results: Sequence[CaseResult | CaseLine]) -> list[str]:
     """The cases' assumptions (:mod:`harness.analysis.assumptions`) for the legend, each sentence once:
     those every case shares first, then each other one with the cases it holds for (the first three
     named); a count of the cases that recorded none. Empty when no case recorded any."""
     recorded = [r for r in results if r.assumptions is not None]
     if not recorded:
         return []
-    holders: dict[str, list[CaseResult]] = {}
+    holders: dict[str, list[CaseResult | CaseLine]] = {}
     for r in recorded:
         for sentence in r.assumptions or []:
             holders.setdefault(sentence, []).append(r)
