@@ -3,7 +3,9 @@
 Registered once through the ``pytest11`` entry point ``harness``. Everything
 of substance lives in the core (:mod:`harness.runner`, :mod:`harness.report.session`);
 this module parses options, hands cases to the core, feeds measured step times
-to pytest-benchmark and prints one header line and one summary table.
+to pytest-benchmark and prints one header line and one summary table. Under
+pytest-xdist (``-n``) :mod:`harness.pytest.xdist` joins the workers' cases into
+the controller's report and table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from harness.analysis.result import CaseResult
 from harness.case import PipelineCase
 from harness.distributed.backends import BACKENDS, resolve_backend
 from harness.errors import ConfigError, HarnessError
+from harness.pytest import xdist as xdist_glue
 from harness.pytest.benchmark import (
     _BENCHMARK_FIXTURE,
     _FEEDS_BENCHMARK,
@@ -36,9 +39,10 @@ from harness.pytest.benchmark import (
     feed_benchmark,
 )
 from harness.report.output import TRACE_OPTIONS, parse_trace_options
+from harness.report.parts import SessionPart, merge_lines
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.report.session import ProfileSession
-from harness.report.summary import case_table
+from harness.report.summary import CaseLine, case_table
 from harness.run.device import check_workload
 from harness.run.environment import BackendChoice
 from harness.run.window import (
@@ -78,6 +82,9 @@ class HarnessConfig:
     interrupted_after_write: bool = False
     written: ReportFiles | None = None
     by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
+    split: str | None = None  # under pytest-xdist with --profile-jobs: the header's words for the workers
+    parts: list[SessionPart] = field(default_factory=list)  # pytest-xdist's controller: the workers' cases
+    lost: list[dict[str, Any]] = field(default_factory=list)  # ... and the workers that went down without sending them
 
     @property
     def choice(self) -> BackendChoice:
@@ -156,10 +163,9 @@ def pytest_configure(config: pytest.Config) -> None:
             workload=workload,
             comm_model=comm_model,
         )
-        if hc.profile and getattr(config.option, "numprocesses", None):
-            raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() == "cuda":
             _ = hc.choice  # fail early: --backend=cuda without a GPU stops here
+        xdist_glue.configure(config, hc)  # pytest-xdist: its controller checks the split (cpu is refused), its workers send cases
         from harness.distributed.launch import check_not_duplicated
 
         if config.getoption("--profile-jobs"):  # each process would publish the same report folder
@@ -170,7 +176,7 @@ def pytest_configure(config: pytest.Config) -> None:
             from harness.pytest.mpi import register
 
             register(config)
-        if hc.profile and (not mpi or writes_reports()):
+        if hc.profile and (not mpi or writes_reports()) and not xdist_glue.is_worker(config):  # one process publishes
             hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=trace_options)
             hc.session.prepare()
     except HarnessError as exc:
@@ -254,6 +260,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     except HarnessError as exc:  # only reachable for odd names; configure already checked
         return f"pipeline-harness: {exc}"
     line = f"pipeline-harness: {c.name} backend ({c.reason})"
+    if hc.split:
+        line += f"; {hc.split}"
     if hc.profile:
         st = hc.steps
         if isinstance(st, range):
@@ -515,16 +523,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hc = session.config.stash.get(_KEY, None)
-    if hc is None or hc.session is None or not hc.session.results:
+    if hc is None or hc.session is None or not (hc.session.results or hc.session.parts):  # a worker has no session
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         hc.interrupted = True
         return
-    if hasattr(session.config, "workerinput"):  # xdist worker: the controller has no results to merge yet
-        return
     try:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        hc.written = hc.session.write(notice=None if tr is None else _line_writer(tr))
+        extra = {"workers_lost": hc.lost} if hc.lost else None
+        hc.written = hc.session.write(extra, notice=None if tr is None else _line_writer(tr))
     except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
         hc.written = done.files
         hc.interrupted_after_write = True
@@ -541,11 +548,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
     hc = config.stash.get(_KEY, None)
-    if hc is None or not hc.results:
+    if hc is None or xdist_glue.is_worker(config) or not (hc.results or hc.parts or hc.lost):
         return
     tr = terminalreporter
     try:
-        _write_summary(tr, hc)
+        _write_summary(tr, hc, hc.results or merge_lines(hc.parts))
     except KeyboardInterrupt:  # the cases ran and the report was settled before this table: say so in one line
         if hc.written:
             done = f"; the report was already complete: {_shown(hc.written.index)}"
@@ -576,13 +583,13 @@ def _say_collection_errors(tr: Any, hc: HarnessConfig) -> None:
                       "--continue-on-collection-errors to run and report the other cases", yellow=True)
 
 
-def _write_summary(tr: Any, hc: HarnessConfig) -> None:
-    """The "pipeline cases" section: the case table and its notes (:mod:`harness.report.summary`), failed and
-    errored cases, where the report is."""
+def _write_summary(tr: Any, hc: HarnessConfig, cases: list[CaseResult] | list[CaseLine]) -> None:
+    """The "pipeline cases" section: the case table and its notes (:mod:`harness.report.summary`; under
+    pytest-xdist, the workers' lines), failed and errored cases, lost workers, where the report is."""
     tr.section("pipeline cases")
-    for line in case_table(hc.results):
+    for line in case_table(cases) if cases else []:
         tr.write_line(line)
-    failed = [r for r in hc.results if r.outcome in ("failed", "error")]
+    failed = [r for r in cases if r.outcome in ("failed", "error")]
     if failed:
         tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
                       + ", ".join(shown_in_terminal(r.label) for r in failed))
@@ -592,9 +599,13 @@ def _write_summary(tr: Any, hc: HarnessConfig) -> None:
                       "every other case was written):")
         for e in errored:
             tr.write_line(shown_in_terminal(f"  {e['id']}: {e['error']}"))
+    for line in xdist_glue.summary_lines(tr.config, hc.lost, bool(cases)):  # lost workers; pytest-benchmark off
+        tr.write_line(line, yellow=True)
     d = _shown(hc.report_dir)
     if hc.interrupted:
-        tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
+        stop = xdist_glue.stop_reason(tr.config)  # -x under pytest-xdist ends the run as interrupted
+        why = f" (pytest-xdist ends a run it stops early as interrupted: {stop}; run without -x/--maxfail for a report)" if stop else ""
+        tr.write_line(f"run interrupted{why}: reports in {d}/ were left as they were; nothing of this run was written")
     elif hc.written:
         if hc.interrupted_after_write:
             tr.write_line(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")
