@@ -108,7 +108,9 @@ class CaseLine:
 
     @classmethod
     def from_dict(cls, d: Any, source: str) -> CaseLine:
-        """Raises:
+        """The line :meth:`to_dict` made; ``source`` names where it came from in errors.
+
+        Raises:
             InputFormatError: ``d`` is not what :meth:`to_dict` makes (names ``source``).
         """
         try:
