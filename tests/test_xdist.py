@@ -73,9 +73,10 @@ def _without_times(doc: dict) -> dict:
 
 
 def _table(lines: list[str]) -> list[str]:
-    """The "pipeline cases" table of pytest's output: its header and rows, up to the legend."""
+    """The "pipeline cases" section of pytest's output: the table, its legend, the assumptions and the
+    notes, failed and errored cases; up to the lines that name the run's own report folder or workers."""
     start = next(k for k, line in enumerate(lines) if "pipeline cases" in line) + 1
-    end = next(k for k in range(start, len(lines)) if lines[k].startswith("bubble = "))
+    end = next(k for k in range(start, len(lines)) if lines[k].startswith(("reports: ", "pipeline-harness: pytest-benchmark")))
     return lines[start:end]
 
 
@@ -107,7 +108,10 @@ def test_a_split_sim_run_writes_the_serial_runs_results(pytester):
         "pipeline-harness: sim backend (requested); 2 pytest-xdist workers, their cases merged into one report; recording*",
         "*pipeline cases*",
     ])
-    assert len(_table(serial.outlines)) == 1 + 13 and _table(split.outlines) == _table(serial.outlines)  # the summary, row for row
+    table = _table(serial.outlines)
+    assert table[14].startswith("bubble = ") and table[15].startswith("assumptions (")
+    assert "1 case(s) ran but their test failed; reports mark them: test_fails_after_its_case" in table
+    assert _table(split.outlines) == table  # the summary, line for line: header, 13 rows, legend, assumptions, notes
     split.stdout.fnmatch_lines([
         "1 case(s) ran but could not be reported (listed as errored in the report; every other case was written):",
         "  test_cases.py::test_broken_records: jobs.end_ns[0] (-5) is before jobs.start_ns[0] (0)",
