@@ -424,3 +424,14 @@ def test_import_paddle_refuses_dualpipe_with_the_reason() -> None:
     with pytest.raises(ConfigError, match=r"^--schedule 'dualpipe': DualPipe runs two directions \(each stage half the micro-batches"):
         builtin_schedule_name("dualpipe")
     assert builtin_schedule_name("dualpipe-v") == "DualPipeV"
+
+
+def test_a_group_whose_input_waits_for_the_group_itself_is_refused() -> None:
+    # rank 0: 0F0 (0F1;0B0) 0B1; rank 1: 1F0 1F1 1B0 1B1. As plain jobs this runs; as a group, 0B0's input 1B0 comes
+    # after 1F1 on rank 1, which needs 0F1, the group's own output: the group would wait for itself.
+    s = Schedule.from_text("cycle", [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1F1", "1B0", "1B1"]], 2, [0, 1])
+    assert analyze(s, FixedCost(forward_ns=10, backward_ns=20)).makespan_ns == 90
+    g = with_groups(s, [(s.ranks[0][1], s.ranks[0][2])])
+    with pytest.raises(ScheduleError, match=r"^schedule 'cycle': an overlapped group waits, through other jobs, for one of its own "
+                                            r"members \(its inputs can never all be in before it starts"):
+        build_plan(g)

@@ -40,7 +40,7 @@ handing its output on at its own end (DualPipeV at p=4, m=8, F=1, B=2 ms: 51 ms,
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ScheduleError
 
@@ -72,6 +72,19 @@ def group_durations(plan: Plan, cost: object, dur: list[int]) -> list[int]:
         for j in at:
             out[j] = g
     return out
+
+
+def _still_ordered(np: Any, order: tuple[int, ...], cols: Any) -> bool:
+    """Whether ``order`` enqueues every job after each job it waits for (ends and starts) under the
+    dependencies of ``cols`` (:class:`~harness.plan.graph.PlanArrays`); streams keep their jobs' order."""
+    n = len(order)
+    pos = np.empty(n, np.int64)
+    pos[np.asarray(order, np.int64)] = np.arange(n)
+    for ptr, idx in ((cols.deps_ptr, cols.deps_idx), (cols.start_ptr, cols.start_idx)):
+        waiter = np.repeat(np.arange(n), np.diff(ptr))
+        if bool((pos[idx] > pos[waiter]).any()):
+            return False
+    return True
 
 
 def apply(plan: Plan) -> Plan:
@@ -181,10 +194,13 @@ def apply(plan: Plan) -> Plan:
         stream=remap[stream], chunk=cols.chunk,
         deps_ptr=deps_ptr, deps_idx=deps_idx, start_ptr=start_ptr, start_idx=start_idx,
     )
-    # The first members now wait for jobs that may come later in the old enqueue order: walk again.
-    from harness.plan.fast import _fast_order
+    # The first members now wait for jobs that may come later in the old enqueue order: keep it where every
+    # job still comes after what it waits for (DualPipeV), else walk again (DualPipe's directions).
+    order: tuple[int, ...] | list[int] | None = plan.order
+    if not _still_ordered(np, plan.order, columns):
+        from harness.plan.fast import _fast_order
 
-    order = _fast_order(len(jobs), columns.stream.tolist(), [tuple(d) for d in deps], [tuple(d) for d in start_deps], len(names))
+        order = _fast_order(len(jobs), columns.stream.tolist(), [tuple(d) for d in deps], [tuple(d) for d in start_deps], len(names))
     if order is None:
         raise ScheduleError(
             f"schedule {schedule.name!r}: an overlapped group waits, through other jobs, for one of its own members "
