@@ -435,3 +435,21 @@ def test_a_group_whose_input_waits_for_the_group_itself_is_refused() -> None:
     with pytest.raises(ScheduleError, match=r"^schedule 'cycle': an overlapped group waits, through other jobs, for one of its own "
                                             r"members \(its inputs can never all be in before it starts"):
         build_plan(g)
+
+
+def test_a_group_that_lists_its_weight_pass_first_gets_its_forwards_receive_before_it() -> None:
+    # (1W0;1F1): a W may pair with an F (the check's own words); 1F1's input comes from rank 0, so its receive goes
+    # before the group's first job, 1W0, which starts the group
+    from harness.schedule.passes import add_communication
+
+    s = loads_csv("0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,(1W0;1F1)OVERLAP_F_B,1I1,1W1\n", "wf.csv")
+    assert [tuple(map(str, g)) for g in groups_of(s)] == [("1W0", "1F1")]
+    lowered = add_communication(s)
+    assert [str(j) for j in lowered.ranks[1]] == ["1RECV_F0", "1F0", "1I0", "1SEND_B0", "1RECV_F1", "1W0", "1F1", "1I1", "1SEND_B1", "1W1"]
+    c = FixedCost(forward_ns=10, backward_ns=20, p2p_latency_ns=5)
+    t = _table(lowered, c)
+    # rank 0: 0F0 [0,10], 0F1 [10,20]; rank 1: 1RECV_F0 [10,15], 1F0 [15,25], 1I0 [25,35]; on rank 1's comm stream
+    # (FIFO) 1SEND_B0 [35,40] comes before 1RECV_F1 [40,45]: the group starts at 45 and lasts W + F = 20: [45,65];
+    # 1I1 [65,75], 1W1 [75,85]
+    assert t["1RECV_F1"] == (40, 45) and t["1W0"] == t["1F1"] == (45, 65) and t["1I1"] == (65, 75) and t["1W1"] == (75, 85)
+    assert analyze(lowered, c).makespan_ns == run_case(PipelineCase(lowered, cost=c), backend="sim").metrics.step_time_median_ns

@@ -2,7 +2,7 @@
 
 DualPipe (deepseek-ai/DualPipe) and PyTorch's ``ScheduleDualPipeV`` pair a forward
 of one micro-batch with a backward of another (PyTorch's ``OVERLAP_F_B`` action,
-written ``(0F3;3B1)OVERLAP_F_B`` in its CSV), so that a model's own
+written ``(0F2;3B0)OVERLAP_F_B`` in its CSV), so that a model's own
 ``overlapped_forward_backward`` can hide one's communication under the other's
 compute. A schedule carries such pairs as overlapped job groups
 (:mod:`harness.schedule.groups`); :func:`apply` makes a plan run each as one unit,
@@ -151,8 +151,8 @@ def apply(plan: Plan) -> Plan:
                 raise ScheduleError(
                     f"schedule {schedule.name!r}: the jobs of overlapped group {shown} must be listed one after the other on their rank "
                     "(only send/receive jobs and idle slots between them)", tuple(map(str, group)))
-        kinds = sorted(job.kind.value for job in group)
-        if len(group) != 2 or kinds[1] != "F" or kinds[0] not in ("B", "I", "W"):
+        kinds = [job.kind.value for job in group]
+        if len(group) != 2 or kinds.count("F") != 1 or not {"B", "I", "W"} & set(kinds):
             # PyTorch's OVERLAP_F_B pairs one forward with one backward (DualPipe's F&B chunk)
             raise ScheduleError(f"schedule {schedule.name!r}: overlapped group {shown} must pair one forward with one backward "
                                 "(F with B, I or W), as PyTorch's OVERLAP_F_B does", tuple(map(str, group)))

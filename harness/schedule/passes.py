@@ -130,24 +130,22 @@ def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...],
                 append(None)
                 continue
             k, kind, mb = job
-            if kind is F or kind is B or kind is I:
-                for member in grouped.get(job, (job,)) if job not in later_members else ():
-                    recv = receive(member, rank)
-                    if recv is not None:
-                        append(recv)
-                append(job)
-                if kind is F and has_next[k] and rank_of[k + 1] != rank:
-                    append(Job(k, SF, mb))
-                elif kind is not F and has_prev[k] and rank_of[k - 1] != rank:
-                    append(Job(k, SB, mb))
-            elif kind.is_comm:
+            if kind.is_comm:
                 raise ScheduleError(
                     f"schedule {schedule.name!r} already has communication jobs ({job} on rank {rank}); "
                     "add_communication takes a compute-only schedule",
                     (str(job),),
                 )
-            else:
-                append(job)
+            if job not in later_members:  # a group's receives all come before its first job
+                for member in grouped.get(job, (job,)):
+                    recv = receive(member, rank)
+                    if recv is not None:
+                        append(recv)
+            append(job)
+            if kind is F and has_next[k] and rank_of[k + 1] != rank:
+                append(Job(k, SF, mb))
+            elif (kind is B or kind is I) and has_prev[k] and rank_of[k - 1] != rank:
+                append(Job(k, SB, mb))
         out.append(row)
     return tuple(tuple(r) for r in out)
 
