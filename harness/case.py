@@ -444,11 +444,13 @@ class PipelineCase:
                 message starts with ``declared_at``, then the file's own error.
         """
         from harness.model import comm
+        from harness.model.chains import check_cost_for_chains
 
         schedule = self.compute_schedule()
         try:
+            check_cost_for_chains(self.cost, schedule)  # (DualPipe's two chains: not every cost model describes them)
             return comm.lower(schedule, self.cost, self.resolved_comm_model(comm_model), self.comm, self.comm_placement)
-        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+        except ConfigError as exc:  # too many jobs with the send/receive jobs, a cost model for one chain: say which case, and where
             raise self._error(f"case {self.label()!r}: {exc}") from None
 
     def resolved_comm_model(self, default: str | None = None) -> str:

@@ -269,6 +269,7 @@ def run_case(
         raise ConfigError(f"case {case.label()!r}: device_options must be a dict of keyword arguments, got {device_options!r}")
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     from harness.model import comm
+    from harness.model.chains import check_cost_for_chains
     from harness.plan.delays import edge_delays
 
     window = window_for(choice.name, steps)
@@ -283,8 +284,9 @@ def run_case(
         # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
         mpi_records = choice.name == "mpi" or (records is not None and records.backend == "mpi")
         wanted = True if mpi_records and model == "stream" and case.comm is None else case.comm
+        check_cost_for_chains(case.cost, source)  # DualPipe's two chains: not every cost model describes them
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
-    except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+    except ConfigError as exc:  # too many jobs with the send/receive jobs, a cost model for one chain: say which case, and where
         raise _in_case(case, exc) from None
     notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:

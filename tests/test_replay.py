@@ -53,7 +53,7 @@ def test_replay_equals_the_op_by_op_executor(name, model):
     info = builder_info(name)
     ran = 0
     for p in (1, 2, 4, 8):
-        for m in sorted({1, p, 2 * p + 1, 64}):
+        for m in sorted({1, p, 2 * p, 2 * p + 1, 64}):
             for v in ((1, 2, 3) if info.takes_chunks else (1,)):
                 try:
                     source = build_schedule(name, p, m, v) if info.takes_chunks else build_schedule(name, p, m)
@@ -66,7 +66,7 @@ def test_replay_equals_the_op_by_op_executor(name, model):
                 _same(fast, slow)
                 assert fast.step_start_ns[1] == fast.step_end_ns[0]  # back to back: the second step starts at the first's end
                 ran += 1
-    assert ran >= 8, f"{name}: only {ran} sizes built"
+    assert ran >= (6 if name == "DualPipe" else 8), f"{name}: only {ran} sizes built"  # (DualPipe: p and m even, m >= 2p)
 
 
 def test_replay_follows_an_adaptive_window():

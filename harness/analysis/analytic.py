@@ -234,7 +234,7 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
 def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
     """Point-to-point message count and bytes: the plan's ``SEND_*`` jobs, or in a
     schedule without comm jobs the cross-rank edges (``F`` to the next stage,
-    ``B``/``I`` to the previous one). ``cost.nbytes`` is asked once per distinct
+    ``B``/``I`` to the previous one, within the stage's chain). ``cost.nbytes`` is asked once per distinct
     ``(stage, kind)``."""
     import numpy as np
 
@@ -246,10 +246,15 @@ def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
         at = np.flatnonzero((kind == _CSF) | (kind == _CSB))
         msg_kind = kind[at]
     else:
+        from harness.schedule.chains import links
+
+        has_prev, has_next = (np.array(x, bool) for x in links(plan.schedule))  # within each chain
         away_next = np.zeros(n_stages, bool)
         away_next[:-1] = st_rank[1:] != st_rank[:-1]
         away_prev = np.zeros(n_stages, bool)
         away_prev[1:] = away_next[:-1]
+        away_next &= has_next
+        away_prev &= has_prev
         fwd = (kind == _CF) & away_next[stage]
         bwd = ((kind == _CB) | (kind == _CI)) & away_prev[stage]
         at = np.flatnonzero(fwd | bwd)

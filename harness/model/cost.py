@@ -157,9 +157,10 @@ class FixedCost:
             ``RESHARD`` and ``REDUCE_GRAD`` jobs (FSDP parameter all-gather and free,
             data-parallel gradient reduction), one per stage; default 0 (they cost nothing).
         overlap_ns, overlap_ratio: how long an overlapped F&B group (``OVERLAP_F_B``,
-            DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
-            for jobs of durations ``d`` (0: ``max(F, B)``, 1: ``F + B``); at most one; default
-            ``max(F, B)`` (:mod:`harness.plan.groups`).
+            DualPipe, DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
+            for jobs of durations ``d`` (0: ``max(F, B)``, perfect overlap; 1: ``F + B``); at most one;
+            default ``F + B``, no overlap, as PyTorch's runtime runs ``OVERLAP_F_B``
+            (:mod:`harness.model.overlap`, :mod:`harness.plan.groups`).
         p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost

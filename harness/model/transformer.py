@@ -147,7 +147,8 @@ class TransformerCost:
         optimizer_ns: duration of an ``OPT`` job.
         unshard_ns, reshard_ns, reduce_grad_ns: durations (ns) of PyTorch's ``UNSHARD``,
             ``RESHARD`` and ``REDUCE_GRAD`` jobs; default 0 (as :class:`~harness.model.cost.FixedCost`).
-        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.model.cost.FixedCost`'s.
+        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.model.cost.FixedCost`'s
+            (default ``F + B``, no overlap).
         bytes_per_element: activation element size (2 for bf16).
         p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted here as in
             :class:`~harness.model.cost.FixedCost`: latency in ns, bandwidth in gigabytes (not
