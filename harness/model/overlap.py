@@ -122,5 +122,5 @@ def overlap_assumptions(cost: Any, schedule: Schedule) -> list[str]:
         how = f"a group lasts {ms(wall)} ms against {' + '.join(job.kind.value for job in jobs)} = {ms(sum(durations))} ms"
     shown = ";".join(map(str, jobs))
     return [f"overlapped {names} groups ({len(groups)} per step): {how} ({source}; e.g. ({shown}): "
-            f"{' + '.join(ms(d) for d in durations)} ms -> {ms(wall)} ms); a group starts once every member's "
-            "inputs are in (DualPipe's rule)"]
+            f"{' + '.join(ms(d) for d in durations)} ms -> {ms(wall)} ms); a group starts when the inputs of all its members "
+            "are in (the rule of DualPipe)"]
