@@ -82,12 +82,13 @@ class ZBAutoResult:
         spans_ns: per stage, last job end minus first job start (ns).
         peak_pending: per stage, the most micro-batches pending at once (F started, W not ended).
         peak_memory: per stage, the peak of the running memory total (units of ``memory``).
-        lower_bound_ns: a proven lower bound on ``objective_ns`` (:func:`lower_bound`).
+        lower_bound_ns: a proven lower bound on ``objective_ns``
+            (:func:`~harness.schedule.zb_auto_exact.lower_bound`).
         optimal: ``objective_ns == lower_bound_ns``, or an exact solve proved it.
         method: which candidate won and what improved it.
         jobs_timed: jobs the builder timed, all candidates and search moves together (its work).
-        note: set when the limit is below what 1F1B holds (``p`` on rank 0): the warm-up is
-            shortened and the schedule pays bubble for it.
+        note: set when ``max_pending`` is below what 1F1B holds (``p`` on stage 0): the warm-up
+            is shortened and the schedule pays bubble for it.
     """
 
     num_ranks: int
@@ -114,6 +115,13 @@ class ZBAutoResult:
 def _memory_model(
     p: int, max_pending: int | None, memory: object, limit: object
 ) -> tuple[list[tuple[float, float, float]], list[float]]:
+    """Per stage the memory each kind adds and the limit: ``(1, 0, -1)`` and ``max_pending``, or the
+    byte model ``memory`` (one triple, or one per stage) and ``limit``.
+
+    Raises:
+        ConfigError: both or neither of ``max_pending`` and ``limit``, bad values, or a limit below
+            one forward's memory (nothing could run).
+    """
     if (max_pending is None) == (limit is None):
         raise ConfigError("give exactly one of max_pending and memory_limit")
     if max_pending is not None:
