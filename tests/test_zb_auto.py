@@ -557,10 +557,19 @@ def test_stage_costs_from_a_cost_model_and_comm_model() -> None:
                    forward_transfer_ns=(0,), backward_transfer_ns=(0,), activation_bytes=((10, -4, -5),))
 
 
+def test_stage_costs_know_every_comm_model() -> None:
+    from harness.model.comm import COMM_MODELS
+    from harness.schedule.costs import COMM_MODEL_NAMES
+
+    assert set(COMM_MODEL_NAMES) == set(COMM_MODELS)
+
+
 def test_under_stream_it_says_what_it_planned() -> None:
     p, m, f, b, w, c = ICLR[0]
     _, stream = _step("ZB-auto", p, m, _cost(f, b, w, c), comm_model="stream", max_pending=p)
     assert any("planned this order under comm_model 'edge'" in n and "'stream'" in n for n in stream.warnings)
+    _, blocking = _step("ZB-auto", p, m, _cost(f, b, w, c), comm_model="blocking", max_pending=p)
+    assert any("runs under 'blocking'" in n for n in blocking.warnings)
     _, free = _step("ZB-auto", p, m, _cost(f, b, w, c), comm_model="free", max_pending=p)
     assert not free.warnings or all("planned" not in n for n in free.warnings)
     assert free.schedule.params["objective_ns"] == m * (f + b + w) + (p - 1) * (f + b - w)  # ZB-H1 without transfers

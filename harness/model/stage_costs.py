@@ -12,6 +12,7 @@ import numbers
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.model.comm import MODELS_WITH_JOBS
 from harness.schedule.costs import COMM_MODEL_NAMES, StageCosts
 from harness.schedule.model import Job, JobKind
 
@@ -44,10 +45,10 @@ def stage_costs(
             stage for ``F``, ``B``, ``I``, ``W``, ``SEND_F`` and ``SEND_B``, and, where it models memory,
             ``memory_bytes`` for ``F``, ``I``, ``W`` and ``static_bytes``.
         num_stages: the stages of the schedule to build.
-        comm_model: ``"edge"`` or ``"stream"`` (transfers take the cost model's ``SEND_F``/``SEND_B``
-            times), or ``"free"`` (they take 0).
-        comm: the case's ``comm`` field: ``False`` under ``stream`` inserts no send/receive jobs, so
-            transfers are not charged (0), as :func:`harness.model.comm.comm_notes` says.
+        comm_model: ``"edge"``, ``"stream"`` or ``"blocking"`` (transfers take the cost model's
+            ``SEND_F``/``SEND_B`` times), or ``"free"`` (they take 0).
+        comm: the case's ``comm`` field: ``False`` under ``stream`` or ``blocking`` inserts no
+            send/receive jobs, so transfers are not charged (0), as :func:`harness.model.comm.comm_notes` says.
         memory_limit_bytes: the case's device memory per rank (bytes), or ``None``.
 
     Returns:
@@ -68,7 +69,7 @@ def stage_costs(
     b = tuple(ns(k, JobKind.B) for k in range(n))
     i = tuple(ns(k, JobKind.I) for k in range(n))
     w = tuple(ns(k, JobKind.W) for k in range(n))
-    charged = comm_model == "edge" or (comm_model == "stream" and comm is not False)
+    charged = comm_model == "edge" or (comm_model in MODELS_WITH_JOBS and comm is not False)
     fwd = tuple(ns(k, JobKind.SEND_F) if charged and k + 1 < n else 0 for k in range(n))
     bwd = tuple(ns(k, JobKind.SEND_B) if charged and k > 0 else 0 for k in range(n))
     acts = static = None

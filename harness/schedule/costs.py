@@ -19,8 +19,9 @@ from harness.errors import ConfigError
 
 __all__ = ["COMM_MODEL_NAMES", "StageCosts"]
 
-#: The communication models a :class:`StageCosts` may name (:mod:`harness.model.comm` owns their meaning).
-COMM_MODEL_NAMES = ("free", "edge", "stream")
+#: The communication models a :class:`StageCosts` may name: :data:`harness.model.comm.COMM_MODELS`
+#: (which owns their meaning; the schedule layer cannot import it, ``tests/test_zb_auto.py`` checks they agree).
+COMM_MODEL_NAMES = ("free", "edge", "stream", "blocking")
 
 
 def _ints(name: str, values: object, n: int | None, *, signed: bool = False) -> tuple[int, ...]:
@@ -59,8 +60,9 @@ class StageCosts:
             Both apply only between stages on different ranks (the builder knows its placement).
         comm_model: the model of the case the times are charged under: ``"edge"`` (a delay on
             the dependency, as the published simulators), ``"stream"`` (send/receive jobs on a
-            FIFO comm stream per pair of ranks: each transfer's own time, queueing not included)
-            or ``"free"`` (transfers cost nothing; the times are 0).
+            FIFO comm stream per pair of ranks), ``"blocking"`` (send/receive jobs on the compute
+            streams, a send meeting its receive) — for these two each transfer's own time,
+            queueing and waiting not included — or ``"free"`` (transfers cost nothing; the times are 0).
         activation_bytes: per stage ``(mem_F, mem_I, mem_W)``, the signed activation bytes an
             ``F`` allocates (>= 0) and an ``I`` and a ``W`` free (<= 0, summing with ``mem_F``
             to 0; the zero-bubble simulators' ``mem_f``, ``mem_b``, ``mem_w``), or ``None`` when

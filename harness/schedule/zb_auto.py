@@ -403,9 +403,10 @@ def zb_auto_schedule(
     - else ``max_pending = p``.
 
     It plans under the ``edge`` model with the cost model's transfer times (per stage and
-    direction). Under ``free`` those are 0, which is what runs; under ``stream`` the order runs
-    with send/receive jobs on FIFO comm streams, whose queueing it did not see (a note says so
-    when transfers cost time). Below ``p`` pending (or below what 1F1B holds, in bytes) the
+    direction). Under ``free`` those are 0, which is what runs; under ``stream`` (send/receive
+    jobs on FIFO comm streams) and ``blocking`` (on the compute streams) the order runs with
+    send/receive jobs whose queueing and waiting it did not see (a note says so when transfers
+    cost time). Below ``p`` pending (or below what 1F1B holds, in bytes) the
     warm-up is shortened and a note on the schedule says what the memory costs in bubble.
 
     Args:
@@ -459,11 +460,12 @@ def zb_auto_schedule(
         res = zb_auto(p, m, *dur, comm, memory=mems, memory_limit=limits, search_effort=int(search_effort))
     if res.note:
         notes.insert(0, f"ZB-auto: {res.note}")
-    if costs.comm_model == "stream" and (any(comm[0]) or any(comm[1])):
+    if costs.comm_model in ("stream", "blocking") and (any(comm[0]) or any(comm[1])):
+        how = ("send/receive jobs queue on one comm stream per pair of ranks" if costs.comm_model == "stream" else
+               "a send and its receive meet on the compute streams")
         notes.append(
             f"ZB-auto planned this order under comm_model 'edge' (each transfer a delay of its own time on the dependency; longest "
-            f"stage span {res.objective_ns:,} ns); it runs under 'stream', where send/receive jobs queue on one comm stream per pair "
-            "of ranks, so its figures can differ from the plan"
+            f"stage span {res.objective_ns:,} ns); it runs under {costs.comm_model!r}, where {how}, so its figures can differ from the plan"
         )
     ranks: list[list[Job | None]] = [
         [Job(s, JobKind(kind), j) for kind, j in row] for s, row in enumerate(res.orders)
