@@ -131,6 +131,8 @@ class PipelineCase:
         memory_limit_bytes: the device memory per rank in bytes (e.g. ``80 * 2**30``);
             a case whose peak memory (:mod:`harness.analysis.memory`) is above it on any rank is
             marked "does not fit" in the summary, the report and results. ``None``: no limit.
+            A builder that plans from costs plans within it: ZB-auto without ``max_pending``
+            and with a memory model searches for the best schedule that fits.
         comm_model: how transfers between ranks cost time (:mod:`harness.model.comm`):
             ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
             ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
@@ -446,7 +448,7 @@ class PipelineCase:
         from harness.model import comm
         from harness.model.chains import check_cost_for_chains
 
-        schedule = self.compute_schedule()
+        schedule = self.compute_schedule(comm_model)
         try:
             check_cost_for_chains(self.cost, schedule)  # (DualPipe's two chains: not every cost model describes them)
             return comm.lower(schedule, self.cost, self.resolved_comm_model(comm_model), self.comm, self.comm_placement)
@@ -459,9 +461,15 @@ class PipelineCase:
 
         return self.comm_model or default or DEFAULT_COMM_MODEL
 
-    def compute_schedule(self) -> Schedule:
+    def compute_schedule(self, comm_model: str | None = None) -> Schedule:
         """The schedule as built or loaded, with OPT jobs as asked, before the
         communication model is applied (see :meth:`build`).
+
+        A builder that plans from costs (``takes_costs``, e.g. ZB-auto) gets the case's
+        per-stage costs (:func:`harness.model.stage_costs.stage_costs`): its cost model's
+        durations, its transfer times under :meth:`resolved_comm_model` (``comm_model`` is the
+        default when the case names none, as in :meth:`build`), its memory model and
+        ``memory_limit_bytes``.
 
         Raises:
             ConfigError, ScheduleError, InputFormatError: as :meth:`build`.
@@ -480,8 +488,6 @@ class PipelineCase:
             self._check_chunks(schedule, str(self.schedule))
         else:
             if self.stages is None or self.microbatches is None:
-                from harness.schedule.registry import builder_info
-
                 try:  # a name no lookup finds is the first thing to say, before the sizes it would need
                     builder_info(self.schedule)
                 except ConfigError as exc:
@@ -491,7 +497,14 @@ class PipelineCase:
             if self.optimizer:
                 opts["optimizer"] = True
             try:
-                schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
+                info = builder_info(self.schedule)
+                costs = None
+                if info.takes_costs:
+                    from harness.model.stage_costs import stage_costs
+
+                    costs = stage_costs(self.cost, info.num_stages(self.stages, self.chunks), self.resolved_comm_model(comm_model),
+                                        comm=self.comm, memory_limit_bytes=self.memory_limit_bytes)
+                schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, costs=costs, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
         return schedule

@@ -30,6 +30,7 @@ from harness.run.executor import execute
 from harness.run.stability import Flag, fidelity, predicted_step_ns, stability_flags, trust_warnings
 from harness.run.window import ProfilingWindow, window_for
 from harness.schedule.model import Job, JobKind
+from harness.schedule.registry import schedule_notes
 from harness.text import safe_text
 
 __all__ = ["run_case"]
@@ -279,7 +280,7 @@ def run_case(
         comm.check_backend(model, choice.name)
     except ConfigError as exc:
         raise _in_case(case, exc) from None
-    source = case.compute_schedule()
+    source = case.compute_schedule(model)
     try:
         # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
         mpi_records = choice.name == "mpi" or (records is not None and records.backend == "mpi")
@@ -288,7 +289,7 @@ def run_case(
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
     except ConfigError as exc:  # too many jobs with the send/receive jobs, a cost model for one chain: say which case, and where
         raise _in_case(case, exc) from None
-    notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
+    notes = schedule_notes(source) + comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     try:
         assumptions = case_assumptions(source, schedule, case.cost, model, case.comm_placement)
     except ConfigError as exc:  # a stage count the cost model's lists do not fit, or a custom model's bad answer

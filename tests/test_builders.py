@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _sched_helpers import build_any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -170,7 +171,7 @@ def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
 )
 def test_every_builder_valid_and_deadlock_free(name: str, p: int, m: int, v: int, comm: bool) -> None:
     p, m, v = _valid_args(name, p, m, v)
-    s = build_schedule(name, p, m, v, optimizer=True)
+    s = build_any(name, p, m, v, optimizer=True)
     if comm:
         s = add_communication(s)
     plan = build_plan(s)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _reference_mindformers import DOCSTRING_EXAMPLES, MindformersSimulator
+from _sched_helpers import build_any
 
 from harness.analysis.analytic import analyze
 from harness.analysis.bubble import bubble_in, recompute_by_rank
@@ -297,7 +298,7 @@ def _scan_walk(schedule: Schedule, job_ns: Any, group_ns: Any) -> list[list[Job]
 def test_the_timed_placement_never_deadlocks_and_its_walk_is_the_plan(name: str, p: int, m: int) -> None:
     info = builder_info(name)
     try:
-        schedule = build_schedule(name, p, m, 2) if info.takes_chunks else build_schedule(name, p, m)
+        schedule = build_any(name, p, m, 2) if info.takes_chunks else build_any(name, p, m)
     except ConfigError:
         pytest.skip(f"{name} does not build at p={p}, m={m}")
     cost = FixedCost.ms(F=1, B=2, W=1, p2p_latency_ns=300_000)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _sched_helpers import build_any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,7 @@ def test_csv_round_trip(name: str, p: int, m: int, comm: bool) -> None:
         m = max(m, p)
     if name in ("Interleaved1F1B", "InterleavedZeroBubble"):
         assume(m % max(1, m // p) == 0)
-    s = build_schedule(name, p, m, v)
+    s = build_any(name, p, m, v)
     if comm:
         s = add_communication(s)
     back = loads_csv(dumps_csv(s), name=s.name)

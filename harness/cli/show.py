@@ -75,6 +75,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     plan = build_plan(schedule)
     a = analytics.analyze(plan, cost, comm_model=comm_model)
     th = theory_for(case, plan, comm_model=comm_model)
+    from harness.schedule.registry import schedule_notes
+
+    for note in schedule_notes(schedule):
+        err(f"note: {note}")
     if args.weight_ms is not None and not any(job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
         err(f"note: --weight-ms is unused: {schedule.name} does not split the backward (no I or W jobs); "
              "its B jobs take --backward-ms")
