@@ -83,14 +83,14 @@ def test_cases_that_differ_only_in_one_model_field_are_all_drawn(page, review):
     titles = [dots.nth(i).locator("title").text_content() for i in range(dots.count())]
     names = {f"{s} p=4 m=8" for s in ("1F1B", "ZB-H1")}
     shown = {"base": "· 100 TFLOP/s · limit", "layout": "layout Et*3|t*2|t*2|tL", "vocab": "vocab 32000",
-             "recompute": "recompute selective", "tflops": "200 TFLOP/s"}
+             "recompute": "recompute=selective", "tflops": "200 TFLOP/s"}
     for name in VARIANTS:  # each model: both schedules, as two dots of its own series
         ours = [t for t in titles if t.split("\u2069", 1)[0].lstrip("\u2068") in names and shown[name] in t]
         assert len(ours) == 2, (name, titles)
     series = page.locator("#chart-schedule ~ .legend").first.locator("bdi")
     labels = [series.nth(i).text_content() for i in range(series.count())]
     assert len(labels) == len(set(labels))  # no two series read the same
-    for needle in ("layout Et*3|t*2|t*2|tL", "vocab 32000", "recompute selective", "200 TFLOP/s"):
+    for needle in ("layout Et*3|t*2|t*2|tL", "vocab 32000", "recompute=selective", "200 TFLOP/s"):
         assert sum(needle in lab for lab in labels) == 1, (needle, labels)
     # every dot inside the plot, and the two models with equal figures (base, recompute) both visible: apart
     boxes = page.evaluate("""() => { const svg = document.querySelector('#chart-schedule + .charts svg');
@@ -217,5 +217,5 @@ def test_user_strings_are_isolated_in_svg_titles_and_long_names_fit_the_window(p
     assert head.get_attribute("title") == LONG and head.text_content() == LONG  # cut on screen, whole in the tooltip
     assert page.evaluate("(() => { const b = document.querySelector('#cmp-th-a bdi'); return b.scrollWidth > b.clientWidth; })()")
     cell = page.locator(f"#summary tbody tr[data-case='{len(cases) - 3}'] td.case .clamp")
-    assert cell.get_attribute("title") == LONG
+    assert cell.get_attribute("title").startswith(f"{LONG} · assumptions: ")  # the name whole, then the case's assumptions
     assert page.problems == []

@@ -11,8 +11,11 @@ So under ``stream`` (a FIFO comm stream per pair of ranks) a receive posted just
 (``just-in-time``) queues behind the sends to the same peer listed before it, which wait for their own
 producers; posted eagerly, it is ahead of them and its transfer overlaps the receiver's compute. The
 expected direction is eager <= deferred <= just-in-time, with eager equal to the ``edge`` model (the
-transfer a pure delay) where no two transfers of a pair contend. Under ``edge`` and ``free`` there are no
-send/receive jobs, so the placement changes nothing.
+transfer a pure delay) where no two transfers of a pair contend. Under ``blocking`` (a transfer on both
+ranks' compute streams, a send meeting its receive: Megatron-LM's p2p without overlap) the other way:
+a receive posted early holds its rank's compute until its send comes, so eager is the slowest placement
+that runs there. Under ``edge`` and ``free`` there are no send/receive jobs, so the placement changes
+nothing.
 """
 
 from __future__ import annotations
@@ -65,3 +68,13 @@ def test_the_direction_holds_across_schedules(schedule: str, v: int) -> None:
     edge = _run("edge", "eager", schedule, v).metrics.step_time_median_ns
     assert edge <= stream["eager"] <= stream["deferred"] <= stream["just-in-time"]
     assert stream["eager"] < stream["just-in-time"]
+
+
+def test_under_blocking_an_early_receive_holds_the_compute_stream() -> None:
+    # The head-of-line wait one might expect of eager receives is real where a transfer blocks compute.
+    step = {pl: _run("blocking", pl).metrics.step_time_median_ns / 1e6 for pl in ("timed", "eager", "mindformers")}
+    assert step == pytest.approx({"timed": 78.3, "eager": 115.0, "mindformers": 77.1})
+    for schedule, v in (("1F1B", 1), ("ZB-H1", 1), ("ZB-V", 2)):
+        timed = _run("blocking", "timed", schedule, v).metrics.step_time_median_ns
+        eager = _run("blocking", "eager", schedule, v).metrics.step_time_median_ns
+        assert eager > timed, schedule

@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         against = "" if fid is None else f" ({fid['change']:+.1%} vs the cost model's {fid['predicted_step_ns'] / 1e6:.3f} ms)"
         print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms{against}, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
+        for line in result.assumptions or []:  # what the figures rest on: overlap model, per-chunk durations, comm model
+            print(f"  assumes: {line}")
         for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
             print(line)
         say_publish_note(files)

@@ -307,6 +307,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "critical_summary": critical_summary(case, table),
         "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
+        "assumptions": [str(a) for a in case["assumptions"]] if isinstance(case.get("assumptions"), list) else None,
         "replay": _replay_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),

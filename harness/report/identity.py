@@ -37,8 +37,8 @@ def _ms(ns: Any) -> str:
 #: The cost fields :func:`cost_label` shows itself, per model (others are shown where they differ).
 _SHOWN = {
     "transformer": {"model", "hidden_size", "num_layers", "seq_len", "tflops", "vocab_size", "layout", "layers_per_stage",
-                    "recompute", "p2p_latency_ns", "p2p_gbytes_per_s", "unshard_ns", "reshard_ns", "reduce_grad_ns",
-                    "overlap_ns", "overlap_ratio"},
+                    "recompute", "tensor_parallel_size", "sequence_parallel", "flash_attention", "p2p_latency_ns",
+                    "p2p_gbytes_per_s", "unshard_ns", "reshard_ns", "reduce_grad_ns", "overlap_ns", "overlap_ratio"},
     "fixed": {"model", "forward_ns", "backward_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "unshard_ns", "reshard_ns",
               "reduce_grad_ns", "overlap_ns", "overlap_ratio"},
 }
@@ -46,8 +46,9 @@ _SHOWN = {
 
 def cost_label(cost: Any) -> str:
     """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024 · 400 TFLOP/s"``:
-    a transformer's size and speed, with its vocabulary (``vocab 50257``), layout or layers per stage
-    (``layout Et*3|t*4``, ``layers 7,6,6,5``) and recomputation (``recompute selective``) where set; a fixed
+    a transformer's size, tensor/sequence parallelism and flash attention (``TP=8 SP flash``) and speed,
+    with its vocabulary (``vocab 50257``), layout or layers per stage (``layout Et*3|t*4``,
+    ``layers 7,6,6,5``) and recomputation (``recompute=selective``, per stage ``recompute=full,none``) where set; a fixed
     model's F and B (``F=1 B=2 ms``; per-stage lists as ``1–2``); the point-to-point link when transfers
     cost time (``"+ p2p 10 µs, 25 GB/s"``), the data-parallel jobs' durations where set
     (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``, :mod:`harness.model.data_parallel`) and how an
@@ -58,6 +59,11 @@ def cost_label(cost: Any) -> str:
         return ""
     if cost.get("model") == "transformer":
         label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+        tp = cost.get("tensor_parallel_size")
+        if isinstance(tp, int) and tp > 1:  # every figure one GPU's of the group: another model than TP=1's
+            label += f" TP={tp}" + (" SP" if cost.get("sequence_parallel") is True else "")
+        if cost.get("flash_attention") is True:
+            label += " flash"
         if isinstance(cost.get("tflops"), (int, float)):
             label += f" · {cost['tflops']:g} TFLOP/s"
         if cost.get("vocab_size"):
@@ -66,8 +72,11 @@ def cost_label(cost: Any) -> str:
             label += f" · layout {cost['layout']}"
         elif isinstance(cost.get("layers_per_stage"), list):
             label += " · layers " + ",".join(str(x) for x in cost["layers_per_stage"])
-        if cost.get("recompute") not in (None, "none"):
-            label += f" · recompute {cost['recompute']}"
+        recompute = cost.get("recompute")
+        if isinstance(recompute, str) and recompute != "none":
+            label += f" · recompute={recompute}"
+        elif isinstance(recompute, list):
+            label += " · recompute=" + ",".join(map(str, recompute))
     elif cost.get("model") == "fixed":
         def ms(ns: Any) -> str:
             if isinstance(ns, list) and ns:
