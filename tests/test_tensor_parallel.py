@@ -145,5 +145,6 @@ def test_the_page_s_model_label_tells_tp_and_recomputation_apart():
     kw = {"hidden_size": 4096, "seq_len": 2048, "micro_batch_size": 1, "num_layers": 8, "tflops": 400, "num_attention_heads": 32}
     labels = [cost_label(TransformerCost(**kw, **extra).describe()) for extra in (
         {}, {"tensor_parallel_size": 8}, {"tensor_parallel_size": 8, "sequence_parallel": True}, {"recompute": ["full", "none"]})]
-    assert labels == ["h=4096 L=8 s=2048", "h=4096 L=8 s=2048 TP=8", "h=4096 L=8 s=2048 TP=8 SP",
-                      "h=4096 L=8 s=2048 recompute=full,none"]  # cases of other models are never one chart series
+    speed = " · 400 TFLOP/s"
+    assert labels == ["h=4096 L=8 s=2048" + speed, "h=4096 L=8 s=2048 TP=8" + speed, "h=4096 L=8 s=2048 TP=8 SP" + speed,
+                      "h=4096 L=8 s=2048" + speed + " · recompute=full,none"]  # other models are never one chart series
