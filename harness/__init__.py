@@ -31,6 +31,7 @@ from harness.errors import (
 )
 from harness.model.cost import CostModel, FixedCost
 from harness.model.layout import StageLayout, parse_layout
+from harness.model.stage_costs import stage_costs
 from harness.model.transformer import TransformerCost
 from harness.plan.build import build_plan
 from harness.plan.graph import Plan
@@ -38,7 +39,7 @@ from harness.plan.timeline import Timeline, simulate
 from harness.records import JobRecord, RunRecords
 from harness.run.executor import execute
 from harness.runner import run_case
-from harness.schedule import Job, JobKind, Schedule, build_schedule, parse_job, register, schedule_names
+from harness.schedule import Job, JobKind, Schedule, StageCosts, build_schedule, parse_job, register, schedule_names
 
 if TYPE_CHECKING:
     from harness.imports.paddle import import_paddle_logs
@@ -90,6 +91,7 @@ __all__ = [
     "Schedule",
     "ScheduleAnalytics",
     "ScheduleError",
+    "StageCosts",
     "StageLayout",
     "Timeline",
     "TransformerCost",
@@ -112,6 +114,7 @@ __all__ = [
     "run_case",
     "schedule_names",
     "simulate",
+    "stage_costs",
     "torch_case",
     "write_report",
 ]

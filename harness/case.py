@@ -131,16 +131,23 @@ class PipelineCase:
         memory_limit_bytes: the device memory per rank in bytes (e.g. ``80 * 2**30``);
             a case whose peak memory (:mod:`harness.analysis.memory`) is above it on any rank is
             marked "does not fit" in the summary, the report and results. ``None``: no limit.
+            A builder that plans from costs plans within it: ZB-auto without ``max_pending``
+            and with a memory model searches for the best schedule that fits.
         comm_model: how transfers between ranks cost time (:mod:`harness.model.comm`):
             ``"stream"`` (send/receive jobs on a FIFO comm stream per pair of
             ranks, every backend), ``"edge"`` (no send/receive jobs; a consumer
             on another rank starts at its producer's end plus the transfer
-            time, as the published simulators; ``sim`` only) or ``"free"``.
-            ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
-        comm_placement: where inserted send/receive jobs go (:mod:`harness.schedule.placement`):
-            ``"just-in-time"`` (default: each receive right before its consumer),
-            ``"eager"`` (PyTorch's ``_add_send_recv``) or ``"deferred"`` (then
-            ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``). Under ``stream``.
+            time, as the zero-bubble repository's simulator; ``sim`` only), ``"blocking"``
+            (send/receive jobs on the compute streams, a send meeting its receive,
+            as Megatron-LM without overlap and mindformers' simulator; ``sim`` only)
+            or ``"free"``. ``None`` (default): the run's (``--comm-model``, else ``"stream"``).
+        comm_placement: where inserted send/receive jobs go. Under ``stream``
+            (:mod:`harness.schedule.placement`): ``"just-in-time"`` (its default: each
+            receive right before its consumer), ``"eager"`` (PyTorch's ``_add_send_recv``)
+            or ``"deferred"`` (then ``_defer_recv_ops``, PyTorch's ``defer_pp_recv=True``).
+            Under ``blocking`` (:mod:`harness.schedule.blocking_placement`): ``"timed"`` (its
+            default), ``"mindformers"``, ``"megatron"`` or ``"eager"``. ``None`` (default): the
+            model's default. The placement used is in the results (``schedule.params.comm_placement``).
         declared_at: where the case was declared, ``"file:line"``; by default
             the code that constructed it (outside the harness). Errors about
             the case's values name it. Not compared or hashed.
@@ -179,7 +186,7 @@ class PipelineCase:
     device_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     memory_limit_bytes: int | None = None
     comm_model: str | None = None
-    comm_placement: str = "just-in-time"
+    comm_placement: str | None = None
     declared_at: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -226,17 +233,18 @@ class PipelineCase:
                 object.__setattr__(self, "comm_model", check_comm_model(self.comm_model))
             except ConfigError as exc:
                 raise self._error(f"case {self.label()!r}: {exc}") from None
-            if self.comm and self.comm_model != "stream":
+            if self.comm and self.comm_model not in ("stream", "blocking"):
                 raise self._error(
                     f"case {self.label()!r}: comm=True asks for send/receive jobs, but comm_model {self.comm_model!r} has none; "
-                    "use comm_model 'stream' for send/receive jobs"
+                    "use comm_model 'stream' or 'blocking' for send/receive jobs"
                 )
-        from harness.schedule.placement import check_placement
+        if self.comm_placement is not None:  # None: the model's default, chosen when the model is known
+            from harness.model.comm import check_comm_placement
 
-        try:
-            object.__setattr__(self, "comm_placement", check_placement(self.comm_placement))
-        except ConfigError as exc:
-            raise self._error(f"case {self.label()!r}: {exc}") from None
+            try:
+                object.__setattr__(self, "comm_placement", check_comm_placement(self.comm_placement, self.comm_model))
+            except ConfigError as exc:
+                raise self._error(f"case {self.label()!r}: {exc}") from None
         if self.workload is not None:
             try:
                 check_workload(self.workload)
@@ -438,11 +446,13 @@ class PipelineCase:
                 message starts with ``declared_at``, then the file's own error.
         """
         from harness.model import comm
+        from harness.model.chains import check_cost_for_chains
 
-        schedule = self.compute_schedule()
+        schedule = self.compute_schedule(comm_model)
         try:
+            check_cost_for_chains(self.cost, schedule)  # (DualPipe's two chains: not every cost model describes them)
             return comm.lower(schedule, self.cost, self.resolved_comm_model(comm_model), self.comm, self.comm_placement)
-        except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+        except ConfigError as exc:  # too many jobs with the send/receive jobs, a cost model for one chain: say which case, and where
             raise self._error(f"case {self.label()!r}: {exc}") from None
 
     def resolved_comm_model(self, default: str | None = None) -> str:
@@ -451,9 +461,15 @@ class PipelineCase:
 
         return self.comm_model or default or DEFAULT_COMM_MODEL
 
-    def compute_schedule(self) -> Schedule:
+    def compute_schedule(self, comm_model: str | None = None) -> Schedule:
         """The schedule as built or loaded, with OPT jobs as asked, before the
         communication model is applied (see :meth:`build`).
+
+        A builder that plans from costs (``takes_costs``, e.g. ZB-auto) gets the case's
+        per-stage costs (:func:`harness.model.stage_costs.stage_costs`): its cost model's
+        durations, its transfer times under :meth:`resolved_comm_model` (``comm_model`` is the
+        default when the case names none, as in :meth:`build`), its memory model and
+        ``memory_limit_bytes``.
 
         Raises:
             ConfigError, ScheduleError, InputFormatError: as :meth:`build`.
@@ -472,8 +488,6 @@ class PipelineCase:
             self._check_chunks(schedule, str(self.schedule))
         else:
             if self.stages is None or self.microbatches is None:
-                from harness.schedule.registry import builder_info
-
                 try:  # a name no lookup finds is the first thing to say, before the sizes it would need
                     builder_info(self.schedule)
                 except ConfigError as exc:
@@ -483,7 +497,14 @@ class PipelineCase:
             if self.optimizer:
                 opts["optimizer"] = True
             try:
-                schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, **opts)
+                info = builder_info(self.schedule)
+                costs = None
+                if info.takes_costs:
+                    from harness.model.stage_costs import stage_costs
+
+                    costs = stage_costs(self.cost, info.num_stages(self.stages, self.chunks), self.resolved_comm_model(comm_model),
+                                        comm=self.comm, memory_limit_bytes=self.memory_limit_bytes)
+                schedule = build_schedule(self.schedule, self.stages, self.microbatches, self.chunks, costs=costs, **opts)
             except ConfigError as exc:  # the builder speaks of the schedule; say which case, and where
                 raise self._error(f"case {self.label()!r}: {exc}") from None
         return schedule

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailable",
     "ConfigError",
+    "DiskFullError",
     "ExecutionError",
     "HarnessError",
     "InputFormatError",
@@ -64,3 +65,22 @@ class ExecutionError(HarnessError):
 class ResourceError(HarnessError, MemoryError):
     """A case is too large for this machine: memory ran out while it was built,
     planned or analysed. The message names the size (jobs) and the memory it needs."""
+
+
+class DiskFullError(HarnessError):
+    """A file could not be written for want of room: the device is full (``ENOSPC``), a disk quota
+    is used up (``EDQUOT``), or the file would pass the process's file-size limit (``EFBIG``,
+    ``ulimit -f``). The message names the folder and the file, the bytes it needed where known,
+    and what was kept (a report is published whole or not at all: the previous one stays).
+
+    Attributes:
+        folder: the folder written into (a report folder: the one the user named).
+        path: the file that could not be written.
+        needed_bytes: its size, where known (``None`` otherwise).
+    """
+
+    def __init__(self, message: str, folder: str, path: str, needed_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.folder = folder
+        self.path = path
+        self.needed_bytes = needed_bytes

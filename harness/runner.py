@@ -10,6 +10,7 @@ import dataclasses
 import functools
 from typing import Any
 
+from harness.analysis.assumptions import case_assumptions
 from harness.analysis.bubble import BubbleDecomposition, decompose
 from harness.analysis.critical_path import critical_path, waiting
 from harness.analysis.memory import has_memory_model, memory_profile
@@ -29,6 +30,7 @@ from harness.run.executor import execute
 from harness.run.stability import Flag, fidelity, predicted_step_ns, stability_flags, trust_warnings
 from harness.run.window import ProfilingWindow, window_for
 from harness.schedule.model import Job, JobKind
+from harness.schedule.registry import schedule_notes
 from harness.text import safe_text
 
 __all__ = ["run_case"]
@@ -289,6 +291,7 @@ def run_case(
         raise ConfigError(f"case {case.label()!r}: device_options must be a dict of keyword arguments, got {device_options!r}")
     choice = backend if isinstance(backend, BackendChoice) else resolve_backend(backend)
     from harness.model import comm
+    from harness.model.chains import check_cost_for_chains
     from harness.plan.delays import edge_delays
 
     window = window_for(choice.name, steps)
@@ -298,21 +301,26 @@ def run_case(
         comm.check_backend(model, choice.name)
     except ConfigError as exc:
         raise _in_case(case, exc) from None
-    source = case.compute_schedule()
+    source = case.compute_schedule(model)
     try:
         # mpi moves every activation between processes: send/receive jobs even where transfers cost nothing
         mpi_records = choice.name == "mpi" or (records is not None and records.backend == "mpi")
         wanted = True if mpi_records and model == "stream" and case.comm is None else case.comm
+        check_cost_for_chains(case.cost, source)  # DualPipe's two chains: not every cost model describes them
         schedule = comm.lower(source, case.cost, model, wanted, case.comm_placement)
-    except ConfigError as exc:  # too many jobs with the send/receive jobs: say which case, and where
+    except ConfigError as exc:  # too many jobs with the send/receive jobs, a cost model for one chain: say which case, and where
         raise _in_case(case, exc) from None
-    notes = comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
+    notes = schedule_notes(source) + comm.comm_notes(source, case.cost, model, case.comm) + unused_cost_notes(source, case.cost)
     options = {**case.device_options.get(choice.name, {}), **(device_options or {})}
     ideal = schedule
     torch_lowering = None
     if choice.name == "torch" and records is None:  # the plan is what PyTorch's runtime executes
         torch_lowering = _torch_lowering(case, source, options)
         schedule = torch_lowering.schedule
+    try:
+        assumptions = case_assumptions(source, schedule, case.cost, model, case.comm_placement)
+    except ConfigError as exc:  # a stage count the cost model's lists do not fit, or a custom model's bad answer
+        raise case.with_site(exc) from None
     try:
         plan = build_plan(schedule)
     except ScheduleError as exc:  # a given schedule or file that is out of order or deadlocks: name the case's line
@@ -389,4 +397,5 @@ def run_case(
         waiting=waiting(records, plan),
         comm_model=model,
         options={k: v for k, v in case.options.items() if isinstance(v, (bool, int, float, str))},
+        assumptions=assumptions,
     )

@@ -1,6 +1,7 @@
 """The page's data as harness.report.html wrote it before issue 13's column version (frozen at
 commit 0d550c7: timeline_data with harness/report/grid.py's place_slots of then, the busy bars, and
-harness/report/cost_table.py's overlap_stretch): the reference the new one must equal, value for value."""
+harness/report/cost_table.py's overlap_stretch, its sentence reworded since): the reference the new one must
+equal, value for value."""
 
 from __future__ import annotations
 
@@ -216,11 +217,9 @@ def _stage_bars(case: dict[str, Any]) -> list[dict[str, Any]]:
 
 def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
-    a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
-    stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
-    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.model.overlap.group_ns`), and
-    each job is stretched by ``G / max(d)`` (:func:`harness.plan.groups.stretched`), so on ``sim`` its measured
-    duration is the cost model's times that factor.
+    a ``start`` dependency in ``case["deps"]``) one sentence that says how long the group lasts
+    (:func:`harness.model.overlap.group_ns`) and that the job spans it (the sentence as worded since
+    issue 25, when a group's jobs stopped being stretched; the sifting is the frozen version's).
 
     Args:
         case: a results-document case with ``cost``, ``deps`` and ``jobs``.
@@ -255,11 +254,8 @@ def overlap_stretch(case: dict[str, Any]) -> dict[str, str]:
             g = group_ns(model, jobs, alone, num_stages)
         except (ConfigError, KeyError, ValueError):
             continue
-        longest = max(alone)
-        factor = g / longest if longest else 1.0
-        for label, d in zip(members, alone):
+        for label, d in zip(members, alone):  # (the sentence as issue 25 words it: every job spans its group)
             others = ", ".join(x for x in members if x != label)
-            head = f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}), so "
-            out[label] = head + (f"each job is stretched ×{factor:.4g}: this one {_ms(d)} → {_ms(round(d * factor))} ms"
-                                 if g != longest else "no job is stretched")
+            out[label] = (f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}) from when every member's "
+                          f"input is in; this job ({_ms(d)} ms alone) spans it and hands its output on at its end")
     return out

@@ -492,6 +492,24 @@ def test_export_paddle_accepts_the_short_label_the_report_shows(tmp_path, capsys
     assert ("--case 'test_schedule_zoo[ZB-H1]' names 2 cases in " in capsys.readouterr().err)
 
 
+def test_export_paddle_accepts_the_id_as_written_and_as_on_disk(tmp_path, capsys):
+    # issue 26: --case wanted "1F1B p=4 m=8" while the report's files are named 1F1B_p=4_m=8
+    from harness.report.render import write_report
+
+    cases = [case_to_dict(run_case(PipelineCase(s, stages=2, microbatches=2), backend="sim")) for s in ("1F1B", "ZB-H1")]
+    assert [c["id"] for c in cases] == ["1F1B p=2 m=2", "ZB-H1 p=2 m=2"]
+    files = write_report(tmp_path / "rep", results_document(cases))
+    assert sorted(p.name for p in files.traces.values()) == ["1F1B_p=2_m=2.json", "ZB-H1_p=2_m=2.json"]
+    results = tmp_path / "rep" / "results.json"
+    for k, wanted in enumerate(("ZB-H1 p=2 m=2", "ZB-H1_p=2_m=2", "ZB-H1_p=2_m=2.json", "traces/ZB-H1_p=2_m=2.json",
+                                str(tmp_path / "rep" / "hta" / "ZB-H1_p=2_m=2") + "/")):
+        out = tmp_path / f"logs{k}"
+        assert cli_main(["export-paddle", str(results), "--case", wanted, "--out", str(out)]) == 0, capsys.readouterr().err
+        assert "backward_w" in (out / "workerlog.0").read_text()  # ZB-H1's split backward, not 1F1B's
+    assert cli_main(["export-paddle", str(results), "--case", "ZB-H1_p=2", "--out", str(tmp_path / "none")]) == 2
+    assert "(by id, label, short label or name on disk)" in capsys.readouterr().err
+
+
 def test_a_misspelt_pipeline_case_keyword_gets_did_you_mean():
     with pytest.raises(ConfigError) as err:
         PipelineCase("1F1B", stages=4, microbatch=8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _sched_helpers import build_any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -144,6 +145,9 @@ def test_peak_inflight_interleaved(p: int, m: int, v: int) -> None:
 def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
     if name == "DualPipeV":
         m = max(m, 2 * p)
+    if name == "DualPipe":  # DeepSeek's asserts: p even, m even, m >= 2p
+        p += p % 2
+        m = max(m + m % 2, 2 * p)
     if name in ("V-Half", "V-Min"):
         m = max(m, p)
     if name not in ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble"):
@@ -167,17 +171,17 @@ def _valid_args(name: str, p: int, m: int, v: int) -> tuple[int, int, int]:
 )
 def test_every_builder_valid_and_deadlock_free(name: str, p: int, m: int, v: int, comm: bool) -> None:
     p, m, v = _valid_args(name, p, m, v)
-    s = build_schedule(name, p, m, v, optimizer=True)
+    s = build_any(name, p, m, v, optimizer=True)
     if comm:
         s = add_communication(s)
     plan = build_plan(s)
     assert len(plan.order) == plan.num_jobs
     forwards = sum(1 for j in plan.jobs if j.kind is JobKind.F)
-    assert forwards == s.num_stages * m
-    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV", "V-Half", "V-Min") else v)
+    assert forwards == s.num_stages * m // (2 if name == "DualPipe" else 1)  # DualPipe: each stage runs one direction's m/2
+    assert s.num_stages == p * (2 if name in ("ZB-V", "DualPipeV", "DualPipe", "V-Half", "V-Min") else v)
 
 
-@pytest.mark.parametrize("name", ["ZB-V", "DualPipeV"])
+@pytest.mark.parametrize("name", ["ZB-V", "DualPipeV", "DualPipe"])
 def test_v_placement_schedules_accept_their_own_chunk_count(name):
     # The V placement fixes two chunks per rank; v=1 (the default) and v=2 both mean that.
     assert build_schedule(name, 4, 8, 2) == build_schedule(name, 4, 8)
@@ -209,13 +213,55 @@ def test_interleaved_with_one_chunk_is_refused_with_a_pointer_to_1f1b() -> None:
 
 
 def test_megatron_microbatch_group_size_per_vp_stage() -> None:
-    # p=2, m=4, v=2, g=1, by hand: rank 0 warm-up (v-1) g + 2(p-1-s) = 3 forwards, chunks alternate every
-    # micro-batch (stages 0, 2), backwards in descending chunk order (2, 0, 2, 0, ...).
-    s = build_schedule("Interleaved1F1B", 2, 4, 2, microbatch_group_size_per_vp_stage=1)
+    # p=2, m=5, v=2, g=3, by hand from Megatron-LM's get_schedule_table (chunks 0 0 0 1 1 1 0 0 1 1: a last
+    # group of m % g = 2): rank 0 warm-up (v-1) g + 2(p-1-s) = 5 forwards, then F of table entry k with the
+    # backward of entry k - warm-up on chunk v-1-chunk, micro-batches per chunk in order.
+    s = build_schedule("Interleaved1F1B", 2, 5, 2, microbatch_group_size_per_vp_stage=3)
     assert [str(j) for j in s.ranks[0]] == [
-        "0F0", "2F0", "0F1", "2F1", "2B0", "0F2", "0B0", "2F2", "2B1", "0F3", "0B1", "2F3", "2B2", "0B2", "2B3", "0B3"]
-    assert [str(j) for j in s.ranks[1]][:4] == ["1F0", "3F0", "3B0", "1F1"]  # warm-up 1
+        "0F0", "0F1", "0F2", "2F0", "2F1", "2F2", "2B0", "0F3", "2B1", "0F4", "2B2", "2F3", "0B0", "2F4", "0B1",
+        "0B2", "2B3", "2B4", "0B3", "0B4"]
+    assert [str(j) for j in s.ranks[1]][:5] == ["1F0", "1F1", "1F2", "3F0", "3B0"]  # warm-up 3
     # Megatron's default g = p is PyTorch's round size when p | m
     assert build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=4).ranks == build_schedule("Interleaved1F1B", 4, 8, 2).ranks
-    with pytest.raises(ConfigError, match="must be a positive integer that divides m=8"):
-        build_schedule("Interleaved1F1B", 4, 8, 2, microbatch_group_size_per_vp_stage=3)
+
+
+@pytest.mark.parametrize("m", [4, 8, 16])
+def test_every_group_size_builds_a_runnable_schedule_or_is_refused_by_name(m: int) -> None:
+    # issue 26: g=2 at p=4, v=2, m=8 was accepted and then deadlocked (97 of 128 jobs never ran). Megatron-LM's rule:
+    # p <= g <= m and m % g in {0} or >= p; every value it allows builds a valid plan, every other is refused.
+    from harness.schedule.interleaved import valid_group_sizes
+
+    valid = valid_group_sizes(4, m)
+    assert valid == {4: [4], 8: [4, 8], 16: [4, 6, 8, 9, 10, 11, 12, 16]}[m]
+    for g in range(1, m + 1):
+        if g in valid:
+            s = build_schedule("Interleaved1F1B", 4, m, 2, microbatch_group_size_per_vp_stage=g)
+            plan = build_plan(s)  # validates: counts, order, no deadlock
+            assert plan.num_jobs == 2 * 4 * 2 * m
+            from harness.case import PipelineCase
+            from harness.runner import run_case
+
+            r = run_case(PipelineCase("Interleaved1F1B", stages=4, microbatches=m, chunks=2,
+                                      options={"microbatch_group_size_per_vp_stage": g}), "sim", range(0, 1))
+            assert r.records.num_jobs == plan.num_jobs
+            assert r.metrics.step_time_median_ns >= 2 * m * 3_000_000  # every job ran: at least v m (F + B) per rank
+        else:
+            with pytest.raises(ConfigError, match=rf"microbatch_group_size_per_vp_stage={g} breaks Megatron-LM's rule "
+                                                  rf"for p=4, m={m}: p <= g <= m.*valid values: {', '.join(map(str, valid))}$"):
+                build_schedule("Interleaved1F1B", 4, m, 2, microbatch_group_size_per_vp_stage=g)
+
+
+def test_a_group_below_p_would_deadlock() -> None:
+    # Why g < p is refused: the order Megatron's formulas give for g=2 (p=4, v=2, m=8) cannot run.
+    from harness.errors import ScheduleError
+    from harness.schedule.builders import _from_parts
+    from harness.schedule.interleaved import _rank_ops_1f1b, megatron_chunk_table
+
+    table = megatron_chunk_table(8, 2, 2)
+    parts = [_rank_ops_1f1b(s, 4, 2, 8, 2, 2 + 2 * (3 - s), zero_bubble=False, chunk_table=table) for s in range(4)]
+    with pytest.raises(ScheduleError, match="deadlock"):
+        build_plan(_from_parts("Interleaved1F1B", 8, loop_placement(4, 2), parts, False, {"v": 2}))
+    with pytest.raises(ConfigError, match=r"valid values: none: m=3 is below p=4"):
+        build_schedule("Interleaved1F1B", 4, 3, 2, microbatch_group_size_per_vp_stage=3)
+
+

@@ -183,10 +183,11 @@ def test_a_dualpipev_export_imports_back_without_flagging_its_own_overlapped_pai
     captured = capsys.readouterr()
     assert "150 jobs on 4 device(s), 1 step(s), 0 overlap(s) flagged" in captured.out and "overlapping jobs" not in captured.err
     (case,) = json.loads((tmp_path / "a" / "results.json").read_text())["cases"]
-    assert case["metrics"]["step_time_median_ns"] == 44_000_000 and case["overlaps"] == []
+    assert case["metrics"]["step_time_median_ns"] == 54_000_000 and case["overlaps"] == []  # groups of F + B (the default)
     # without the schedule's name the importer cannot know the pairs are by design: they are flagged, as before
     assert main(["import-paddle", str(tmp_path / "logs"), "--out", str(tmp_path / "b"), "-q"]) == 0
-    assert "150 jobs on 4 device(s), 1 step(s), 22 overlap(s) flagged" in capsys.readouterr().out
+    # every one of the 25 pairs (each of its two jobs spans the group)
+    assert "150 jobs on 4 device(s), 1 step(s), 25 overlap(s) flagged" in capsys.readouterr().out
 
 
 def test_export_paddle_checks_the_file_as_report_does_and_writes_nothing_from_a_damaged_one(tmp_path, capsys):
@@ -280,12 +281,25 @@ def test_show_states_per_stage_durations_per_rank_work_and_zb_h1_theory(capsys):
     assert "no closed-form theory for this schedule" in out
 
 
-def test_show_says_overlapped_pairs_keep_a_rank_busy_for_less(capsys):
-    # p=2, m=4: 24 ms of jobs per rank, but 6 F&B pairs overlap, so the busiest rank is busy 22 ms = the step.
+def test_show_says_how_long_an_overlapped_pair_lasts(capsys):
+    # p=2, m=4: 24 ms of jobs per rank; by default each of the 6 F&B pairs lasts F + B = 3 ms, so a rank is busy 24 ms.
     assert main(["show", "DualPipeV", "-p", "2", "-m", "4"]) == 0
     out = capsys.readouterr().out
-    assert "overlapped F&B pairs (6 per step) run at the same time, so a rank is busy for less: at most 22 ms per step" in out
-    assert "step time 22.000 ms" in out
+    assert ("overlapped F&B pairs (6 per step): each starts when both its inputs are in and lasts 3 ms (F + B, no overlap, "
+            "as PyTorch's runtime runs OVERLAP_F_B; --overlap-ratio 0 gives max(F, B)); the busiest rank is busy 24 ms per step") in out
+    assert "step time 26.000 ms" in out
+    # the README's bubble (PP/2-1)(F&B+B-3W), PP = 2p = 4: (2-1)(3 + 2 - 3) = 2 ms, which every rank idles (F = I = W = 1 ms)
+    assert "worst rank's idle 2 ms per step; DualPipe README's (PP/2-1)(F&B+B-3W), PP = 4: 2 ms (it holds here" in out
+    # perfect overlap: each pair lasts max(F, B) = 2 ms, 1 ms less for each of a rank's 3 pairs: busy 21 ms, step 22 ms
+    assert main(["show", "DualPipeV", "-p", "2", "-m", "4", "--overlap-ratio", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "lasts 2 ms (--overlap-ratio 0: max(F, B) + 0 x (F + B - max(F, B))); the busiest rank is busy 21 ms per step" in out
+    assert "step time 22.000 ms" in out and "PP = 4: 1 ms (it holds here" in out
+    # outside the formula's regime (I = 1.5 ms != F) the line says why it shows no figure
+    assert main(["show", "DualPipeV", "-p", "2", "-m", "4", "--backward-ms", "2.5", "--weight-ms", "1"]) == 0
+    assert "is not shown: these schedules meet it only for F = I, W <= F, transfers free and m >= 2p" in capsys.readouterr().out
+    assert main(["show", "1F1B", "-p", "2", "-m", "4", "--overlap-ratio", "0.5"]) == 0
+    assert "note: --overlap-ratio is unused: 1F1B has no overlapped F&B pairs" in capsys.readouterr().err
     assert main(["show", "ZB-V", "-p", "4", "-m", "8"]) == 0
     assert "overlapped" not in capsys.readouterr().out
 

@@ -7,6 +7,7 @@ rank (PyTorch issues each rank's jobs in list order, whatever their stream)."""
 from __future__ import annotations
 
 import pytest
+from _sched_helpers import build_any
 
 import harness.plan.fast as plan_module  # the fast path, which falls back on the reference path
 from harness.errors import ConfigError, ScheduleError
@@ -228,7 +229,7 @@ def _valid_sizes() -> list[tuple[str, int, int, int]]:
             for m in (1, 2, 3, 4, 6, 8, 10, 12):
                 for v in vs:
                     try:
-                        build_schedule(name, p, m, v)
+                        build_any(name, p, m, v)
                     except ConfigError:  # sizes this builder refuses
                         continue
                     out.append((name, p, m, v))
@@ -247,13 +248,13 @@ def test_every_builder_with_communication_still_builds_plans_on_the_fast_path(mo
         mp.setattr(plan_module, "_build_plan_checked", no_fallback)
         for name, p, m, v in cases:
             for optimizer in (False, True):
-                s = add_communication(build_schedule(name, p, m, v, optimizer=optimizer))
+                s = add_communication(build_any(name, p, m, v, optimizer=optimizer))
                 plan = build_plan(s)
                 assert len(plan.order) == plan.num_jobs == s.num_jobs, (name, p, m, v)
                 for stream_name in plan.stream_names:  # no rank talks to itself
                     rank, _, peer = stream_name.partition("/comm↔")
                     assert rank != f"rank{peer}", (name, p, m, v, stream_name)
     for name, p, m, v in cases[::7]:  # and the reference path agrees
-        s = add_communication(build_schedule(name, p, m, v))
+        s = add_communication(build_any(name, p, m, v))
         a, b = build_plan(s), overlap.apply(_build_plan_checked(s))  # DualPipeV's overlapped pairs applied to both
         assert (a.jobs, a.deps, a.start_deps, a.stream, a.stream_names) == (b.jobs, b.deps, b.start_deps, b.stream, b.stream_names), (name, p, m, v)

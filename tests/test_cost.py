@@ -143,15 +143,15 @@ def test_impossible_fixed_costs_are_refused(kwargs, message):
         (dict(F=1, B=2, p2p_latency_ns=-5), "cost model: p2p_latency_ns must be non-negative, got -5"),  # given in ns by its own name
         (dict(F=1, B=2, X=1),  # in ms()'s own name, not FixedCost.__init__()'s
          "cost model: FixedCost.ms() got an unexpected keyword argument 'X'; "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
+         "it takes F, B, I, W, R (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
          "unshard_ns, reshard_ns, reduce_grad_ns, overlap_ns, overlap_ratio"),
         (dict(F=1, B=2, w=1),
          "cost model: FixedCost.ms() got an unexpected keyword argument 'w' (did you mean 'W'?); "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
+         "it takes F, B, I, W, R (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
          "unshard_ns, reshard_ns, reduce_grad_ns, overlap_ns, overlap_ratio"),
         (dict(F=1, B=2, p2p_latency=5),
          "cost model: FixedCost.ms() got an unexpected keyword argument 'p2p_latency' (did you mean 'p2p_latency_ns'?); "
-         "it takes F, B, I, W (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
+         "it takes F, B, I, W, R (ms) and optimizer_ns, p2p_latency_ns, p2p_gbytes_per_s, activation_bytes, mem_F, mem_I, mem_W, mem_static, "
          "unshard_ns, reshard_ns, reduce_grad_ns, overlap_ns, overlap_ratio"),
         (dict(F=1, B=2, forward_ns=5), "cost model: FixedCost.ms() takes forward_ns as F, in milliseconds"),
     ],

@@ -156,6 +156,7 @@ def test_arrows_follow_the_selection_and_say_how_many(page, review):
     drawn, total = page.evaluate(f"{tl}.arrowsShown")
     assert drawn == total and total > 0
     page.locator("#case-2 .deps-toggle").check()
+    page.evaluate(f"{tl}.whole()")  # it opens on one step: the whole recording, for every arrow
     drawn, total = page.evaluate(f"{tl}.arrowsShown")
     n_deps = page.evaluate(f"{tl}.x.d.deps.length / 3")
     assert drawn == total == n_deps  # whole view: every dependency, none dropped silently

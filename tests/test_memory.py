@@ -119,30 +119,32 @@ def test_gqa_and_ffn_size_change_the_layer_parameters():
 
 @pytest.mark.parametrize(("recompute", "kept_per_layer", "b_over_f"), [
     ("none", 34 + 5 * 8 * 512 / 1024, 2.0),
-    ("selective", 34, 2.0),  # no attention FLOPs in this model (attention=False): nothing to recompute
-    ("full", 2, 3.0),  # the backward re-runs the forward
+    # attention=False: F times the weight GEMMs only (24 h^2 per token and layer), but a recomputation still redoes the
+    # attention core, 4 s h per token and layer: s / (6 h) = 512 / 6144 = 1/12 of F
+    ("selective", 34, 2.0 + 1 / 12),
+    ("full", 2, 3.0 + 1 / 12),  # the backward re-runs the forward, attention core included
 ])
 def test_recomputation_keeps_less_and_costs_time(recompute, kept_per_layer, b_over_f):
     c = TransformerCost(hidden_size=1024, seq_len=512, micro_batch_size=1, num_layers=2, tflops=100, recompute=recompute)
     f = c.memory_bytes(Job(0, JobKind.F, 0), 1)
     assert f == round(2 * 512 * 1024 * kept_per_layer)
     assert c.duration_ns(Job(0, JobKind.B, 0), 1) == pytest.approx(b_over_f * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
-    assert c.recompute_ns(Job(0, JobKind.B, 0), 1) == pytest.approx((b_over_f - 2) * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
+    assert c.recompute_time_ns(Job(0, JobKind.B, 0), 1) == pytest.approx((b_over_f - 2) * c.duration_ns(Job(0, JobKind.F, 0), 1), abs=1)
     with pytest.raises(ConfigError, match="recompute='some'; choose one of none, selective, full"):
         TransformerCost(hidden_size=8, seq_len=8, micro_batch_size=1, num_layers=1, tflops=1, recompute="some")
 
 
 def test_recomputation_is_a_sub_slice_of_each_backward_in_the_trace():
-    c = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=4, tflops=1, recompute="full")
+    c = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=4, tflops=1, recompute="full", attention=True)
     r = run_case(PipelineCase("1F1B", 2, 3, cost=c), "sim")
     case = case_to_dict(r)
     trace = case_trace(case)
     assert check_trace(trace) == []
     rec = [e for e in trace["traceEvents"] if e.get("name") == "recompute"]
     assert len(rec) == 2 * 3  # every B of every stage
-    f_us = c.duration_ns(Job(0, JobKind.F, 0), 2) / 1000
+    f_us = c.duration_ns(Job(0, JobKind.F, 0), 2) / 1000  # attention counted: the recomputation is exactly the forward
     assert all(e["dur"] == pytest.approx(f_us, abs=0.002) for e in rec)
-    assert r.decomposition.recompute_ns == 3 * c.recompute_ns(Job(0, JobKind.B, 0), 2)  # the busiest rank's 3 backwards
+    assert r.decomposition.recompute_ns == 3 * c.recompute_time_ns(Job(0, JobKind.B, 0), 2)  # the busiest rank's 3 backwards
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
     assert {e["pid"] for e in counters} == {1, 2} and all(e["name"] == "memory (bytes)" for e in counters)  # pid = rank + 1
 

@@ -135,6 +135,28 @@ def test_1f1b_p4_m8_over_four_processes(tmp_path: Path) -> None:
         doc["step_time_median_ns"], sim.metrics.step_time_median_ns, explained)
 
 
+def test_dualpipe_over_four_processes_meets_its_peers_within_each_direction(tmp_path: Path) -> None:
+    # DualPipe's two directions (harness.schedule.chains): every transfer pairs a stage with its neighbour in
+    # its own direction, and every rank runs the single-process order, overlapped pairs on their sibling stream
+    rc, docs, log, _ = _mpirun(tmp_path, 4, "DualPipe", "4", "8", "2", "4", "transfer_timeout_s=30", "steps=1:3")
+    assert rc == 0, log
+    assert [d["outcome"] for d in docs] == ["ok"] * 4, log
+    doc = docs[0]
+    assert doc["device"]["causality"]["pairs"] == 2 * 3 * 2 * 4 * 2  # 2 directions x 3 links x (F, B) x 4 micro-batches x 2 steps
+    case = PipelineCase(schedule="DualPipe", stages=4, microbatches=8, cost=FixedCost.ms(F=2, B=4), comm=True)
+    single = run_case(case, backend="sim", steps=parse_steps("1:2"))
+    ref: dict[tuple[int, str], list[str]] = {}
+    for j in single.records.jobs:
+        ref.setdefault((j.rank, j.stream), []).append(f"{j.stage}{j.kind}{j.microbatch}")
+    assert any(stream.endswith("/overlap") for _, stream in ref)
+    for step in doc["steps"]:
+        merged: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        for rank, stream, stage, kind, mb, s, a, _ in doc["jobs"]:
+            if s == step:
+                merged.setdefault((rank, stream), []).append((a, f"{stage}{kind}{mb}"))
+        assert {key: [label for _, label in sorted(v)] for key, v in merged.items()} == ref
+
+
 def test_injected_clock_offset_is_recovered_within_the_bound(tmp_path: Path) -> None:
     rc, docs, log, _ = _mpirun(tmp_path, 2, "1F1B", "2", "4", "2", "4", env={"HARNESS_MPI_TEST_CLOCK_OFFSET": "1:250000000"})
     assert rc == 0, log

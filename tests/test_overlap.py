@@ -1,9 +1,11 @@
-"""Overlapped F&B groups (harness.plan.groups): DualPipeV's OVERLAP_F_B pairs run at the same time."""
+"""Overlapped F&B groups (harness.plan.groups): DualPipeV's OVERLAP_F_B pairs run as one unit, from when
+both inputs are in, for the group's time (F + B by default, max(F, B) at overlap_ratio=0)."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -42,9 +44,10 @@ def test_dualpipev_emits_pytorchs_pairs() -> None:
 
 @pytest.mark.parametrize(("f", "b"), [(1_000_000, 2_000_000), (2_000_000, 3_000_000), (3_000_000, 2_000_000)])
 def test_dualpipev_overlap_shortens_the_step_by_the_hand_computed_amount(f: int, b: int) -> None:
-    # p=4, m=8: ranks 2 and 3 hold 7 pairs each; each pair lasts max(F, B) instead of F + B, so those ranks
-    # do 7 min(F, B) less, and their idle time is the same with and without overlap: the step is 7 min(F, B) shorter.
-    cost = FixedCost(forward_ns=f, backward_ns=b)
+    # p=4, m=8: ranks 2 and 3 hold 7 pairs each; at overlap_ratio=0 each pair lasts max(F, B) instead of F + B,
+    # so those ranks do 7 min(F, B) less, and their idle time is the same with and without overlap: the step is
+    # 7 min(F, B) shorter.
+    cost = FixedCost(forward_ns=f, backward_ns=b, overlap_ratio=0.0)
     with_o = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=cost), backend="sim")
     without = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=cost, options={"overlap": False}), backend="sim")
     saved = 7 * min(f, b)
@@ -53,12 +56,20 @@ def test_dualpipev_overlap_shortens_the_step_by_the_hand_computed_amount(f: int,
     # rank 3 works 2m(F+B) without overlap, 7 min(F,B) less with it (busy counts the overlap once)
     assert without.metrics.steps[0].busy_ns[3] == 16 * (f + b)
     assert with_o.metrics.steps[0].busy_ns[3] == 16 * (f + b) - saved
+    # by default (no overlap: a group lasts F + B) every rank is busy 2m(F+B), groups or not
+    default = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=FixedCost(forward_ns=f, backward_ns=b)), backend="sim")
+    assert list(default.metrics.steps[0].busy_ns) == [16 * (f + b)] * 4
 
 
 def test_example_figures_in_the_docs() -> None:
+    # docs/schedules.md, "Overlapped F&B": 54 ms by default, 44 ms at overlap_ratio=0, 51 ms with overlap=False
     cost = FixedCost.ms(F=1, B=2)
-    assert analyze(build_schedule("DualPipeV", 4, 8, 2), cost).makespan_ns == 44_000_000
+    assert analyze(build_schedule("DualPipeV", 4, 8, 2), cost).makespan_ns == 54_000_000
+    assert analyze(build_schedule("DualPipeV", 4, 8, 2), FixedCost.ms(F=1, B=2, overlap_ratio=0)).makespan_ns == 44_000_000
     assert analyze(build_schedule("DualPipeV", 4, 8, 2, overlap=False), cost).makespan_ns == 51_000_000
+    text = (Path(__file__).resolve().parent.parent / "docs" / "schedules.md").read_text(encoding="utf-8")
+    assert "DualPipeV takes 54 ms by default (G = 3 ms), 44 ms at `overlap_ratio=0`" in " ".join(text.split())
+    assert "instead (51 ms there)" in " ".join(text.split())
 
 
 def test_pair_runs_on_a_sibling_stream_and_the_trace_nests(tmp_path) -> None:
@@ -90,7 +101,7 @@ def test_csv_keeps_the_groups_both_ways() -> None:
 
 def test_a_schedule_file_keeps_the_groups(tmp_path) -> None:
     # A dumped DualPipeV read back as a file (a case's schedule=Path, or `show FILE`) used to lose its
-    # groups and run them back to back: 25 ms instead of 22 ms at p=2, m=4, F=1, B=2 ms.
+    # groups and run them as plain jobs: 25 ms instead of 26 ms at p=2, m=4, F=1, B=2 ms (22 ms at overlap_ratio=0).
     from harness.schedule.notation import dump_csv, load_schedule_file
 
     s = build_schedule("DualPipeV", 2, 4, 2)
@@ -99,21 +110,24 @@ def test_a_schedule_file_keeps_the_groups(tmp_path) -> None:
     assert back.params["source"] == str(tmp_path / "dpv.csv")
     assert groups_of(back) == groups_of(s)
     cost = FixedCost.ms(F=1, B=2)
-    assert analyze(back, cost).makespan_ns == analyze(s, cost).makespan_ns == 22_000_000
+    assert analyze(back, cost).makespan_ns == analyze(s, cost).makespan_ns == 26_000_000
     run = run_case(PipelineCase(tmp_path / "dpv.csv", cost=cost), backend="sim")
-    assert run.metrics.step_time_median_ns == 22_000_000
+    assert run.metrics.step_time_median_ns == 26_000_000
+    perfect = FixedCost.ms(F=1, B=2, overlap_ratio=0)
+    assert analyze(back, perfect).makespan_ns == 22_000_000
 
 
 def test_hand_made_group_two_ranks() -> None:
     # rank 0: 0F0 0F1 0B0 0B1 (stage 0); rank 1: 1F0 (1F1;1B0) 1B1; F=1, B=2 ms.
-    # rank 1: F0 [1,2], F1 starts at 2 (its input is there at 2) with B0 at 2: [2,3] and [2,4]; B1 [4,6].
+    # rank 1: F0 [1,2]; the group's inputs (0F1's output, 1F0) are in at 2: by default it lasts F + B, [2,5]; B1 [5,7].
     s = Schedule.from_text("pair", [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1F1", "1B0", "1B1"]], 2, [0, 1])
     g = with_groups(s, [(s.ranks[1][1], s.ranks[1][2])])
     cost = FixedCost.ms(F=1, B=2)
-    a = analyze(g, cost, comm_model="free")
-    # rank 0: B0 at 4 [4,6], B1 at 6 [6,8]
-    assert a.makespan_ns == 8_000_000
+    # rank 0: B0 waits for the group's end, [5,7], B1 [7,9]: as without the group
+    assert analyze(g, cost, comm_model="free").makespan_ns == 9_000_000
     assert analyze(s, cost, comm_model="free").makespan_ns == 9_000_000  # F0 [1,2] F1 [2,3] B0 [3,5] B1 [5,7]; rank 0 B0 [5,7] B1 [7,9]
+    # at overlap_ratio=0 the group lasts max(F, B): [2,4]; rank 1 B1 [4,6]; rank 0 B0 [4,6], B1 [6,8]
+    assert analyze(g, FixedCost.ms(F=1, B=2, overlap_ratio=0), comm_model="free").makespan_ns == 8_000_000
 
 
 def test_malformed_groups_are_refused() -> None:
@@ -133,11 +147,11 @@ def test_busy_union() -> None:
 
 
 def test_decomposition_and_critical_path_count_an_overlapped_pair_once() -> None:
-    # A fresh user's find: DualPipeV p=4, m=8, F=1, B=2 ms read "step 44.000 ms = ideal 48.000 + ... + schedule
-    # bubble -4.000 ms" and "critical path 44.000 ms (48.000 ms of it running)": the pairs counted twice.
+    # A fresh user's find: DualPipeV p=4, m=8, F=1, B=2 ms, pairs of max(F, B), read "step 44.000 ms = ideal 48.000
+    # + ... + schedule bubble -4.000 ms" and "critical path 44.000 ms (48.000 ms of it running)": the pairs counted twice.
     from harness.analysis.critical_path import critical_path
 
-    r = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=FixedCost.ms(F=1, B=2)), backend="sim")
+    r = run_case(PipelineCase("DualPipeV", stages=4, microbatches=8, cost=FixedCost.ms(F=1, B=2, overlap_ratio=0)), backend="sim")
     d = r.decomposition
     step = r.metrics.step_time_median_ns
     assert step == 44_000_000

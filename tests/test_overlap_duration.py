@@ -1,6 +1,7 @@
-"""How long an overlapped F&B group lasts (issue 11, item 3): ``max(F, B)`` by default
-(Victarry/PP-Schedule-Visualization), or the cost model's ``overlap_ns`` / ``overlap_ratio``;
-the group's jobs are stretched by one factor (harness.plan.groups). Timelines by hand on sim."""
+"""How long an overlapped F&B group lasts: ``F + B`` by default (no overlap, as PyTorch's runtime
+runs OVERLAP_F_B), or the cost model's ``overlap_ns`` / ``overlap_ratio`` (``overlap_ratio=0``:
+``max(F, B)``, perfect overlap); every job of the group lasts the group's time, from when every
+member's input is in (harness.plan.groups). Timelines by hand on sim."""
 
 from __future__ import annotations
 
@@ -25,15 +26,16 @@ ONE_RANK = "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n"
 
 
 @pytest.mark.parametrize(("fields", "table"), [
-    # default: the group lasts max(F, B) = 20: 0F1 10-20, 0B0 10-30
-    ({}, {"0F0": (0, 10), "0F1": (10, 20), "0B0": (10, 30), "0B1": (30, 50)}),
-    ({"overlap_ratio": 0.0}, {"0F0": (0, 10), "0F1": (10, 20), "0B0": (10, 30), "0B1": (30, 50)}),
-    # r = 1: F + B = 30, both stretched by 30/20: 0F1 15 ns, 0B0 30 ns
-    ({"overlap_ratio": 1.0}, {"0F0": (0, 10), "0F1": (10, 25), "0B0": (10, 40), "0B1": (40, 60)}),
-    # r = 0.5: 20 + 0.5 * 10 = 25, factor 1.25: 0F1 12.5 -> 13 ns (half up), 0B0 25 ns
-    ({"overlap_ratio": 0.5}, {"0F0": (0, 10), "0F1": (10, 23), "0B0": (10, 35), "0B1": (35, 55)}),
-    # explicit 26 ns, factor 1.3: 0F1 13 ns, 0B0 26 ns
-    ({"overlap_ns": 26}, {"0F0": (0, 10), "0F1": (10, 23), "0B0": (10, 36), "0B1": (36, 56)}),
+    # F = 10, B = 20; the group starts at 10 (0B0's input, 0F0, ends there) and both jobs span it.
+    # default: F + B = 30 (no overlap)
+    ({}, {"0F0": (0, 10), "0F1": (10, 40), "0B0": (10, 40), "0B1": (40, 60)}),
+    ({"overlap_ratio": 1.0}, {"0F0": (0, 10), "0F1": (10, 40), "0B0": (10, 40), "0B1": (40, 60)}),
+    # r = 0: max(F, B) = 20, perfect overlap
+    ({"overlap_ratio": 0.0}, {"0F0": (0, 10), "0F1": (10, 30), "0B0": (10, 30), "0B1": (30, 50)}),
+    # r = 0.5: 20 + 0.5 * 10 = 25
+    ({"overlap_ratio": 0.5}, {"0F0": (0, 10), "0F1": (10, 35), "0B0": (10, 35), "0B1": (35, 55)}),
+    # explicit 26 ns
+    ({"overlap_ns": 26}, {"0F0": (0, 10), "0F1": (10, 36), "0B0": (10, 36), "0B1": (36, 56)}),
 ])
 def test_group_duration_on_sim_by_hand(fields: dict, table: dict) -> None:
     s = loads_csv(ONE_RANK, "one.csv")
@@ -44,29 +46,29 @@ def test_group_duration_on_sim_by_hand(fields: dict, table: dict) -> None:
     assert a.busy_ns == [a.makespan_ns] and a.idle_ns == [0]  # busy once while the group runs, never idle
 
 
-def test_backends_get_the_stretched_durations() -> None:
-    """cpu and cuda run the Work durations the executor makes: the same stretched figures."""
+def test_backends_get_the_group_durations() -> None:
+    """cpu and cuda run the Work durations the executor makes: every job of a group lasts the group."""
     plan = build_plan(loads_csv(ONE_RANK, "one.csv"))
     works = _works(plan, FixedCost(forward_ns=2_000_000, backward_ns=4_000_000, overlap_ns=5_200_000))
-    assert {w.label: w.duration_ns for w in works} == {"0F0": 2_000_000, "0F1": 2_600_000, "0B0": 5_200_000, "0B1": 4_000_000}
+    assert {w.label: w.duration_ns for w in works} == {"0F0": 2_000_000, "0F1": 5_200_000, "0B0": 5_200_000, "0B1": 4_000_000}
 
 
-def test_dualpipev_p4_m8_ratio_zero_is_the_default_and_one_serializes_each_group() -> None:
+def test_dualpipev_p4_m8_ratio_one_is_the_default_and_zero_is_max() -> None:
     sched = build_schedule("DualPipeV", 4, 8)
     base = FixedCost(forward_ns=10, backward_ns=20)
     default = analyze(build_plan(sched), base).makespan_ns
-    assert analyze(build_plan(sched), FixedCost(forward_ns=10, backward_ns=20, overlap_ratio=0.0)).makespan_ns == default
-    works = _works(build_plan(sched), FixedCost(forward_ns=10, backward_ns=20, overlap_ratio=1.0))
+    assert analyze(build_plan(sched), FixedCost(forward_ns=10, backward_ns=20, overlap_ratio=1.0)).makespan_ns == default
     grouped = {str(j) for g in sched.params["overlap"] for j in g}  # type: ignore[union-attr]
-    # every F of a group lasts 10 * 30 / 20 = 15 ns and every B 30 ns: the group 30 ns = F + B
-    assert {w.duration_ns for w in works if w.label in grouped and "F" in w.label} == {15}
-    assert {w.duration_ns for w in works if w.label in grouped and "B" in w.label} == {30}
-    assert {w.duration_ns for w in works if w.label not in grouped and "F" in w.label} == {10}
+    for cost, g in ((base, 30), (FixedCost(forward_ns=10, backward_ns=20, overlap_ratio=0.0), 20)):
+        works = _works(build_plan(sched), cost)
+        assert {w.duration_ns for w in works if w.label in grouped} == {g}  # F + B = 30 by default, max(F, B) = 20 at r = 0
+        assert {w.duration_ns for w in works if w.label not in grouped and "F" in w.label} == {10}
 
 
 def test_the_ratio_sets_the_groups_length_and_the_step_falls_with_it() -> None:
-    # A fresh user's find: overlap_ratio=1 is not overlap=False (the stretched forward hands its output on
-    # later; harness.plan.groups's doc). The figures the docs give, and a step monotone in the ratio.
+    # overlap_ratio=1 (the default, F + B) is not overlap=False: the pair starts when both inputs are in and
+    # hands both outputs on at its end (harness.plan.groups's doc). The figures the docs give, and a step
+    # monotone in the ratio: 54, 51.5, 49, 46.5, 44 ms.
     sched = build_schedule("DualPipeV", 4, 8)
     ms = 1_000_000
     serial = analyze(build_plan(build_schedule("DualPipeV", 4, 8, overlap=False)), FixedCost(forward_ns=ms, backward_ns=2 * ms))

@@ -1,6 +1,6 @@
 """The review page's fixes from the second review (issue 14's page): the model column and the
 "same model" key carry the overlap and data-parallel cost fields and the ``overlap`` option, the
-tooltip says how an overlapped group stretches a job, print keeps every overview column and names
+tooltip says how long an overlapped group lasts and that its job spans it, print keeps every overview column and names
 the compared cases, find stays inside the step, colours and grid labels read, warnings are reachable.
 
 The unit tests need no browser; the others run in headless Chromium with the fixtures of
@@ -85,19 +85,19 @@ def test_same_model_pairing_tells_overlap_settings_apart(overlap_cases):
     assert default_pair(rows[:3])[0] == (0, 1) and default_pair(rows[:3])[1].startswith("No two cases share their model")
 
 
-def test_overlap_stretch_says_how_the_group_time_stretches_each_job(overlap_cases):
+def test_overlap_stretch_says_how_long_the_group_lasts_and_that_each_job_spans_it(overlap_cases):
     ratio, r1, off, _, fixed_g = overlap_cases
     text = overlap_stretch(ratio)
-    # DualPipeV p=4 m=8: rank 0 overlaps 0F7 with 7B3 (its first pair); F=1, B=2: 2 + 0.5 (3 - 2) = 2.5 ms, ×1.25
-    assert text["0F7"] == ("overlapped F&B group with 7B3: the group lasts 2.5 ms (overlap_ratio 0.5: max + 0.5 × (sum − max)), "
-                           "so each job is stretched ×1.25: this one 1 → 1.25 ms")
-    assert text["7B3"].endswith("this one 2 → 2.5 ms")
-    assert overlap_stretch(r1)["0F7"].split(", so ")[1] == "each job is stretched ×1.5: this one 1 → 1.5 ms"
+    # DualPipeV p=4 m=8: rank 0 overlaps 0F7 with 7B3 (its first pair); F=1, B=2: 2 + 0.5 (3 - 2) = 2.5 ms
+    assert text["0F7"] == ("overlapped F&B group with 7B3: the group lasts 2.5 ms (overlap_ratio 0.5: max + 0.5 × (sum − max)) "
+                           "from when every member's input is in; this job (1 ms alone) spans it and hands its output on at its end")
+    assert text["7B3"].endswith("this job (2 ms alone) spans it and hands its output on at its end")
+    assert overlap_stretch(r1)["0F7"].startswith("overlapped F&B group with 7B3: the group lasts 3 ms (overlap_ratio 1: ")
     assert overlap_stretch(fixed_g)["7B3"].startswith("overlapped F&B group with 0F7: the group lasts 2.2 ms (overlap_ns: every group lasts 2.2 ms)")
     assert overlap_stretch(off) == {}  # no groups
-    jobs = ratio["jobs"]  # the sim ran the stretch the sentence states
+    jobs = ratio["jobs"]  # the sim ran the group time the sentence states, for both jobs
     durs = {(s, k, mb): e - a for s, k, mb, a, e in zip(jobs["stage"], jobs["kind"], jobs["microbatch"], jobs["start_ns"], jobs["end_ns"])}
-    assert durs[(0, "F", 7)] == 1_250_000 and durs[(7, "B", 3)] == 2_500_000
+    assert durs[(0, "F", 7)] == 2_500_000 and durs[(7, "B", 3)] == 2_500_000
     assert len(text) == 2 * sum(1 for _s, _d, e in ratio["deps"] if e == "start")
 
 
@@ -162,14 +162,14 @@ def page_path(tmp_path_factory, overlap_cases, dp_case):
 
 
 @pytest.mark.browser
-def test_tooltip_of_a_stretched_job_says_the_overlap_stretch(page, page_path):
+def test_tooltip_of_a_grouped_job_says_how_long_the_group_lasts(page, page_path):
     _open(page, page_path)
     tip = page.evaluate("""(() => { const t = window.__harness.caseTimeline(0), d = t.x.d;
         for (let i = 0; i < t.x.n; i++) if (d.stage[i] === 0 && d.mb[i] === 7 && d.kind[i] === 0 && d.step[i] === 1) return t.tipText(i); })()""")
     lines = tip.split("\n")
     # rank 0 runs 0F0..0F6, then 7F/7I/7W of micro-batches 0-2, then 7F3, all 1 ms, idle-free: 0F7 starts at 17 ms
     assert lines[5] == "waited 0.000 µs idle before it", tip
-    assert lines[3] == "start 17.000 ms, duration 1.250 ms measured, 1.000 ms cost model alone", tip
+    assert lines[3] == "start 17.000 ms, duration 2.500 ms measured, 1.000 ms cost model alone", tip
     assert lines[4].startswith("overlapped F&B group with 7B3: the group lasts 2.5 ms (overlap_ratio 0.5")
     assert page.problems == []
 

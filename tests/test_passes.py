@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _sched_helpers import build_any
 
 from harness.analysis.analytic import analyze
 from harness.errors import ScheduleError
@@ -52,7 +53,7 @@ def test_comm_cost_on_critical_path() -> None:
 @pytest.mark.parametrize("name", sorted(schedule_names()))
 def test_comm_lowering_keeps_plans_valid(name: str) -> None:
     v = chunks_for(name, 2)
-    s = build_schedule(name, 4, 8, v, optimizer=True)
+    s = build_any(name, 4, 8, v, optimizer=True)
     lowered = add_communication(s)
     plan = build_plan(lowered)
     assert len(plan.order) == plan.num_jobs
@@ -69,7 +70,7 @@ def test_comm_twice_is_an_error() -> None:
 
 @pytest.mark.parametrize("name", ["FThenB", "1F1B", "Eager-1F1B", "Interleaved1F1B", "LoopedBFS"])
 def test_split_then_merge_is_identity(name: str) -> None:
-    s = build_schedule(name, 3, 6, chunks_for(name, 2))
+    s = build_any(name, 3, 6, chunks_for(name, 2))
     split = split_backward(s)
     assert _count(split, JobKind.B) == 0
     assert _count(split, JobKind.I) == _count(split, JobKind.W) == s.num_stages * 6

@@ -39,7 +39,7 @@ def _report(tmp_path, case, capsys):
     ("window", {"target": "1%"}, "window.target is '1%' (str), expected a number (a share, 0.01 = 1%) or null"),
     ("window", {"description": None}, "window.description is None (NoneType), expected a string"),
     ("window", {"ci_reach": "x"}, "window.ci_reach is 'x' (str), expected a number, 0 or more, or null"),
-    ("comm_model", "bogus", "comm_model is 'bogus' (str), expected one of edge, free, stream"),
+    ("comm_model", "bogus", "comm_model is 'bogus' (str), expected one of blocking, edge, free, stream"),
     ("usage", {"cores": -2}, "usage.cores is -2 (int), expected a count (an integer, 0 or more)"),
     ("device", {"clock_bound_ns": 1310.0}, "device.clock_bound_ns is 1310.0 (float), expected a whole number of ns, 0 or more "
                                            "(the merge's clock bound)"),

@@ -106,11 +106,14 @@ def test_sweep_charts_cover_every_swept_dimension_with_error_bars_and_theory():
     assert [t["label"] for t in by_p["xticks"]] == ["2", "4"]
     # 1F1B p=4 m=4 on sim: (m + p - 1) x 3 ms = 21 ms; theory bubble (p-1)/(m+p-1) = 3/7 dashed beside it.
     dot = by_p["step"]["lines"][0]["dots"][1]["title"]
-    assert dot == "1F1B p=4 m=4 (1F1B m=4, F=1 B=2 ms (sim, virtual)): p=4, 21.00 ms"  # the case, then its series
-    # a second case at the same p is not drawn: the drawn one's tooltip names it (it was dropped silently)
+    # the case, then its series, each isolated (U+2068 ... U+2069: a right-to-left override in a name stays inside it)
+    assert dot == "\u20681F1B p=4 m=4\u2069 (\u20681F1B m=4, F=1 B=2 ms (sim, virtual)\u2069): p=4, 21.00 ms"
+    # a second case at the same p is drawn too, beside the first (it was hidden behind it); each names the other
     twice = sweep_chart([*cases, {**cases[2], "id": "again", "label": "again"}], "p")  # cases[2]: 1F1B p=4 m=4
-    assert twice["step"]["lines"][0]["dots"][1]["title"] == ("1F1B p=4 m=4 (1F1B m=4, F=1 B=2 ms (sim, virtual)): p=4, 21.00 ms; "
-                                                             "not drawn, the same p: again")
+    dots = twice["step"]["lines"][0]["dots"]
+    assert len(dots) == 3 and dots[1]["y"] == dots[2]["y"] and dots[2]["x"] - dots[1]["x"] > 2
+    assert dots[1]["title"].endswith("21.00 ms; drawn beside it, at the same p: \u2068again\u2069")
+    assert dots[2]["title"].startswith("\u2068again\u2069 (") and "at the same p: \u20681F1B p=4 m=4\u2069" in dots[2]["title"]
     assert by_p["bubble"]["lines"][0]["theory"] and by_p["step"]["lines"][0]["bars"] == []  # sim: no spread, no bar
     by_s = sweep_chart(cases, "schedule")
     assert [t["label"] for t in by_s["xticks"]] == ["1F1B", "ZB-H1"] and len(by_s["series"]) == 4

@@ -55,7 +55,8 @@ def test_report_folder_is_all_or_nothing(tmp_path, doc):
         write_report(out, broken)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # earlier report untouched, no staging folder left
-    assert [n for n in os.listdir(out) if n.startswith(".")] == [".publish.lock"]  # the publishing lock only
+    # the publishing lock and the earlier render's publish marker only
+    assert sorted(n for n in os.listdir(out) if n.startswith(".")) == [".publish.lock", ".published.json"]
 
 
 def test_unwritable_report_folder_is_a_config_error(tmp_path, doc):

@@ -116,7 +116,7 @@ def test_two_renders_into_one_folder_at_once_publish_one_after_the_other(tmp_pat
     assert sorted(str(p.relative_to(out)) for p in (out / "hta").rglob("*.json")) == ["hta/c/rank0.json", "hta/c/rank1.json"]
     again = render.write_report(tmp_path / "again", doc)
     assert (out / "index.html").read_bytes() == again.index.read_bytes()
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".publish.lock"]  # no staging folder left
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".publish.lock", ".published.json"]  # no staging folder left
 
 
 def test_threads_of_one_process_publish_one_after_the_other(tmp_path, monkeypatch):

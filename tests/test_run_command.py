@@ -13,7 +13,9 @@ from harness.cli import main
 def test_run_writes_the_report_of_one_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--out", str(tmp_path / "rep")]) == 0
     # 1F1B p=2 m=4, F=1 ms, B=2 ms, send/receive free: (m + p - 1) x (F + B) = 15 ms, bubble (p-1)/(m+p-1) = 20 %
-    assert capsys.readouterr().out == f"1F1B p=2 m=4 on sim: median step 15.000 ms, bubble 20.0%; report: {tmp_path / 'rep' / 'index.html'}\n"
+    assert capsys.readouterr().out == (f"1F1B p=2 m=4 on sim: median step 15.000 ms, bubble 20.0%; report: {tmp_path / 'rep' / 'index.html'}\n"
+                                       "  assumes: comm model 'stream': transfers cost nothing (the cost model gives them 0 ns, so no "
+                                       "send/receive jobs)\n")
     (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
     assert case["backend"] == "sim" and case["metrics"]["step_time_median_ns"] == 15_000_000
     assert case["steps"] == [1]  # sim is exact: one recorded step after one warm-up, not five identical ones
@@ -24,6 +26,7 @@ def test_run_prints_the_notes_and_flags_under_its_line(tmp_path: Path, capsys: p
     assert main(["run", "1F1B", "-p", "2", "-m", "2", "--forward-ms", "0.1", "--backward-ms", "0.2", "--backend", "cpu",
                  "--steps", "1:4", "--out", str(tmp_path / "rep")]) == 0
     first, *rest = capsys.readouterr().out.splitlines()
+    rest = [line for line in rest if not line.startswith("  assumes: ")]  # the case's assumptions, under its line
     (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
     predicted = case["fidelity"]["predicted_step_ns"]
     assert predicted == 900_000  # (m + p - 1) x (F + B) = 3 x 0.3 ms

@@ -78,7 +78,7 @@ def test_a_refused_name_close_to_none_lists_the_schedules() -> None:
     with pytest.raises(ConfigError) as info:
         builder_info("q q")
     message = str(info.value)
-    assert message.startswith(f"schedule name 'q q' holds a space inside: {RULE}; valid schedules: 1F1B, DualPipeV, Eager-1F1B, FThenB, ")
+    assert message.startswith(f"schedule name 'q q' holds a space inside: {RULE}; valid schedules: 1F1B, DualPipe, DualPipeV, Eager-1F1B, FThenB, ")
     assert "did you mean" not in message and all(name in message for name in schedule_names())
 
 

@@ -46,8 +46,8 @@ EXPECTED = json.loads((ROOT / "tests" / "data" / "pytorch" / "torch_executed_ord
 HARNESS_NAME = {"Runtime1F1B": "1F1B", "ScheduleInterleaved1F1B": "Interleaved1F1B",
                 "ScheduleInterleavedZeroBubble": "InterleavedZeroBubble", "ScheduleZBVZeroBubble": "ZB-V",
                 "ScheduleDualPipeV": "DualPipeV"}
-#: The harness accepts it, PyTorch's lowering cannot place its sends and receives: rank 1's 1F2 waits for
-#: 0F2, which is in rank 0's overlapped group with 0B1, which waits (through rank 1's 1B1) for 1F2.
+#: PyTorch's lowering cannot place its sends and receives: rank 1's 1F2 waits for 0F2, which is in rank 0's
+#: overlapped group with 0B1, which waits (through rank 1's 1B1) for 1F2 (the harness's group check refuses it too).
 REFUSED_CSV = "0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0B2\n1F0,1B0,1F1,1F2,1B1,1B2\n"
 
 
@@ -86,8 +86,11 @@ def test_a_schedule_pytorch_refuses_gets_its_error_translated_before_any_process
                            "AssertionError: Malformed compute schedule, can't schedule sends/recvs")
     assert ">>0F2" in text and ">>1F2" in text  # the harness's grid, the cells marked
     assert err.value.jobs == ("0F2", "0B1", "1F2")
-    # the same rows run on the harness's own sim: the harness accepts the schedule
-    assert run_case(PipelineCase(csv, cost=FixedCost.ms(F=1, B=2)), backend="sim").metrics.step_time_median_ns > 0
+    # the harness's own check refuses it for the same reason (a group starts once all its members' inputs are in); on the
+    # torch backend PyTorch's lowering runs first, so its error is the one a PyTorch user would meet
+    with pytest.raises(ScheduleError, match=r"schedule 'overlap.csv': an overlapped group waits, through other jobs, for one of "
+                                            r"its own members"):
+        run_case(PipelineCase(csv, cost=FixedCost.ms(F=1, B=2)), backend="sim")
 
 
 def test_pytorchs_validation_is_translated_naming_the_rank_and_action() -> None:
@@ -193,6 +196,15 @@ def test_a_stalled_rank_ends_the_run_at_the_timeout_naming_it(monkeypatch: pytes
     with pytest.raises(ExecutionError, match=r"rank 0, step 0, action 0\w+ \(waiting for its input from rank 1\): .*[Tt]imed out"):
         run_case(case, backend="torch", steps=range(0, 1))
     assert time.monotonic() - t < 240
+
+
+def test_profile_jobs_under_pytest_xdist_is_refused_on_the_torch_backend(pytester: pytest.Pytester) -> None:
+    # each case's ranks are processes timed on this machine's cores: parallel workers would share them
+    pytester.makepyfile(test_cases="def test_x():\n    pass\n")
+    result = pytester.runpytest("--profile-jobs", "--backend=torch", "-n", "2", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --profile-jobs with pytest-xdist (-n) and --backend=torch: the torch backend runs one "
+                                 "pipeline rank per process*run it without -n"])
 
 
 def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch,

@@ -403,7 +403,7 @@ def test_a_skewed_host_is_realigned(tmp_path, imports):
 
 
 def _event(name, ts, dur, cat="user_annotation", tid=1):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": f"{ts:.3f}", "dur": f"{dur:.3f}", "args": {}}
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": round(ts, 3), "dur": round(dur, 3), "args": {}}
 
 
 def test_gpu_annotations_give_the_job_times_and_cpu_ranges_the_enqueue(tmp_path):
@@ -478,3 +478,44 @@ def test_page_block_text():
     assert one is not None and "<td class=\"l\">measured, step 3</td><td>12.000 ms</td>" in one
     assert "(comm edge: the fitted transfer time as a delay on cross-rank dependencies)" in one
     assert ", unexplained (the parts above would be negative: clock offsets that break causality?) -0.250 ms" in one
+
+
+def test_a_wrong_typed_field_is_a_warning_naming_file_event_and_field(tmp_path):
+    # issue 26: a string `ts` on a pipeline action vanished without a word and its step was then left out as cut short.
+    d = _copy(tmp_path)
+    where = {}
+
+    def edit(doc):
+        events = doc["traceEvents"]
+        k = next(i for i, e in enumerate(events) if e.get("name") == "PP:2F0")
+        where["k"] = k
+        events[k]["ts"] = str(events[k]["ts"])  # a string holding the number: not what Kineto writes
+        j = next(i for i, e in enumerate(events) if e.get("name") == "aten::copy_")
+        where["j"] = j
+        events[j]["name"] = 7
+    _rewrite(d / "rank0.json.gz", edit)
+    imp = read_torch_traces(d)
+    said = [w for w in imp.warnings if "field of the wrong type" in w]
+    assert len(said) == 1, imp.warnings
+    assert said[0].startswith(f"{d / 'rank0.json.gz'}: 2 event(s) left out for a field of the wrong type: ")
+    assert f"traceEvents[{where['k']}] ('PP:2F0'): 'ts' is the string '" in said[0]
+    assert f"traceEvents[{where['j']}]: 'name' is 7, expected a string" in said[0]
+    # the action is gone from the step that held it, which is then left out (said too), not silently
+    assert imp.records.steps == [3]
+    assert any("rank 0" in w and "step" in w and w is not said[0] for w in imp.warnings)
+
+
+def test_non_finite_and_null_times_are_named_too(tmp_path):
+    d = _copy(tmp_path)
+    seen = {}
+
+    def edit(doc):
+        k = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+        seen["k"], seen["name"] = k, doc["traceEvents"][k]["name"]
+        doc["traceEvents"][k]["ts"] = None
+    _rewrite(d / "rank1.json.gz", edit)
+    expected = f"traceEvents[{seen['k']}] ({seen['name']!r}): 'ts' is null, expected a number of µs"
+    assert any(expected in w for w in read_torch_traces(d).warnings)
+    raw = gzip.decompress((d / "rank1.json.gz").read_bytes()).replace(b'"ts": null', b'"ts": NaN')
+    (d / "rank1.json.gz").write_bytes(gzip.compress(raw))
+    assert any(f"traceEvents[{seen['k']}] ({seen['name']!r}): 'ts' is nan (not a finite number)" in w for w in read_torch_traces(d).warnings)

@@ -106,7 +106,7 @@ def test_a_rank_without_actions_in_every_step_asked_for_is_refused(tmp_path):
 
 
 def _event(name: str, ts: float, dur: float, cat: str = "user_annotation") -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": f"{ts:.3f}", "dur": f"{dur:.3f}", "args": {}}
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": round(ts, 3), "dur": round(dur, 3), "args": {}}
 
 
 def _hand_traces(folder: Path, skip: tuple[int, int] | None = None) -> None:

@@ -118,7 +118,8 @@ def _peaks(plan: Plan, start: Any, end: Any, key: Any, size: int) -> list[int]:
 
 @gc_paused
 def analyze(
-    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream"
+    schedule: Schedule | Plan, cost: CostModel, comm: bool | None = None, comm_model: str = "stream",
+    placement: str | None = None,
 ) -> ScheduleAnalytics:
     """Simulate ``schedule`` under ``cost`` and derive its figures (see :class:`ScheduleAnalytics`).
 
@@ -140,12 +141,17 @@ def analyze(
             figures predict what ``run_case`` measures; ``True`` always,
             ``False`` never (a compute-only schedule's transfers then cost
             nothing; send/receive jobs already in the schedule stay).
-            Only under ``comm_model="stream"``.
+            Only under ``comm_model="stream"`` or ``"blocking"``.
         comm_model: ``"stream"`` (default: send/receive jobs on comm streams),
-            ``"edge"`` (no send/receive jobs; a consumer on another rank starts
-            at its producer's end plus the transfer time, as the published
-            simulators) or ``"free"`` (transfers cost nothing); see :mod:`harness.model.comm`.
-            A plan is analysed as built; ``edge`` then needs one without send/receive jobs.
+            ``"blocking"`` (send/receive jobs on the compute streams, a send meeting
+            its receive), ``"edge"`` (no send/receive jobs; a consumer on another rank
+            starts at its producer's end plus the transfer time, as the zero-bubble
+            repository's simulator) or ``"free"`` (transfers cost nothing); see
+            :mod:`harness.model.comm`. A plan is analysed as built; ``edge`` then needs
+            one without send/receive jobs.
+        placement: where inserted send/receive jobs go (``None``: the model's default,
+            ``just-in-time`` under ``stream``, ``timed`` under ``blocking``; see
+            :func:`harness.model.comm.lower`). Not for a plan.
 
     Raises:
         ScheduleError: the schedule is invalid or deadlocks.
@@ -165,16 +171,18 @@ def analyze(
     if isinstance(schedule, Plan):
         if comm:
             raise ConfigError("analyze: comm=True needs a Schedule; a Plan is analysed as it was built")
+        if placement is not None:
+            raise ConfigError("analyze: placement needs a Schedule; a Plan is analysed as it was built (with its own placement)")
         lower, jobs, name = False, schedule.num_jobs, schedule.schedule.name
     else:
         # at most this many jobs (the guard's estimate asks the cost model nothing: comm.lower decides)
-        lower = comm_model == "stream" and comm is not False and not schedule.has_comm
+        lower = comm_model in comm_models.MODELS_WITH_JOBS and comm is not False and not schedule.has_comm
         jobs = schedule.num_jobs + (comm_jobs_added(schedule) if lower else 0)
         name = schedule.name
     with memory_guard(jobs, f"schedule {name!r}: analysing its timeline"):
         if isinstance(schedule, Plan):
             return _analyze(schedule, cost, comm_model)
-        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm)), cost, comm_model)
+        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm, placement)), cost, comm_model)
 
 def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
     """:func:`analyze` of a built plan, inside its memory guard."""
@@ -226,7 +234,7 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
 def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
     """Point-to-point message count and bytes: the plan's ``SEND_*`` jobs, or in a
     schedule without comm jobs the cross-rank edges (``F`` to the next stage,
-    ``B``/``I`` to the previous one). ``cost.nbytes`` is asked once per distinct
+    ``B``/``I`` to the previous one, within the stage's chain). ``cost.nbytes`` is asked once per distinct
     ``(stage, kind)``."""
     import numpy as np
 
@@ -238,10 +246,15 @@ def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
         at = np.flatnonzero((kind == _CSF) | (kind == _CSB))
         msg_kind = kind[at]
     else:
+        from harness.schedule.chains import links
+
+        has_prev, has_next = (np.array(x, bool) for x in links(plan.schedule))  # within each chain
         away_next = np.zeros(n_stages, bool)
         away_next[:-1] = st_rank[1:] != st_rank[:-1]
         away_prev = np.zeros(n_stages, bool)
         away_prev[1:] = away_next[:-1]
+        away_next &= has_next
+        away_prev &= has_prev
         fwd = (kind == _CF) & away_next[stage]
         bwd = ((kind == _CB) | (kind == _CI)) & away_prev[stage]
         at = np.flatnonzero(fwd | bwd)

@@ -58,6 +58,10 @@ class CaseResult:
         comm_model: the communication model the case ran under (:mod:`harness.model.comm`).
         options: the case's schedule-builder options with a scalar value (``{"overlap": False}``),
             for results and reports.
+        assumptions: one short sentence per modelling assumption that moves the figures (overlap model,
+            TP/SP degree, attention FLOPs, recomputation cost, comm model and placement, per-chunk
+            durations; :mod:`harness.analysis.assumptions`); ``None`` where not recorded (older results,
+            imports of other tools' records).
     """
 
     case_id: str
@@ -81,6 +85,7 @@ class CaseResult:
     critical_path: CriticalPath | None = None
     waiting: list[RankWaiting] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] | None = None
 
     @property
     def does_not_fit(self) -> str | None:

@@ -33,6 +33,7 @@ __all__ = [
     "bubble_fraction_interleaved",
     "bubble_over_ideal_1f1b",
     "bubble_over_ideal_interleaved",
+    "dualpipe_bubble_time",
     "makespan_fthenb",
     "makespan_interleaved",
     "makespan_zb_h1",
@@ -203,6 +204,8 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int | None = None
     * ZB-H2: ``min(m, 2p-1)`` (arXiv:2401.10241 Table 2, ``(2p-1) M_B``);
     * ZB-V with ``m >= 2p-1``: ``2p`` chunk activations, ``p`` whole-stage
       equivalents, as 1F1B (arXiv:2401.10241 §6);
+    * DualPipe with ``m >= 2p`` (``p``, ``m`` even): ``p + 1`` stage activations on every rank, the
+      README's ``PP+1`` with ``PP = p`` (deepseek-ai/DualPipe README, as below);
     * DualPipeV with ``m >= 2p``: ``2p + 1`` chunk activations on every rank:
       the DualPipe README's "activation per device ``PP+1``" with ``PP = 2p``
       stages on ``PP/2`` devices (deepseek-ai/DualPipe README, "Pipeline Bubbles
@@ -227,7 +230,38 @@ def peak_inflight(schedule: str, p: int, m: int, rank: int, v: int | None = None
         return 2 * p
     if key == "DualPipeV" and m >= 2 * p:
         return 2 * p + 1
+    if key == "DualPipe" and p % 2 == 0 and m % 2 == 0 and m >= 2 * p:
+        return p + 1
     return None
+
+
+def dualpipe_bubble_time(schedule: str, p: int, m: int, t_f: float, t_b: float, t_w: float, t_fb: float) -> float | None:
+    """The DualPipe README's bubble ``(PP/2-1)(F&B + B - 3W)`` for DualPipe (``PP = p``) and DualPipeV
+    (``PP = 2p`` stages on ``p`` devices), where the builders' schedules meet it, else ``None``.
+
+    What it measures: the worst rank's idle time in a step (step time minus the rank's busy time,
+    an overlapped group counted once), transfers free. ``t_b`` is the backward for inputs (``I``) and
+    ``t_w`` for weights, so the README's full backward ``B`` is ``t_b + t_w``; ``t_fb`` is an
+    overlapped pair's time (the README's ``F&B``, the group time of :mod:`harness.model.overlap`).
+    Times in any one unit (ns in the harness).
+
+    Source: deepseek-ai/DualPipe README, "Pipeline Bubbles and Memory Usage Comparison" (commit
+    3da1bbea), which states no regime. The schedules of its ``dualpipe.py`` and ``dualpipev.py``
+    (which the builders list job for job) meet it exactly when ``t_f == t_b`` and ``t_w <= t_f``,
+    with ``max(t_f, t_b + t_w) <= t_fb <= t_f + t_b + t_w`` and ``m >= 2p`` (checked against a
+    transcription of the code for p = 2..8, m = 2p..3p, tests/test_dualpipe.py); outside that regime
+    the worst rank's idle is another figure (p = 4, m = 8, F = 100, I = 150, W = 50, F&B = 250 ns:
+    800 ns, the formula 900), so ``None`` there.
+    """
+    _check(p, m)
+    key = _canonical(schedule)
+    full = t_b + t_w
+    if key not in ("DualPipe", "DualPipeV") or m < 2 * p or t_f != t_b or t_w > t_f or not max(t_f, full) <= t_fb <= t_f + full:
+        return None
+    if key == "DualPipe" and (p % 2 or m % 2):
+        return None
+    pp = p if key == "DualPipe" else 2 * p
+    return (pp / 2 - 1) * (t_fb + full - 3 * t_w)
 
 
 def theoretical_bubble(
@@ -248,9 +282,9 @@ def theoretical_bubble(
     * ZB-H1, given ``t_f``, ``t_b`` (input part) and ``t_w`` with ``t_w <= min(t_f, t_b)``, and ``m >= p``:
       ``(p-1)(t_f+t_b-t_w) / makespan`` (arXiv:2401.10241 Table 2; rank 0 is busy
       all but the bubble, the others as well);
-    * ZB-H2, ZB-V, looped BFS, DualPipeV: ``None`` - their published bubbles
-      are per-rank span figures (see :func:`zb_h2_bubble_time`), not shares of a
-      step with a barrier.
+    * ZB-H2, ZB-V, looped BFS, DualPipe, DualPipeV: ``None`` - their published bubbles
+      are per-rank times (see :func:`zb_h2_bubble_time`, :func:`dualpipe_bubble_time`),
+      not shares of a step with a barrier.
     """
     _check(p, m, v)
     key = _canonical(schedule)
@@ -295,7 +329,8 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
 
     The setting: every stage has the same F/B/I/W durations, transfers take no
     time (no send/receive jobs, or only free ones; under ``comm_model="edge"``, a
-    zero transfer time), no optimizer jobs, and jobs
+    zero transfer time; under ``"blocking"``, no send/receive jobs, since a rendezvous
+    synchronizes the ranks even when it is free), no optimizer jobs, and jobs
     last their cost-model durations (not a ``compute`` workload, whose GEMMs
     contend for shared cores). Returns ``bubble_ratio`` (idle share of total)
     and ``peak_inflight`` (per rank) where :mod:`harness.analysis.theory` knows a closed
@@ -327,6 +362,10 @@ def theory_for(case: PipelineCase, plan: Plan, workload: str | None = None, comm
         if cost.duration_ns(Job(int(cols.stage[j]), all_kinds[int(cols.kind[j])], None if mb < 0 else mb), n) > 0:
             return {}
     if comm_model == "edge" and n > 1 and cost.duration_ns(Job(0, JobKind.SEND_F, 0), n) > 0:
+        return {}
+    from harness.schedule.blocking_placement import is_blocking
+
+    if len(moving) and is_blocking(s):  # a rendezvous holds both ranks even when its transfer is free
         return {}
     if not is_builtin_order(source if source is not None else s):  # a pass (split_backward) or a user's schedule under a built-in's name
         return {}

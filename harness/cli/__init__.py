@@ -4,6 +4,7 @@ Commands::
 
     report RESULTS_JSON [--out DIR]            re-render index.html and traces from a results file
     compare BASE NEW [--fail step_time:5%]...  per-case changes with CIs; exit 1 past a significant threshold, 2 with no common case
+    compare FILE [FILE2] --case A --case B     the same for any two cases (two schedules, two models), of one file or of two
     import-paddle LOG_DIR [--out DIR]          PaddlePaddle worker logs -> the same reports (default ./reports-paddle/)
     export-paddle RESULTS_JSON --out DIR       our runs as PaddlePaddle profiler log lines
     import-torch TRACE_DIR [--out DIR]         torch.profiler traces of a pipelining run -> the same reports (default ./reports-torch/)
@@ -108,7 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
     except OSError as exc:
-        err(f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}")
+        from harness.report.atomic import disk_full_error
+
+        full = disk_full_error(exc, Path(exc.filename).parent if exc.filename else Path.cwd())
+        err(f"error: {full}" if full is not None else f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}")
         return 2
     except KeyboardInterrupt:
         err("interrupted")

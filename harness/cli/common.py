@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 
-__all__ = ["check_out", "err", "package_version", "positive_count"]
+__all__ = ["case_named", "check_out", "err", "package_version", "positive_count", "say_publish_note"]
 
 
 def package_version() -> str:
@@ -51,3 +51,54 @@ def positive_count(what: str) -> Any:
         return value
 
     return count
+
+
+def _disk_names(cases: list[dict[str, Any]]) -> dict[int, str]:
+    """Per case (by position), the stem of its files in a report folder (``traces/<stem>.json``,
+    ``hta/<stem>/``), as :func:`harness.report.render.write_report` names them."""
+    from harness.report.render import case_filename
+
+    taken: set[str] = set()
+    return {i: case_filename(str(c.get("id", f"#{i + 1}")), taken) for i, c in enumerate(cases)}
+
+
+def _as_disk_name(wanted: str) -> str:
+    """``wanted`` without a report folder's path and file suffix: ``traces/a.json.gz`` -> ``a``."""
+    name = wanted.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def case_named(cases: list[dict[str, Any]], wanted: str, source: str, option: str = "--case") -> dict[str, Any]:
+    """The one case ``wanted`` names: its id as written, else its label, else the short form the report
+    and the pytest summary show (the id after its ``file::``, e.g. ``test_zoo[ZB-H1]``), else its name
+    on disk in a report folder (``1F1B_p=4_m=8`` for the id ``1F1B p=4 m=8``; ``traces/1F1B_p=4_m=8.json``
+    and ``hta/1F1B_p=4_m=8/`` too).
+
+    Raises:
+        ConfigError: no case, or several, answer to ``wanted`` (lists them, or the ids; names ``option``).
+    """
+    disk = _disk_names(cases)
+    stem = _as_disk_name(wanted)
+    for match in (lambda i, c: c["id"] == wanted, lambda i, c: c.get("label") == wanted,
+                  lambda i, c: str(c["id"]).split("::", 1)[-1] == wanted, lambda i, c: disk[i] == stem):
+        found = [c for i, c in enumerate(cases) if match(i, c)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            shown = ", ".join(str(c["id"]) for c in found[:20])
+            raise ConfigError(f"{option} {wanted!r} names {len(found)} cases in {source}: {shown}; give the full id")
+    ids = [str(c["id"]) for c in cases]
+    raise ConfigError(f"no case {wanted!r} in {source} (by id, label, short label or name on disk); its case ids: "
+                      + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
+
+
+def say_publish_note(files: Any) -> None:
+    """The command's last line, where it applies: this command's report replaced one another run published
+    into the folder while it ran, or another run still writing there will replace it
+    (:class:`harness.report.render.ReportFiles`, :mod:`harness.report.concurrent`)."""
+    notes = [n for n in (files.replaced, files.still_ours()) if n]
+    if notes:
+        err("warning: " + "; ".join(notes))

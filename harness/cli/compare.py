@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.analysis.compare import parse_thresholds
-from harness.cli.common import err
+from harness.cli.common import case_named, err
 from harness.errors import ConfigError, InputFormatError
 
 __all__ = ["add_parser"]
@@ -18,10 +18,16 @@ __all__ = ["add_parser"]
 
 def add_parser(sub: Any) -> None:
     """Add the ``compare`` subcommand to ``sub`` (the top parser's subparsers)."""
-    p = sub.add_parser("compare", help="per-case deltas between two results files; with --fail, exit 1 past a threshold, "
-                                       "when a base case is missing or a new case's test failed that passed in BASE")
+    p = sub.add_parser("compare", help="per-case deltas between two results files, or between any two cases (--case A --case B, "
+                                       "of one file or of two); with --fail, exit 1 past a threshold, when a base case is "
+                                       "missing or a new case's test failed that passed in BASE")
     p.add_argument("base", metavar="BASE")
-    p.add_argument("new", metavar="NEW")
+    p.add_argument("new", metavar="NEW", nargs="?",
+                   help="the second results file; without it, --case A --case B compares two cases of BASE")
+    p.add_argument("--case", action="append", metavar="ID",
+                   help="compare these cases instead of matching ids: --case A --case B (A of BASE, B of NEW, or both of BASE "
+                        "without NEW), e.g. two schedules; --case A alone compares case A of BASE with case A of NEW. An id as "
+                        "written, a label, the short label the report shows (test_zoo[ZB-H1]) or the name on disk (1F1B_p=4_m=8)")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
                    help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
                         "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
@@ -56,10 +62,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     thresholds = parse_thresholds(args.fail or [])
     confidence = parse_confidence(args.confidence)
+    wanted = list(args.case or [])
+    if len(wanted) > 2:
+        raise ConfigError(f"--case was given {len(wanted)} times; compare takes two cases: --case A --case B")
+    names = (args.base, args.new if args.new is not None else args.base)
+    if args.new is None and len(wanted) != 2:
+        raise ConfigError("compare needs NEW (a second results file), or --case A --case B to compare two cases of "
+                          f"{names[0]}" + (f" (one --case was given: {wanted[0]!r})" if wanted else ""))
     # as `report` checks them: a damaged case (a null bubble, a string step time) is named with file, case and field,
     # and left out; the others are compared (a case left out of NEW is then missing from it, which a gate fails)
     docs = []
-    for name in (args.base, args.new):
+    for name in dict.fromkeys(names):
         left_out: list[dict[str, Any]] = []
         doc = load_results(Path(name), left_out)
         check_cases(doc, str(name), left_out=left_out)
@@ -68,18 +81,34 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             raise InputFormatError(twice["message"])
         if left_out and not doc["cases"]:
             raise every_case_damaged(left_out)
+        if wanted:  # the case asked for is damaged: nothing to compare
+            hit = next((e for e in left_out if {e["id"], e["label"]} & set(wanted)), None)
+            if hit is not None:
+                raise InputFormatError(hit["message"])
         for entry in sorted(left_out, key=lambda e: e["index"]):
             err(f"warning: {entry['message']}; left out of the comparison")
         docs.append(doc)
-    base, new = docs
-    result = compare_documents(base, new, thresholds, str(args.base), str(args.new), confidence=confidence, strict=args.strict)
+    base, new = docs[0], docs[-1]
+    pair = bool(wanted)
+    if pair:  # two cases, whatever their ids: each side a document of one case, under one shown id "A -> B"
+        a = case_named(base["cases"], wanted[0], str(names[0]))
+        b = case_named(new["cases"], wanted[-1], str(names[1]))
+        def short(c: dict[str, Any]) -> str:  # the id after its test file, as the report and the pytest summary show it
+            return str(c["id"]).split("::", 1)[-1]
+
+        shown = short(a) if len(wanted) == 1 else f"{short(a)} -> {short(b)}"
+        err(f"note: comparing case {a['id']!r} of {names[0]} (base) with case {b['id']!r} of {names[1]} (new)")
+        base, new = {**base, "cases": [{**a, "id": shown}]}, {**new, "cases": [{**b, "id": shown}]}
+    result = compare_documents(base, new, thresholds, str(names[0]), str(names[1]), confidence=confidence, strict=args.strict)
     deltas, only_base, only_new = result
     if not deltas:
         raise ConfigError(
-            f"no case id is in both {args.base} ({len(base['cases'])} case(s)) and {args.new} "
+            f"no case id is in both {names[0]} ({len(base['cases'])} case(s)) and {names[1]} "
             f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file?"
         )
     for note, ids in mismatch_groups(base, new):
+        if pair and len(wanted) == 2 and "a different pipeline" in note:  # two cases asked for: their pipelines may differ, that is the point
+            continue
         err(f"warning: {_said_once(ids, note)}")
     timed = [d for d in deltas if d.step is not None and d.step.method != "exact"]
     for t in thresholds if timed else []:
@@ -90,7 +119,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                  f"hold that drift, so the gate can fail identical code ({len(timed)} timed case(s) compared)")
     zero = [d.case_id for d in deltas if d.step_change is None]
     if zero:
-        note = (f"the median step time in {args.base} is 0 ns, so its change cannot be computed "
+        note = (f"the median step time in {names[0]} is 0 ns, so its change cannot be computed "
                 "(shown as n/a; a step_time gate fails it if the new step time is above 0)")
         err(f"warning: {_said_once(zero, note)}")
     out: TextIO = sys.stdout
@@ -113,9 +142,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if d.flags:
             print(f"flagged: {d.case_id}: " + "; ".join(d.flags), file=out)
     for cid in only_base:
-        print(f"only in {args.base}: {cid}", file=out)
+        print(f"only in {names[0]}: {cid}", file=out)
     for cid in only_new:
-        print(f"only in {args.new}: {cid}", file=out)
+        print(f"only in {names[1]}: {cid}", file=out)
     failed = result.failed
     gates = ", ".join(t.describe() for t in thresholds) or "none"
     verdicts = {v: sum(1 for d in deltas if d.verdict == v) for v in ("slower", "faster", "no significant change", "not enough samples")}
@@ -140,9 +169,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     broken = [cid for cid in failing if cid not in failed_before]
     still = [cid for cid in failing if cid in failed_before]
     if thresholds and only_base:
-        print(f"FAIL: {len(only_base)} case(s) of {args.base} missing from {args.new}", file=out)
+        print(f"FAIL: {len(only_base)} case(s) of {names[0]} missing from {names[1]}", file=out)
     if thresholds and broken:
-        print(f"FAIL: {len(broken)} case(s) in {args.new} ran but their test failed, as it did not in {args.base}: "
+        print(f"FAIL: {len(broken)} case(s) in {names[1]} ran but their test failed, as it did not in {names[0]}: "
               f"{', '.join(broken)}", file=out)
     if thresholds and still:
         print(f"note: {len(still)} case(s) failed their test in both files (no change, not gated): {', '.join(still)}", file=out)

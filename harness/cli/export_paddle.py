@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import check_out, err
+from harness.cli.common import case_named, check_out, err
 from harness.errors import ConfigError, InputFormatError
 
 __all__ = ["add_parser"]
@@ -17,29 +17,11 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("export-paddle", help="write a case's jobs as PaddlePaddle profiler log lines (workerlog.N)")
     p.add_argument("results", metavar="RESULTS_JSON")
     p.add_argument("--out", metavar="DIR", required=True)
-    p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several): its id, label, "
-                   "or the short label the report shows (test_zoo[ZB-H1]), when only one case has it")
+    p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several): its id as written, its label, "
+                   "the short label the report shows (test_zoo[ZB-H1]), or its name on disk (the report's "
+                   "traces/1F1B_p=4_m=8.json, with or without the folder and .json), when only one case has it")
     p.set_defaults(func=_cmd_export_paddle)
 
-
-def _cases_named(cases: list[dict[str, Any]], wanted: str, source: str) -> list[dict[str, Any]]:
-    """The one case ``wanted`` names: its id, else its label, else the short form the report and
-    the pytest summary show (the id after its ``file::``, e.g. ``test_zoo[ZB-H1]``).
-
-    Raises:
-        ConfigError: no case, or several, answer to ``wanted`` (lists them, or the ids).
-    """
-    for match in (lambda c: c["id"] == wanted, lambda c: c.get("label") == wanted,
-                  lambda c: str(c["id"]).split("::", 1)[-1] == wanted):
-        found = [c for c in cases if match(c)]
-        if len(found) == 1:
-            return found
-        if len(found) > 1:
-            shown = ", ".join(str(c["id"]) for c in found[:20])
-            raise ConfigError(f"--case {wanted!r} names {len(found)} cases in {source}: {shown}; give the full id")
-    ids = [str(c["id"]) for c in cases]
-    raise ConfigError(f"no case {wanted!r} in {source} (by id, label or short label); its case ids: "
-                      + (", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "") if ids else "(none)"))
 
 def _cmd_export_paddle(args: argparse.Namespace) -> int:
     from harness.imports.paddle import write_paddle_logs
@@ -56,7 +38,7 @@ def _cmd_export_paddle(args: argparse.Namespace) -> int:
     if wanted and (args.case is not None or (not cases and len(damaged) == 1)):
         raise InputFormatError(wanted[0]["message"])  # the case asked for (or the file's only one) is damaged: nothing is written
     if args.case is not None:
-        cases = _cases_named(cases, args.case, args.results)
+        cases = [case_named(cases, args.case, args.results)]
     elif len(cases) + len(damaged) != 1:
         ids = [str(c["id"]) for c in cases] + [str(e["id"]) for e in damaged]
         shown = ", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "")

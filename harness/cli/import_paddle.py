@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import check_out, err
+from harness.cli.common import check_out, err, say_publish_note
 from harness.report.output import add_trace_arguments, trace_options_of
 
 __all__ = ["add_parser"]
@@ -50,4 +50,5 @@ def _cmd_import_paddle(args: argparse.Namespace) -> int:
     n = len(case["jobs"]["kind"])
     print(f"{files.index} ({n} jobs on {case['schedule']['p']} device(s), {len(case['steps'])} step(s), "
           f"{len(case['overlaps'])} overlap(s) flagged)")
+    say_publish_note(files)
     return 0

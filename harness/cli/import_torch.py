@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import check_out, err
+from harness.cli.common import check_out, err, say_publish_note
 
 __all__ = ["add_parser"]
 
@@ -52,4 +52,5 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
         "" if n_steps < 2 else ", the shorter of 2" if n_steps == 2 else f", the {'lower ' if n_steps % 2 == 0 else ''}median of {n_steps}")
     print(f"{files.index} ({len(case['jobs']['kind'])} jobs on {case['schedule']['p']} rank(s), {n_steps} step(s); "
           f"measured {ref}: {rep.get('measured_step_ns', 0) / 1e6:.3f} ms, simulated {rep.get('simulated_step_ns', 0) / 1e6:.3f} ms)")
+    say_publish_note(files)
     return 0

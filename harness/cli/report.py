@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import check_out, err
+from harness.cli.common import check_out, err, say_publish_note
 from harness.errors import ConfigError
 from harness.report.output import add_trace_arguments, trace_options_of
 
@@ -53,5 +53,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if left_out:
         kept = "" if in_place else f"; {files.results} lacks them too, {src} still holds them"
         err(f"{len(left_out)} damaged case(s) of {src} left out of the report (listed on its page{kept})")
+        say_publish_note(files)
         return 1
+    say_publish_note(files)
     return 0

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import positive_count
+from harness.cli.common import positive_count, say_publish_note
 from harness.report.output import add_trace_arguments, trace_options_of
 
 __all__ = ["add_parser", "merge_ranks", "positive_count", "run"]
@@ -148,8 +148,12 @@ def run(args: argparse.Namespace) -> int:
         if sims:
             print(f"  sim of the same schedule: {sims['lowered_step_ns'] / 1e6:.3f} ms under PyTorch's lowering, "
                   f"{sims['ideal_step_ns'] / 1e6:.3f} ms ideal")
+        for line in result.assumptions or []:  # what the figures rest on: overlap model, per-chunk durations, comm model
+            print(f"  assumes: {line}")
         for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
             print(line)
+        say_publish_note(files)
+        session.close()
     return 0
 
 
@@ -205,6 +209,8 @@ def merge_ranks(args: argparse.Namespace) -> int:
     print(f"{result.label}: {len(args.parts)} rank(s) merged onto rank 0's clock, {causality.get('pairs', 0)} send/receive "
           f"pair(s) checked, {len(causality.get('violations', []))} violation(s); median step {m.step_time_median_ns / 1e6:.3f} ms; "
           f"report: {files.index}")
+    say_publish_note(files)
+    session.close()
     return 0
 
 

@@ -26,6 +26,7 @@ def _cmd_schedules(args: argparse.Namespace) -> int:
                          + (["any keyword"] if any_keyword else []))
         size = "p, m, v" if info.takes_chunks else "p, m"
         aliases = f" (also: {', '.join(info.aliases)})" if info.aliases else ""
-        extra = "; splits backward into I and W" if info.splits_backward else ""
+        extra = ("; splits backward into I and W" if info.splits_backward else "") + (
+            "; plans from the case's costs (cost model, comm model, memory_limit_bytes)" if info.takes_costs else "")
         print(f"{name}{aliases}\n    {info.summary}\n    sizes: {size}{'; options: ' + opts if opts else ''}{extra}")
     return 0

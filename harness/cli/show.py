@@ -16,6 +16,7 @@ from harness.cli.common import err, positive_count
 from harness.errors import ConfigError
 from harness.model.cost import CostModel
 from harness.model.values import MAX_DURATION_NS
+from harness.schedule.chains import CHAINS_PARAM
 from harness.schedule.groups import groups_of
 
 __all__ = ["GRID_EDGE", "GRID_MAX_STEPS", "cmd_show"]
@@ -46,7 +47,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not args.p2p_latency_ms >= 0:  # also NaN
         raise ConfigError(f"--p2p-latency-ms must be 0 or more (ms per transfer), got {args.p2p_latency_ms}")
     cost = FixedCost.ms(F=args.forward_ms, B=args.backward_ms, **({"W": args.weight_ms} if args.weight_ms is not None else {}),
-                        p2p_latency_ns=round(args.p2p_latency_ms * 1e6))
+                        p2p_latency_ns=round(args.p2p_latency_ms * 1e6),
+                        **({"overlap_ratio": args.overlap_ratio} if args.overlap_ratio is not None else {}))
     # A file of that name that is no schedule name is the file (`show my_schedule`), as `./my_schedule` would be.
     given_file = Path(args.schedule).is_file() and not _is_schedule_name(args.schedule)
     case = PipelineCase(Path(args.schedule) if given_file else args.schedule, stages=args.p, microbatches=args.m,
@@ -73,6 +75,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     plan = build_plan(schedule)
     a = analytics.analyze(plan, cost, comm_model=comm_model)
     th = theory_for(case, plan, comm_model=comm_model)
+    from harness.schedule.registry import schedule_notes
+
+    for note in schedule_notes(schedule):
+        err(f"note: {note}")
     if args.weight_ms is not None and not any(job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
         err(f"note: --weight-ms is unused: {schedule.name} does not split the backward (no I or W jobs); "
              "its B jobs take --backward-ms")
@@ -84,14 +90,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     split = f" (I={i_ns / 1e6:g} ms, W={w_ns / 1e6:g} ms" + ("" if args.weight_ms is not None else ": B split in half; --weight-ms sets W") + ")"
     print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
           f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (split if splits else ""))
-    work = v * m * (args.forward_ms + args.backward_ms)
-    print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
-          f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
-             if v > 1 else ""))
+    if schedule.params.get(CHAINS_PARAM):  # DualPipe: each stage runs its direction's m/2 micro-batches
+        work = m * (args.forward_ms + args.backward_ms)
+        print(f"durations are per stage: each rank runs m*(F+B) = {m}*({args.forward_ms:g}+{args.backward_ms:g}) ms = {work:g} ms "
+              f"of work per step ({schedule.name}: its {v} stages run m/2 micro-batches each, one per direction; each stage is "
+              "1/p of the model, as a v=1 schedule's)")
+    else:
+        work = v * m * (args.forward_ms + args.backward_ms)
+        print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
+              f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
+                 if v > 1 else ""))
     if groups_of(schedule):
-        busiest = max(a.busy_ns)
-        print(f"overlapped F&B pairs ({len(groups_of(schedule))} per step) run at the same time, so a rank is busy for less: "
-              f"at most {busiest / 1e6:g} ms per step (the bubble below is of that busy time)")
+        print(_groups_line(schedule, cost, args.overlap_ratio, max(a.busy_ns)))
+    elif args.overlap_ratio is not None:
+        err(f"note: --overlap-ratio is unused: {schedule.name} has no overlapped F&B pairs")
     makespan, bubble, over, peaks = a.makespan_ns, a.bubble_ratio, a.bubble_over_ideal, a.peak_inflight
     print(f"step time {makespan / 1e6:.3f} ms (analytic timeline, comm model {comm_model})")
     bubble_th = th.get("bubble_ratio")
@@ -104,10 +116,18 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("span bubble per rank (idle between its own first and last job; the zero-bubble paper's bubble): "
           + _per_rank([f"{x / 1e6:g}" for x in spans]) + " ms"
           + (f"; theory, worst rank: {span_th / 1e6:g} ms (arXiv:2401.10241, Table 2)" if span_th is not None else ""))
+    readme = _dualpipe_line(schedule, cost, a.idle_ns, free and is_builtin_order(schedule))
+    if readme:
+        print(readme)
     if a.p2p_messages:
         print(f"point-to-point: {a.p2p_messages} messages" + (f", {a.p2p_bytes:,} bytes" if a.p2p_bytes else "") + " per step")
     peak_th = th.get("peak_inflight")
     print("peak in-flight per rank: " + _per_rank(list(map(str, peaks))) + (f"; theory {_per_rank(list(map(str, peak_th)))}" if peak_th else ""))
+    from harness.analysis.assumptions import case_assumptions
+
+    # the schedule before the comm model's lowering, so that inserted send/receive jobs are not taken for the schedule's own
+    for line in case_assumptions(case.compute_schedule(), schedule, cost, comm_model, case.comm_placement):
+        print(f"assumes: {line}")
     return 0
 
 
@@ -180,6 +200,46 @@ def _check_show_costs(args: argparse.Namespace) -> None:
                           f"the full backward, the rest (I = {b} - {w} ms) is the input part")
 
 
+def _groups_line(schedule: Any, cost: CostModel, ratio: float | None, busiest_ns: int) -> str:
+    """The line that says how ``show`` times the schedule's overlapped F&B pairs (:mod:`harness.plan.groups`)."""
+    from harness.schedule.model import Job, JobKind
+
+    n = schedule.num_stages
+    f, b = (cost.duration_ns(Job(0, k, 0), n) for k in (JobKind.F, JobKind.B))
+    g = cost.overlapped_group_ns((Job(0, JobKind.F, 0), Job(0, JobKind.B, 0)), (f, b), n)  # type: ignore[attr-defined]
+    rule = ("F + B, no overlap, as PyTorch's runtime runs OVERLAP_F_B; --overlap-ratio 0 gives max(F, B)" if ratio is None
+            else f"--overlap-ratio {ratio:g}: max(F, B) + {ratio:g} x (F + B - max(F, B))")
+    return (f"overlapped F&B pairs ({len(groups_of(schedule))} per step): each starts when both its inputs are in and lasts "
+            f"{g / 1e6:g} ms ({rule}); the busiest rank is busy {busiest_ns / 1e6:g} ms per step")
+
+
+def _dualpipe_line(schedule: Any, cost: CostModel, idle_ns: list[int], applies: bool) -> str | None:
+    """For DualPipe and DualPipeV: the worst rank's idle beside the DualPipe README's bubble, where it holds
+    (:func:`harness.analysis.theory.dualpipe_bubble_time`), or the regime it needs; ``None`` for other schedules."""
+    from harness.analysis import theory
+    from harness.schedule.model import Job, JobKind
+    from harness.schedule.registry import builder_info
+
+    try:
+        name = builder_info(schedule.name).name
+    except ConfigError:
+        return None
+    if name not in ("DualPipe", "DualPipeV"):
+        return None
+    n = schedule.num_stages
+    t_f, t_i, t_w = (cost.duration_ns(Job(0, k, 0), n) for k in (JobKind.F, JobKind.I, JobKind.W))
+    t_fb = cost.overlapped_group_ns((Job(0, JobKind.F, 0), Job(0, JobKind.B, 0)), (t_f, t_i + t_w), n)  # type: ignore[attr-defined]
+    p, m = schedule.num_ranks, schedule.num_microbatches
+    bubble = theory.dualpipe_bubble_time(name, p, m, t_f, t_i, t_w, t_fb) if applies else None
+    head = f"worst rank's idle {max(idle_ns, default=0) / 1e6:g} ms per step"
+    pp = f"PP = {p if name == 'DualPipe' else 2 * p}"
+    if bubble is not None:
+        return (f"{head}; DualPipe README's (PP/2-1)(F&B+B-3W), {pp}: {bubble / 1e6:g} ms (it holds here: F = I, W <= F, "
+                "transfers free, m >= 2p)")
+    return (f"{head}; the DualPipe README's (PP/2-1)(F&B+B-3W) is not shown: these schedules meet it only for F = I, "
+            "W <= F, transfers free and m >= 2p")
+
+
 def _span_theory(name: str, p: int, m: int, cost: CostModel, num_stages: int) -> float | None:
     """The zero-bubble paper's per-rank bubble (ns) for ZB-H1/ZB-H2 where it applies, else None."""
     from harness.analysis import theory
@@ -203,11 +263,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--weight-ms", type=float, default=None,
                    help="weight-gradient part W of the backward (ms, below --backward-ms), for schedules that split the backward "
                         "into I and W (unused otherwise, with a note)")
+    p.add_argument("--overlap-ratio", type=float, default=None, metavar="R",
+                   help="how long an overlapped F&B pair lasts (DualPipe, DualPipeV): max(F, B) + R (F + B - max(F, B)), R in "
+                        "[0, 1]; 0 is perfect overlap, max(F, B); default F + B, no overlap, as PyTorch's runtime runs OVERLAP_F_B")
     p.add_argument("--p2p-latency-ms", type=float, default=0.0,
                    help="time of one transfer between stages on different ranks (ms, default 0)")
     p.add_argument("--comm-model", default="stream", metavar="MODEL",
                    help="how transfers cost time: stream (send/receive jobs on a FIFO comm stream per pair of ranks; default), "
-                        "edge (a delay on the dependency, as the published simulators) or free")
+                        "edge (a delay on the dependency, as the published simulators), blocking (send/receive jobs on the compute "
+                        "streams, a send meeting its receive, placed so that nothing deadlocks) or free")
     p.add_argument("--all-steps", action="store_true",
                    help=f"draw every step of the grid (by default a grid of more than {GRID_MAX_STEPS} steps shows its first and "
                         f"last {GRID_EDGE})")

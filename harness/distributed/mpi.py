@@ -74,7 +74,9 @@ class Transfer:
 
 def transfers_of(plan: Plan, cost: CostModel) -> dict[str, Transfer]:
     """Per send/receive job (by its text, ``"1RECV_F3"``) the transfer it makes: the peer is the rank of the
-    neighbouring stage, the tag that of the sending stage, direction and micro-batch."""
+    neighbouring stage, the tag that of the sending stage, direction and micro-batch. A plan has send/receive
+    jobs only between neighbours of one chain (:mod:`harness.schedule.chains`; the plan refuses others), so
+    DualPipe's two directions get their own peers and tags."""
     s = plan.schedule
     n, m = s.num_stages, s.num_microbatches
     out: dict[str, Transfer] = {}

@@ -536,12 +536,14 @@ def builtin_schedule_name(name: str, option: str = "--schedule") -> str:
 
     Raises:
         ConfigError: no built-in schedule has that name; names the closest one, where one is close,
-            and says how to list them or import without one.
+            and says how to list them or import without one. Or the schedule runs several chains
+            (DualPipe's two directions, :mod:`harness.schedule.chains`), which a PaddlePaddle log does
+            not describe.
     """
     from harness.schedule.registry import builder_info
 
     try:
-        return builder_info(name).name
+        found = builder_info(name).name
     except ConfigError:
         close = _close_schedule_name(name)
         raise ConfigError(
@@ -549,6 +551,27 @@ def builtin_schedule_name(name: str, option: str = "--schedule") -> str:
             + "; python -m harness schedules lists them. Leave it out to place the stages looped, as Paddle does "
             "(stage = chunk * p + rank), and name the case with --name"
         ) from None
+    if _runs_chains(found):
+        raise ConfigError(
+            f"{option} {name!r}: {found} runs two directions (each stage half the micro-batches, "
+            "harness.schedule.chains), which PaddlePaddle has no schedule for and its logs do not describe: the importer would "
+            "read every chunk as missing half its micro-batches. A DualPipe run's figures are in the results.json the harness "
+            "wrote for it")
+    return found
+
+
+def _runs_chains(name: str) -> bool:
+    """Whether the built-in schedule ``name`` runs several chains, asked of its builder at small sizes it accepts."""
+    from harness.errors import HarnessError
+    from harness.schedule.chains import CHAINS_PARAM
+    from harness.schedule.registry import build_schedule
+
+    for p, m in ((2, 4), (2, 8), (4, 8)):
+        try:
+            return bool(build_schedule(name, p, m).params.get(CHAINS_PARAM))
+        except HarnessError:
+            continue
+    return False
 
 
 def _close_schedule_name(name: str) -> str | None:

@@ -341,8 +341,9 @@ def replay(imp: Any, plan: Any) -> Replay:
 
 
 def _edge_span(plan: Any, dur: list[int], delays: list[int], before: list[int] | None) -> int:
-    """Makespan of ``plan`` with per-job ``dur``, cross-rank dependencies delayed by ``delays``
-    (the ``edge`` model) and host time ``before`` each job (ns)."""
+    """Makespan of ``plan`` with per-job ``dur``, each cross-rank dependency delayed by its producer's
+    ``delays`` (the ``edge`` model, :func:`harness.plan.delays.edge_delays`) and host time ``before``
+    each job (ns)."""
     n = plan.num_jobs
     rank = list(plan.rank)
     free = [0] * len(plan.stream_names)
@@ -351,7 +352,7 @@ def _edge_span(plan: Any, dur: list[int], delays: list[int], before: list[int] |
     for j in plan.order:
         t = free[stream[j]] + (before[j] if before else 0)
         for d in plan.deps[j]:
-            t = max(t, end[d] + (delays[j] if rank[d] != rank[j] else 0))
+            t = max(t, end[d] + (delays[d] if rank[d] != rank[j] else 0))  # the producer's transfer
         for d in plan.start_deps[j]:
             t = max(t, start[d])
         start[j], end[j] = t, t + dur[j]

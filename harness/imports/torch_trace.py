@@ -59,6 +59,7 @@ from typing import Any
 from harness.actions.torch_action import TorchAction
 from harness.actions.torch_rank import TorchRank
 from harness.errors import InputFormatError
+from harness.imports.torch_fields import EventProblems, NumberText, parse_constant, wrong_field
 
 __all__ = ["MARKING_SCHEDULES", "TorchTraceWarning", "find_trace_files", "parse_action_name", "read_rank_trace", "us_to_ns"]
 
@@ -217,7 +218,7 @@ def _load(path: Path) -> dict[str, Any]:
         if not raw:
             raise InputFormatError(f"{path}: the file is empty (a gzip of 0 bytes)")
     try:
-        doc = json.loads(raw, parse_float=str)
+        doc = json.loads(raw, parse_float=NumberText, parse_constant=parse_constant)
     except UnicodeDecodeError as exc:
         raise InputFormatError(f"{path}: not UTF-8 JSON ({exc})") from None
     except json.JSONDecodeError as exc:
@@ -263,12 +264,20 @@ def read_rank_trace(path: Path) -> TorchRank:
     cpu: list[tuple[int, int, str, Any]] = []  # (start, end, name, tid) of main-thread complete events
     gpu: list[tuple[int, int, str]] = []
     gloo_recv: list[tuple[int, int]] = []
+    problems = EventProblems(path)  # events left out for a wrong-typed field: one warning, never a silent drop
     for k, e in enumerate(events):
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict):
+            problems.add(k, e)
             continue
-        name = e.get("name")
-        if not isinstance(name, str) or "ts" not in e:
+        if e.get("ph") != "X":
+            if "ph" in e and not isinstance(e["ph"], str):
+                problems.add(k, e, ("ph", f"{e['ph']!r}, expected a string"))
             continue
+        bad = wrong_field(e)
+        if bad is not None:
+            problems.add(k, e, bad)
+            continue
+        name = e["name"]
         where = f"{path}: traceEvents[{k}] ({name!r})"
         start = base + us_to_ns(e["ts"], where)
         if "dur" not in e:  # a complete event has one (Trace Event Format); without it the job would last 0 ns
@@ -290,6 +299,9 @@ def read_rank_trace(path: Path) -> TorchRank:
                     gloo_recv.append((start, end))
                 continue  # asynchronous: outlives its parent, never nests
             cpu.append((start, end, name, e.get("tid")))
+    said = problems.message()
+    if said:
+        warnings.warn(said, TorchTraceWarning, stacklevel=3)
     cpu.sort(key=lambda x: (x[0], -x[1]))
     for start, end, name, _ in cpu:
         s = _STEP_RE.match(name)
@@ -335,6 +347,7 @@ def read_rank_trace(path: Path) -> TorchRank:
     prev_end, prev_name, prev_tid = None, "", None
     gloo_recv.sort()
     recv_starts = [g[0] for g in gloo_recv]
+    outside: list[str] = []
     for group, (a, b, name, tid) in enumerate(ranges):
         if prev_end is not None and tid == prev_tid and a < prev_end:
             raise InputFormatError(
@@ -349,8 +362,9 @@ def read_rank_trace(path: Path) -> TorchRank:
             raise InputFormatError(f"{path}: traceEvents[{k}]: rank {rank}: {exc}") from None
         assert parsed is not None
         step = step_of(a)
-        if step is None:
-            continue  # outside the recorded steps (cannot happen in torch's own traces)
+        if step is None:  # outside the recorded steps (not in torch's own traces: an edited time, say)
+            outside.append(name)
+            continue
         enqueue = 0
         if out.gpu:
             occ = gpu_by_name.get(name, [])
@@ -384,6 +398,10 @@ def read_rank_trace(path: Path) -> TorchRank:
             i = bisect_left(recv_starts, a)
             if i < len(gloo_recv) and gloo_recv[i][0] < b:
                 out.recv_end[(stage, kind, mb, step)] = gloo_recv[i][1]
+    if outside:
+        warnings.warn(f"{path}: rank {rank}: {len(outside)} pipeline action(s) start outside every ProfilerStep#N range "
+                      f"({', '.join(map(repr, outside[:5]))}{', ...' if len(outside) > 5 else ''}); they are left out, "
+                      "and a step that lacks them is left out of the figures", TorchTraceWarning, stacklevel=3)
     if not ranges:
         from harness.imports.torch_infer import infer_1f1b
 

@@ -6,7 +6,8 @@ Cost models: :mod:`~harness.model.cost` (the protocol and :class:`~harness.model
 :mod:`~harness.model.checked` (a user's model checked where it enters a run); the values they are
 given: :mod:`~harness.model.values`. Stage layouts: :mod:`~harness.model.layout`. Communication
 models: :mod:`~harness.model.comm`. Optional cost-model terms: :mod:`~harness.model.overlap`,
-:mod:`~harness.model.data_parallel`.
+:mod:`~harness.model.data_parallel`. A case's costs as plain per-stage numbers for a builder that plans
+from them: :mod:`~harness.model.stage_costs`.
 
 Imports only :mod:`harness.schedule` (the job vocabulary) and the base modules.
 """

@@ -125,7 +125,7 @@ class CheckedCost:
         return self.inner.describe()
 
     def __getattr__(self, name: str) -> Any:
-        """Anything else (a memory model's ``memory_bytes``/``static_bytes``, ``recompute_ns``) from the inner model;
+        """Anything else (a memory model's ``memory_bytes``/``static_bytes``, ``recompute_time_ns``) from the inner model;
         :mod:`harness.analysis.memory` checks what those answer."""
         if name == "inner":  # not set yet (copy, pickle): no recursion
             raise AttributeError(name)

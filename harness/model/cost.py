@@ -41,7 +41,7 @@ from harness.model.values import (
     _shown,
     _transfer_ns,
 )
-from harness.schedule.model import Job, JobKind
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["CostModel", "FixedCost"]
 
@@ -75,7 +75,7 @@ class CostModel(Protocol):
 _OMITTED: Any = object()
 
 #: FixedCost fields that :meth:`FixedCost.ms` takes in milliseconds under another name.
-_MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W"}
+_MS_NAMES = {"forward_ns": "F", "backward_ns": "B", "backward_input_ns": "I", "backward_weight_ns": "W", "recompute_ns": "R"}
 
 #: The fields :meth:`FixedCost.ms` passes through as they are.
 _MS_PASSED = ("optimizer_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "activation_bytes", "mem_F", "mem_I", "mem_W", "mem_static",
@@ -88,18 +88,19 @@ def _check_ms_keywords(kw: dict[str, Any]) -> None:
             continue
         if key in _MS_NAMES:
             raise ConfigError(f"cost model: FixedCost.ms() takes {key} as {_MS_NAMES[key]}, in milliseconds")
-        names = {name.lower(): name for name in ("F", "B", "I", "W", *_MS_PASSED)}  # f -> F
+        names = {name.lower(): name for name in ("F", "B", "I", "W", "R", *_MS_PASSED)}  # f -> F
         close = difflib.get_close_matches(str(key).lower(), names, n=1)
         hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
         raise ConfigError(
             f"cost model: FixedCost.ms() got an unexpected keyword argument {key!r}{hint}; "
-            f"it takes F, B, I, W (ms) and {', '.join(_MS_PASSED)}"
+            f"it takes F, B, I, W, R (ms) and {', '.join(_MS_PASSED)}"
         )
 
 """A value for every stage (an ``int``) or one per stage (a tuple, stage 0 first)."""
 
-def _ms_to_ns(name: str, value: Any) -> PerStage:
-    """``FixedCost.ms``'s milliseconds (a number or a per-stage list) in whole ns, checked in those words."""
+def _ms_to_ns(name: str, value: Any, allow_zero: bool = False) -> PerStage:
+    """``FixedCost.ms``'s milliseconds (a number or a per-stage list) in whole ns, checked in those words
+    (``allow_zero``: 0 is a value, as a stage without recomputation)."""
     if isinstance(value, (list, tuple)):
         if not value:
             raise ConfigError(f"cost model: {name} is an empty list; give one value per stage (ms), or one number for all")
@@ -107,12 +108,14 @@ def _ms_to_ns(name: str, value: Any) -> PerStage:
         if nested is not None:
             raise ConfigError(f"cost model: {name}[{nested}] is a list; give one number per stage (p x v stages, chunks included), "
                               "not lists of lists")
-        return tuple(_pick(_ms_to_ns(f"{name}[{k}] (stage {k})", v), 0) for k, v in enumerate(value))
+        return tuple(_pick(_ms_to_ns(f"{name}[{k}] (stage {k})", v, allow_zero), 0) for k, v in enumerate(value))
     if (not isinstance(value, (int, float)) or isinstance(value, bool)
             or (isinstance(value, float) and not math.isfinite(value))):  # an int is finite: isfinite(10**400) overflows
         raise ConfigError(f"cost model: {name} must be a finite number of milliseconds, got {_shown(value)}")
+    if allow_zero and value == 0:
+        return 0
     if value <= 0:
-        raise ConfigError(f"cost model: {name} must be positive, got {value!r} ms")
+        raise ConfigError(f"cost model: {name} must be {'0 or more' if allow_zero else 'positive'}, got {value!r} ms")
     if value * _NS_PER_MS >= MAX_DURATION_NS:
         raise ConfigError(
             f"cost model: {name} must be below {MAX_DURATION_NS / _NS_PER_MS:.6f} ms ({_MAX_DURATION_TEXT}), got {_shown(value)} ms"
@@ -154,9 +157,10 @@ class FixedCost:
             ``RESHARD`` and ``REDUCE_GRAD`` jobs (FSDP parameter all-gather and free,
             data-parallel gradient reduction), one per stage; default 0 (they cost nothing).
         overlap_ns, overlap_ratio: how long an overlapped F&B group (``OVERLAP_F_B``,
-            DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
-            for jobs of durations ``d`` (0: ``max(F, B)``, 1: ``F + B``); at most one; default
-            ``max(F, B)`` (:mod:`harness.plan.groups`).
+            DualPipe, DualPipeV) lasts: ``overlap_ns`` ns, or ``max(d) + overlap_ratio (sum(d) - max(d))``
+            for jobs of durations ``d`` (0: ``max(F, B)``, perfect overlap; 1: ``F + B``); at most one;
+            default ``F + B``, no overlap, as PyTorch's runtime runs ``OVERLAP_F_B``
+            (:mod:`harness.model.overlap`, :mod:`harness.plan.groups`).
         p2p_latency_ns, p2p_gbytes_per_s, activation_bytes: a send/receive
             takes ``latency + bytes / bandwidth``; bandwidth in gigabytes (not
             gigabits) per second, i.e. bytes/ns; ``None`` means transfers cost
@@ -169,6 +173,16 @@ class FixedCost:
             what a forward allocates, its backward frees.
         mem_static: bytes a stage holds all the time (parameters, gradients,
             optimizer state).
+        recompute_ns: the forward work a stage re-runs inside each backward (activation
+            recomputation), kept apart from ``backward_ns``: a ``B`` lasts ``backward_ns +
+            recompute_ns``, a split backward's ``I`` ``backward_input_ns + recompute_ns``
+            (``W`` unchanged), as mindformers' pipeline_balance simulator charges it
+            (``backward_time = block_time * backward_ratio + layer_recompute``,
+            ``toolkit/pipeline_balance/simulator/pp_simulator.py``, mindspore-ai/mindformers at
+            6be67890) and as :class:`~harness.model.transformer.TransformerCost` does.
+            :meth:`recompute_time_ns` says how much of a job it is, for the bubble
+            decomposition, the traces' ``recompute`` slices and the ``mindformers`` bubble
+            (:mod:`harness.analysis.bubble`). ``FixedCost.ms(R=...)`` in ms. Default 0.
 
     Raises:
         ConfigError: negative or non-numeric values; a duration (or a
@@ -199,6 +213,7 @@ class FixedCost:
     reduce_grad_ns: int = 0
     overlap_ns: int | None = None
     overlap_ratio: float | None = None
+    recompute_ns: PerStage = 0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -221,12 +236,14 @@ class FixedCost:
                 "transfer would cost only the latency; give activation_bytes (bytes per send), or leave out the bandwidth"
             )
         _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
+        set_(self, "recompute_ns", _per_stage_values("recompute_ns", self.recompute_ns, duration=True, allow_zero=True))
         for name in ("mem_F", "mem_W", "mem_static"):
             set_(self, name, _per_stage_values(name, getattr(self, name), duration=False, allow_zero=True, signed=name == "mem_W"))
         if self.mem_I is not None:
             set_(self, "mem_I", _per_stage_values("mem_I", self.mem_I, duration=False, signed=True))
         n = _lengths(F=self.forward_ns, B=self.backward_ns, I=self.backward_input_ns, W=self.backward_weight_ns,
-                     mem_F=self.mem_F, mem_I=self.mem_I, mem_W=self.mem_W, mem_static=self.mem_static)
+                     mem_F=self.mem_F, mem_I=self.mem_I, mem_W=self.mem_W, mem_static=self.mem_static,
+                     recompute_ns=self.recompute_ns)
         splits, mem = [], []
         for k in range(n):
             splits.append(self._split_of(k, n))
@@ -274,8 +291,9 @@ class FixedCost:
     @classmethod
     def ms(cls, F: Any = _OMITTED, B: Any = _OMITTED,  # noqa: N803 - F, B: a number or one per stage
            W: float | Sequence[float] | None = None, I: float | Sequence[float] | None = None,  # noqa: N803
-           **kw: Any) -> FixedCost:
+           R: float | Sequence[float] = 0, **kw: Any) -> FixedCost:  # noqa: N803
         """Durations in milliseconds: ``FixedCost.ms(F=1, B=2)``; ``W``/``I`` split ``B``;
+        ``R`` is the recomputation inside each backward (``recompute_ns``, 0 or more, apart from ``B``);
         each a number or one value per stage (``F=[8, 8, 8, 8.8]``).
 
         With ``I`` and ``W`` given and no ``B``, pass ``B=I+W``.
@@ -292,7 +310,8 @@ class FixedCost:
         f, b = _ms_to_ns("F", F), _ms_to_ns("B", B)
         w = None if W is None else _ms_to_ns("W", W)
         i = None if I is None else _ms_to_ns("I", I)
-        n = _lengths(F=f, B=b, I=i, W=w)
+        r = _ms_to_ns("R", R, allow_zero=True)
+        n = _lengths(F=f, B=b, I=i, W=w, R=r)
         for k in range(n):
             bk = _pick(b, k)
             ik = None if i is None else _pick(i, k)
@@ -311,14 +330,15 @@ class FixedCost:
                         f"cost model: the backward of B = {bk / _NS_PER_MS:g} ms cannot split into I = {si / _NS_PER_MS:g} ms and "
                         f"W = {sw / _NS_PER_MS:g} ms{where}; give I or W below B (both must be positive)"
                     )
-        return cls(forward_ns=f, backward_ns=b, backward_input_ns=i, backward_weight_ns=w, **kw)
+        return cls(forward_ns=f, backward_ns=b, backward_input_ns=i, backward_weight_ns=w, recompute_ns=r, **kw)
 
     def _stage_index(self, stage: int, num_stages: int) -> int:
         if self._n == 1:  # type: ignore[attr-defined]
             return 0
         if self._n != num_stages:  # type: ignore[attr-defined]
             fields = [name for name in ("forward_ns", "backward_ns", "backward_input_ns", "backward_weight_ns",
-                                        "mem_F", "mem_I", "mem_W", "mem_static") if isinstance(getattr(self, name), tuple)]
+                                        "mem_F", "mem_I", "mem_W", "mem_static", "recompute_ns")
+                      if isinstance(getattr(self, name), tuple)]
             raise ConfigError(f"cost model: {', '.join(fields)} give{'s' if len(fields) == 1 else ''} {self._n} per-stage value(s), "  # type: ignore[attr-defined]
                               f"but the pipeline has {num_stages} stage(s) (p x v); give one per stage, or one number for all")
         return stage
@@ -335,9 +355,16 @@ class FixedCost:
         if kind is JobKind.F:
             return _pick(self.forward_ns, k)
         if kind is JobKind.B:
-            return _pick(self.backward_ns, k)
+            return _pick(self.backward_ns, k) + _pick(self.recompute_ns, k)
         i, w = self._splits[k]  # type: ignore[attr-defined]
-        return i if kind is JobKind.I else w  # type: ignore[no-any-return]
+        return i + _pick(self.recompute_ns, k) if kind is JobKind.I else w  # type: ignore[no-any-return]
+
+    def recompute_time_ns(self, job: Job, num_stages: int) -> int:
+        """The part of ``job``'s duration (ns) that re-runs its forward: ``recompute_ns`` of its
+        stage for a ``B`` or an ``I``; 0 for every other job."""
+        if job.kind not in (JobKind.B, JobKind.I):
+            return 0
+        return _pick(self.recompute_ns, self._stage_index(job.stage, num_stages))
 
     def flops(self, job: Job, num_stages: int) -> float:
         return 0.0
@@ -377,8 +404,29 @@ class FixedCost:
     def is_uniform(self, num_stages: int) -> bool:
         free = self.p2p_latency_ns == 0 and (self.activation_bytes == 0 or not self.p2p_gbytes_per_s)
         even = len(set(self._splits)) == 1 and all(  # type: ignore[attr-defined]
-            not isinstance(v, tuple) or len(set(v)) == 1 for v in (self.forward_ns, self.backward_ns))
+            not isinstance(v, tuple) or len(set(v)) == 1 for v in (self.forward_ns, self.backward_ns, self.recompute_ns))
         return free and even
+
+    def assumptions(self, schedule: Schedule) -> list[str]:
+        """Sentences naming what moves ``schedule``'s figures under this model
+        (:data:`harness.model.assumptions.ASSUMPTIONS_METHOD`): a split backward's halves when I and
+        W were not given, the recomputation inside each backward where ``recompute_ns`` is set, and
+        per-chunk durations where a rank holds several chunks."""
+        out = []
+        if self.backward_input_ns is None and self.backward_weight_ns is None and any(
+                job.kind in (JobKind.I, JobKind.W) for _, _, job in schedule.jobs()):
+            out.append("a split backward's I and W each take half of B (FixedCost given no I or W)")
+        r = self.recompute_ns
+        if any(r) if isinstance(r, tuple) else r:
+            shown = f"{r / 1e6:g} ms" if isinstance(r, int) else "per stage " + ", ".join(f"{x / 1e6:g}" for x in r) + " ms"
+            out.append(f"recomputation: each B (or I when split) also re-runs {shown} of forward work (FixedCost recompute_ns), "
+                       "busy time in the bubble figures (mindformers' normalization counts it as bubble)")
+        v = schedule.chunks_per_rank
+        if v > 1:
+            f, b = (self.duration_ns(Job(0, kind, 0), schedule.num_stages) for kind in (JobKind.F, JobKind.B))
+            out.append(f"per-chunk durations: F and B (stage 0: {f / 1e6:g} and {b / 1e6:g} ms) are one stage's, one chunk's, and a "
+                       f"rank runs v={v} chunks, so v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by {v}")
+        return out
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "fixed", **asdict(self)}
@@ -393,4 +441,7 @@ class FixedCost:
         if not self.models_memory():
             for key in ("mem_F", "mem_I", "mem_W", "mem_static"):
                 d.pop(key, None)
+        r = self.recompute_ns
+        if not (any(r) if isinstance(r, tuple) else r):
+            d.pop("recompute_ns", None)  # no recomputation: described as before the field existed
         return _drop_zero_dp_fields(d)

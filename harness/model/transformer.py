@@ -16,13 +16,18 @@ from harness.errors import ConfigError
 from harness.model.data_parallel import _data_parallel_fields, _dp_duration, _drop_zero_dp_fields
 from harness.model.layout import StageLayout, parse_layout
 from harness.model.overlap import _overlap_fields, _overlap_group_ns
+from harness.model.recompute import RECOMPUTE, Recompute, check_recompute, modes_of, recompute_assumption, recompute_of
+from harness.model.tensor_parallel import (
+    activation_formula,
+    activation_parts,
+    check_tensor_parallel,
+    layer_comm_ns,
+    tensor_parallel_assumptions,
+)
 from harness.model.values import _MAX_DURATION_TEXT, MAX_DURATION_NS, _bandwidth, _check_transfer, _positive, _set_whole_ns, _transfer_ns
-from harness.schedule.model import Job, JobKind
+from harness.schedule.model import Job, JobKind, Schedule
 
 __all__ = ["RECOMPUTE", "TransformerCost"]
-
-#: Activation recomputation modes (Korthikanti et al., arXiv:2205.05198, §4-5).
-RECOMPUTE = ("none", "selective", "full")
 
 
 def _layer_split_choices(num_layers: int, num_stages: int) -> str:
@@ -78,6 +83,16 @@ class TransformerCost:
     FLOPs; a tied embedding is a second copy there, as Megatron keeps it). A
     job's duration is ``FLOPs / (tflops * 1e12)`` seconds.
 
+    **Tensor and sequence parallelism** (:mod:`harness.model.tensor_parallel`):
+    with ``tensor_parallel_size=t`` each pipeline rank is a group of ``t`` GPUs
+    and every figure here is one GPU's: FLOPs (so GEMM time), parameters,
+    gradients and optimizer state are divided by ``t``, activations follow
+    Korthikanti et al. (arXiv:2205.05198) Table 2, with or without
+    ``sequence_parallel``, and ``tp_gbytes_per_s`` charges each layer's
+    collectives (two all-reduces of ``s b h`` elements in the forward and two in
+    the backward; ring cost ``2 (t-1)/t * bytes / bandwidth``) inside its F, B
+    and I. ``flash_attention=True`` stores no attention scores.
+
     Which layers a stage holds: ``layout`` (Megatron-Core's syntax, e.g.
     ``"Et*5|t*6|t*6|t*7L"``; its ``E``/``L`` place the embedding and head),
     else ``layers_per_stage``, else ``num_layers`` split evenly. Layers that do
@@ -86,26 +101,34 @@ class TransformerCost:
 
     Memory (bytes, :mod:`harness.analysis.memory`): per layer and micro-batch a forward
     keeps ``s b h (34 + 5 a s / h)`` bytes of activations (Korthikanti et al.,
-    arXiv:2205.05198, eq. 2, no tensor parallelism; it assumes multi-head
-    attention and ``f = 4h``); ``recompute="selective"`` keeps ``34 s b h``,
-    ``"full"`` only each layer's input, ``2 s b h`` (§4-5). A full backward
+    arXiv:2205.05198, eq. 2 and Table 2, no tensor parallelism; it assumes multi-head
+    attention and ``f = 4h``); ``recompute="selective"`` (or ``flash_attention``)
+    keeps ``34 s b h``, ``"full"`` only each layer's input, ``2 s b h`` (§4-5); under
+    tensor parallelism the rows of Table 2 for ``t``
+    (:func:`~harness.model.tensor_parallel.activation_parts`). A full backward
     frees them; split, ``W`` frees the ``32 s b h`` its weight gradients read and
     ``I`` the rest (zero-bubble paper's memory model: F ``+(34h + 5as)``, W
     ``-32h`` per token and layer; with full recomputation ``I`` frees all). The
     last stage also keeps the logits, ``s b V`` fp32 values (4 bytes each;
-    cross-entropy not fused), until its backward. Static bytes per stage:
-    parameters times ``bytes_per_param``, by default 18 (bf16 weights, fp32
+    cross-entropy not fused; ``/t`` under tensor parallelism), until its backward.
+    Static bytes per stage and GPU:
+    parameters / ``t`` times ``bytes_per_param``, by default 18 (bf16 weights, fp32
     gradients, Adam's fp32 master weights and two moments; NVIDIA/Megatron-LM
     ``megatron/training/theoretical_memory_usage.py``; ``6 + 12/dp`` with the
     distributed optimizer over ``dp`` data-parallel ranks).
 
-    Recomputation adds its forward work to each backward (``B``, or ``I`` when
-    split): ``"full"`` the stage's layers' forward, ``"selective"`` the
-    attention-score products (only with ``attention=True``, else nothing);
-    :meth:`recompute_ns` gives that part of the backward's duration.
+    Recomputation adds the work it redoes to each backward (``B``, or ``I`` when
+    split): ``"full"`` the stage's layers' forward (with its tensor-parallel
+    collectives), ``"selective"`` the attention core (``Q K^T``, softmax, the
+    product with ``V``: ``4 s h`` FLOPs per token and layer, ``/t``). The attention
+    products are charged there even with ``attention=False``, which leaves them
+    out of F, B and I: recomputation costs what it redoes, so it never saves
+    memory for free (the case's assumptions say so).
+    :meth:`recompute_time_ns` gives that part of the backward's duration.
 
     Sends and receives move one activation, ``micro_batch_size * seq_len * h``
-    elements of ``bytes_per_element`` bytes, in ``p2p_latency_ns + bytes /
+    elements of ``bytes_per_element`` bytes (``/t`` with sequence parallelism,
+    each GPU sending its sequence shard), in ``p2p_latency_ns + bytes /
     bandwidth``.
 
     Args:
@@ -124,7 +147,8 @@ class TransformerCost:
         optimizer_ns: duration of an ``OPT`` job.
         unshard_ns, reshard_ns, reduce_grad_ns: durations (ns) of PyTorch's ``UNSHARD``,
             ``RESHARD`` and ``REDUCE_GRAD`` jobs; default 0 (as :class:`~harness.model.cost.FixedCost`).
-        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.model.cost.FixedCost`'s.
+        overlap_ns, overlap_ratio: an overlapped F&B group's time, as :class:`~harness.model.cost.FixedCost`'s
+            (default ``F + B``, no overlap).
         bytes_per_element: activation element size (2 for bf16).
         p2p_latency_ns, p2p_gbytes_per_s: point-to-point link, both accepted here as in
             :class:`~harness.model.cost.FixedCost`: latency in ns, bandwidth in gigabytes (not
@@ -138,16 +162,26 @@ class TransformerCost:
         num_query_groups: ``g`` for grouped-query attention; default ``a`` (multi-head).
         ffn_hidden_size: ``f``; default ``4h``.
         bytes_per_param: static bytes per parameter (default 18, see above).
-        recompute: ``"none"``, ``"selective"`` or ``"full"``.
+        recompute: ``"none"``, ``"selective"`` or ``"full"`` for every stage, or a list of
+            them, one per stage (``p x v``, stage 0 first; :mod:`harness.model.recompute`):
+            each stage's durations and activation bytes follow its own mode.
+        tensor_parallel_size: ``t``, GPUs per pipeline rank splitting each layer (default 1: none).
+        sequence_parallel: split the layer norms and dropouts along the sequence too (needs ``t > 1``).
+        flash_attention: a fused attention kernel that stores no attention scores (the ``5 a s / h``
+            term); its own re-computation inside the backward kernel is not charged apart.
+        tp_gbytes_per_s: bandwidth (GB/s, i.e. bytes/ns) of each GPU's link in the tensor-parallel
+            collectives (NCCL's "bus bandwidth"); ``None`` (default) charges them nothing.
 
     Raises:
         ConfigError: a non-positive size (or one of 2**53 or more), a size or
             layer count that is not a whole number (``8.0``), a layout that does
-            not parse, an unknown ``recompute``, query groups that do not divide
-            the heads; and, when durations are first asked for with a stage
+            not parse, an unknown ``recompute`` mode (or an empty list), query groups that do not divide
+            the heads; ``sequence_parallel`` or ``tp_gbytes_per_s`` without tensor parallelism,
+            heads, query groups or FFN size not divisible by ``t``, a sequence that sequence
+            parallelism cannot split evenly, selective recomputation with flash attention; and, when durations are first asked for with a stage
             count: fewer layers than stages, layers that do not divide evenly
-            without a layout or ``layers_per_stage``, a layout or list for
-            another stage count or layer count, or a job of
+            without a layout or ``layers_per_stage``, a layout, layer list or
+            ``recompute`` list for another stage count or layer count, or a job of
             :data:`~harness.model.values.MAX_DURATION_NS` or more.
     """
 
@@ -168,12 +202,16 @@ class TransformerCost:
     num_query_groups: int | None = None
     ffn_hidden_size: int | None = None
     bytes_per_param: float = 18.0
-    recompute: str = "none"
+    recompute: Recompute = "none"
     unshard_ns: int = 0
     reshard_ns: int = 0
     reduce_grad_ns: int = 0
     overlap_ns: int | None = None
     overlap_ratio: float | None = None
+    tensor_parallel_size: int = 1
+    sequence_parallel: bool = False
+    flash_attention: bool = False
+    tp_gbytes_per_s: float | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TransformerCost:
         if args or kwargs:  # (pickle and copy make the object with no arguments, then set its fields)
@@ -208,9 +246,15 @@ class TransformerCost:
         _set_whole_ns(self, "optimizer_ns")
         _set_whole_ns(self, "p2p_latency_ns")
         _bandwidth(self.p2p_gbytes_per_s)
-        _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError(f"cost model: recompute={self.recompute!r}; choose one of {', '.join(RECOMPUTE)}")
+        set_(self, "recompute", check_recompute(self.recompute))
+        _positive("tensor_parallel_size", self.tensor_parallel_size, whole=True)
+        set_(self, "tensor_parallel_size", int(self.tensor_parallel_size))
+        if self.tp_gbytes_per_s is not None:
+            _positive("tp_gbytes_per_s (gigabytes per second; divide Gbit/s by 8)", self.tp_gbytes_per_s)
+        modes = (self.recompute,) if isinstance(self.recompute, str) else self.recompute
+        check_tensor_parallel(self.tensor_parallel_size, self.sequence_parallel, self.flash_attention, heads=heads, groups=groups,
+                              ffn=self.ffn_hidden_size or 4 * self.hidden_size, seq_len=self.seq_len,
+                              gbytes_per_s=self.tp_gbytes_per_s, recompute_modes=modes)
         if self.layout is not None and self.layers_per_stage is not None:
             raise ConfigError("cost model: give a layout or layers_per_stage, not both")
         parsed: StageLayout | None = None
@@ -232,6 +276,7 @@ class TransformerCost:
                 raise ConfigError(f"cost model: layers_per_stage {list(self.layers_per_stage)} holds {sum(self.layers_per_stage)} "
                                   f"layers, but num_layers is {self.num_layers}")
         set_(self, "_layout", parsed)
+        _check_transfer(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
 
     # -- what each stage holds --------------------------------------------------------------------
 
@@ -294,28 +339,47 @@ class TransformerCost:
     # -- FLOPs and durations ----------------------------------------------------------------------
 
     def _parts(self, stage: int, num_stages: int) -> tuple[float, float, float]:
-        """Forward FLOPs of ``stage``: weight GEMMs of its layers, attention products, LM head."""
-        h, s = self.hidden_size, self.seq_len
+        """Forward FLOPs of ``stage`` on one GPU: weight GEMMs of its layers, attention products, LM
+        head, each ``/t`` under tensor parallelism."""
+        h, s, t = self.hidden_size, self.seq_len, self.tensor_parallel_size
         tokens = self.micro_batch_size * s
         layers = self.layers_of(stage, num_stages)
-        weights = 2.0 * self.params_per_layer * tokens * layers
-        attention = 4.0 * s * h * tokens * layers if self.attention else 0.0
-        head = 2.0 * tokens * h * self.vocab_size if self._has_head(stage, num_stages) else 0.0
+        weights = 2.0 * self.params_per_layer * tokens * layers / t
+        attention = self._attention_core(stage, num_stages) if self.attention else 0.0
+        head = 2.0 * tokens * h * self.vocab_size / t if self._has_head(stage, num_stages) else 0.0
         return weights, attention, head
 
+    def _attention_core(self, stage: int, num_stages: int) -> float:
+        """FLOPs of the attention products (``Q K^T`` and the scores times ``V``) of ``stage``'s layers
+        on one GPU: ``4 s h`` per token and layer (arXiv:2104.04473 §5.1), ``/t``."""
+        tokens = self.micro_batch_size * self.seq_len
+        return 4.0 * self.seq_len * self.hidden_size * tokens * self.layers_of(stage, num_stages) / self.tensor_parallel_size
+
     def forward_flops(self, stage: int, num_stages: int) -> float:
-        """FLOPs of one micro-batch's forward through ``stage``."""
+        """FLOPs of one micro-batch's forward through ``stage``, on one GPU of its tensor-parallel group."""
         return sum(self._parts(stage, num_stages))
 
+    def recompute_mode(self, stage: int, num_stages: int) -> str:
+        """``stage``'s recomputation mode: ``recompute``, or its entry for ``stage`` when it is a list.
+
+        Raises:
+            ConfigError: a per-stage list for another stage count.
+        """
+        return recompute_of(self.recompute, stage, num_stages)
+
     def recompute_flops(self, stage: int, num_stages: int) -> float:
-        """FLOPs a backward of ``stage`` spends recomputing its forward (0 without recomputation)."""
-        if self.recompute == "none":
+        """FLOPs a backward of ``stage`` spends redoing forward work (0 without recomputation): ``"full"``
+        its layers' weight GEMMs and attention products, ``"selective"`` the attention products; the
+        attention products are counted here even with ``attention=False`` (the class doc)."""
+        mode = self.recompute_mode(stage, num_stages)
+        if mode == "none":
             return 0.0
-        weights, attention, _ = self._parts(stage, num_stages)
-        return weights + attention if self.recompute == "full" else attention
+        weights, _, _ = self._parts(stage, num_stages)
+        core = self._attention_core(stage, num_stages)
+        return weights + core if mode == "full" else core
 
     def flops(self, job: Job, num_stages: int) -> float:
-        """FLOPs of ``job``: F as :meth:`forward_flops`, B twice that. Split, W is the
+        """FLOPs of ``job`` on one GPU: F as :meth:`forward_flops`, B twice that. Split, W is the
         weight-gradient GEMMs (those of the layers and of the LM head) and I the rest:
         attention has no weights, so its backward is all input gradient
         (Qi et al., arXiv:2401.10241, Table 1). Recomputation adds
@@ -335,11 +399,25 @@ class TransformerCost:
 
     @property
     def activation_bytes(self) -> int:
-        """Bytes of one activation (or its gradient) between stages."""
-        return self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
+        """Bytes of one activation (or its gradient) between stages, per GPU: ``s b h`` elements, ``/t``
+        with sequence parallelism (each GPU holds and sends its sequence shard)."""
+        full = self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
+        return full // self.tensor_parallel_size if self.sequence_parallel else full
 
-    def _ns(self, flops: float, job: Job) -> int:
-        ns = flops / (self.tflops * 1e3)  # 1 TFLOP/s = 1e3 FLOP/ns
+    def tensor_parallel_ns(self, job: Job, num_stages: int) -> float:
+        """The part of ``job``'s duration (ns, unrounded) spent in tensor-parallel collectives: per layer
+        of its stage, :func:`~harness.model.tensor_parallel.layer_comm_ns` in F, in B and in I (and once
+        more in a backward that fully recomputes its forward); 0 in W, at ``t = 1`` or without
+        ``tp_gbytes_per_s``."""
+        if job.kind not in (JobKind.F, JobKind.B, JobKind.I) or self.tp_gbytes_per_s is None:
+            return 0.0
+        output = self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
+        per_layer = layer_comm_ns(output, self.tensor_parallel_size, self.tp_gbytes_per_s)
+        passes = 1 if job.kind is JobKind.F else 1 + (self.recompute_mode(job.stage, num_stages) == "full")
+        return passes * per_layer * self.layers_of(job.stage, num_stages)
+
+    def _ns(self, flops: float, job: Job, comm_ns: float = 0.0) -> int:
+        ns = flops / (self.tflops * 1e3) + comm_ns  # 1 TFLOP/s = 1e3 FLOP/ns
         if ns >= MAX_DURATION_NS:  # a float, so inf too: checked before round() could overflow
             raise ConfigError(
                 f"cost model: a {job.kind.name} job of stage {job.stage} ({flops:.3g} FLOPs at {self.tflops!r} TFLOP/s) "
@@ -354,7 +432,7 @@ class TransformerCost:
             return _transfer_ns(self.activation_bytes, self.p2p_latency_ns, self.p2p_gbytes_per_s)
         if job.kind.is_data_parallel:
             return _dp_duration(self, job)
-        return max(1, self._ns(self.flops(job, num_stages), job))
+        return max(1, self._ns(self.flops(job, num_stages), job, self.tensor_parallel_ns(job, num_stages)))
 
     def data_parallel_ns(self, job: Job, num_stages: int) -> int:
         """Duration (ns) of an ``UNSHARD``/``RESHARD``/``REDUCE_GRAD`` job: ``unshard_ns``, ``reshard_ns``
@@ -369,12 +447,15 @@ class TransformerCost:
         """Wall time (ns) of an overlapped group, as :meth:`harness.model.cost.FixedCost.overlapped_group_ns`."""
         return _overlap_group_ns(self, durations_ns)
 
-    def recompute_ns(self, job: Job, num_stages: int) -> int:
-        """The part of ``job``'s duration (ns) that recomputes its forward: B, or I when
-        the backward is split; 0 for other kinds and without recomputation."""
-        if job.kind not in (JobKind.B, JobKind.I) or self.recompute == "none":
+    def recompute_time_ns(self, job: Job, num_stages: int) -> int:
+        """The part of ``job``'s duration (ns) that redoes forward work (:meth:`recompute_flops`, and a
+        full recomputation's tensor-parallel collectives): B, or I when the backward is split; 0 for
+        other kinds and without recomputation."""
+        mode = "none" if job.kind not in (JobKind.B, JobKind.I) else self.recompute_mode(job.stage, num_stages)
+        if mode == "none":
             return 0
-        return min(self.duration_ns(job, num_stages), self._ns(self.recompute_flops(job.stage, num_stages), job))
+        comm = self.tensor_parallel_ns(Job(job.stage, JobKind.F, job.microbatch), num_stages) if mode == "full" else 0.0
+        return min(self.duration_ns(job, num_stages), self._ns(self.recompute_flops(job.stage, num_stages), job, comm))
 
     def nbytes(self, job: Job, num_stages: int) -> int:
         return self.activation_bytes if job.kind.is_comm else 0
@@ -385,19 +466,21 @@ class TransformerCost:
         return True
 
     def _activation_parts(self, stage: int, num_stages: int) -> tuple[int, int, int]:
-        """Bytes a forward of ``stage`` keeps: ``(freed by W, freed by I, logits)``."""
-        s, b, h = self.seq_len, self.micro_batch_size, self.hidden_size
-        sbh = s * b * h
+        """Bytes a forward of ``stage`` keeps on one GPU: ``(freed by W, freed by I, logits)``."""
+        s, b = self.seq_len, self.micro_batch_size
+        t = self.tensor_parallel_size
         layers = self.layers_of(stage, num_stages)
-        if self.recompute == "full":
-            kept, by_w = 2 * sbh, 0
-        elif self.recompute == "selective":
-            kept, by_w = 34 * sbh, 32 * sbh
-        else:
-            kept = sbh * 34 + 5 * self._heads * s * s * b  # type: ignore[attr-defined]  # s b h (34 + 5 a s / h)
-            by_w = 32 * sbh
-        logits = 4 * s * b * self.vocab_size if self._has_head(stage, num_stages) else 0
-        return layers * by_w, layers * (kept - by_w), logits
+        kept, by_i = activation_parts(s, b, self.hidden_size, self._heads, t, self.sequence_parallel,  # type: ignore[attr-defined]
+                                      self.flash_attention, self.recompute_mode(stage, num_stages))
+        logits = 4 * s * b * self.vocab_size // t if self._has_head(stage, num_stages) else 0
+        return layers * (kept - by_i), layers * by_i, logits
+
+    def layer_activation_bytes(self, stage: int, num_stages: int) -> int:
+        """Bytes one layer of ``stage`` keeps per micro-batch on one GPU (Korthikanti et al. Table 2 for
+        this setting; :func:`~harness.model.tensor_parallel.activation_parts`)."""
+        return activation_parts(self.seq_len, self.micro_batch_size, self.hidden_size, self._heads,  # type: ignore[attr-defined]
+                                self.tensor_parallel_size, self.sequence_parallel, self.flash_attention,
+                                self.recompute_mode(stage, num_stages))[0]
 
     def memory_bytes(self, job: Job, num_stages: int) -> int:
         """Signed activation bytes ``job`` allocates (F) or frees (B, I, W) on its rank (see the class doc)."""
@@ -408,8 +491,8 @@ class TransformerCost:
                 JobKind.I: -(by_i + logits), JobKind.W: -by_w}[job.kind]
 
     def static_bytes(self, stage: int, num_stages: int) -> int:
-        """Parameters, gradients and optimizer state of ``stage``: ``params * bytes_per_param`` bytes."""
-        return round(self.params_of(stage, num_stages) * self.bytes_per_param)
+        """Parameters, gradients and optimizer state of ``stage`` on one GPU: ``params / t * bytes_per_param`` bytes."""
+        return round(self.params_of(stage, num_stages) * self.bytes_per_param / self.tensor_parallel_size)
 
     def is_uniform(self, num_stages: int) -> bool:
         try:
@@ -417,13 +500,51 @@ class TransformerCost:
         except ConfigError:
             return False
         free = self.p2p_latency_ns == 0 and not self.p2p_gbytes_per_s
-        return even and free and not self.vocab_size
+        same = isinstance(self.recompute, str) or len(set(self.recompute)) == 1
+        return even and free and same and not self.vocab_size
+
+    def assumptions(self, schedule: Schedule) -> list[str]:
+        """Short sentences naming each modelling assumption that moves the figures of ``schedule`` under
+        this model (:func:`harness.model.cost.cost_assumptions`): the tensor-parallel setting and its
+        collectives, whether attention FLOPs count, the activation formula, the recomputation and its
+        cost, and per-chunk durations where a rank holds several chunks.
+
+        Raises:
+            ConfigError: a layout, layer list or ``recompute`` list for another stage count.
+        """
+        n, v = schedule.num_stages, schedule.chunks_per_rank
+        t, sp = self.tensor_parallel_size, self.sequence_parallel
+        output = self.micro_batch_size * self.seq_len * self.hidden_size * self.bytes_per_element
+        out = tensor_parallel_assumptions(t, sp, self.tp_gbytes_per_s, layer_comm_ns(output, t, self.tp_gbytes_per_s))
+        out.append("attention products counted: 4 s h FLOPs per token and layer in F, twice that in the backward (attention=True)"
+                   if self.attention else
+                   "attention products not counted (attention=False): F, B, I and W time the weight GEMMs only, the published "
+                   "formulas' I = W setting")
+        modes = modes_of(self.recompute, n)
+        formulas = sorted({activation_formula(t, sp, self.flash_attention, mode) for mode in modes})
+        out.append("activations per layer and micro-batch: " + " or ".join(formulas) + " bytes"
+                   + (", flash attention storing no attention scores" if self.flash_attention else "")
+                   + " (Korthikanti et al. 2022, Table 2; multi-head attention and an MLP of 4h assumed)")
+        backward = JobKind.I if any(job.kind is JobKind.I for _, _, job in schedule.jobs()) else JobKind.B
+        first = {modes.index(mode) for mode in set(modes) - {"none"}}
+        out.append(recompute_assumption(modes, self.attention, {k: self.recompute_time_ns(Job(k, backward, 0), n) for k in first}))
+        if v > 1:
+            layers = [self.layers_of(k, n) for k in range(n)]
+            split = f"{layers[0]} on each" if len(set(layers)) == 1 else f"{min(layers)} to {max(layers)} per stage"
+            out.append(f"per-chunk durations: the {self.num_layers} layers are split over p x v = {n} stages ({split}), so each "
+                       f"job is one chunk's and a rank runs v={v} chunks per micro-batch")
+        return out
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "transformer", **asdict(self)}
         d["num_attention_heads"] = self._heads  # type: ignore[attr-defined]
         d["num_query_groups"] = self._groups  # type: ignore[attr-defined]
         d["ffn_hidden_size"] = self.ffn_hidden_size or 4 * self.hidden_size
-        if d["layers_per_stage"] is not None:
-            d["layers_per_stage"] = list(d["layers_per_stage"])
+        for name in ("layers_per_stage", "recompute"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
+        for name, default in (("tensor_parallel_size", 1), ("sequence_parallel", False), ("flash_attention", False),
+                              ("tp_gbytes_per_s", None)):
+            if d[name] == default and type(d[name]) is type(default):  # at their defaults: results as before they existed
+                d.pop(name)
         return _drop_zero_dp_fields(d)

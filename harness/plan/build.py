@@ -76,18 +76,29 @@ def build_plan(schedule: Schedule) -> Plan:
 
     A schedule's overlapped job groups (``OVERLAP_F_B``, :mod:`harness.plan.groups`)
     then run concurrently: later members on sibling streams ``rank{r}/overlap``.
+    A schedule lowered for ``comm_model="blocking"`` (marked by
+    :func:`~harness.schedule.blocking_placement.mark_blocking`) then has its sends and
+    receives on the compute streams, each send meeting its receive
+    (:func:`harness.plan.rendezvous.rendezvous`), and is checked for deadlocks again.
 
     Raises:
         ScheduleError: the first problem found; the message names the jobs and
-            draws the step x rank grid with them marked; or a malformed overlapped group.
+            draws the step x rank grid with them marked; or a malformed overlapped group; or,
+            under ``blocking``, sends and receives in an order that deadlocks (names a cycle's jobs).
         ResourceError: memory ran out (names the jobs and the memory they need).
     """
     from harness.plan import groups as overlap
     from harness.plan.fast import _build_plan
+    from harness.schedule.blocking_placement import is_blocking
     from harness.schedule.registry import memory_guard
 
     with memory_guard(schedule.num_jobs, f"schedule {schedule.name!r}: building its plan"):
-        return overlap.apply(_build_plan(schedule))
+        plan = overlap.apply(_build_plan(schedule))
+        if is_blocking(schedule):
+            from harness.plan.rendezvous import rendezvous
+
+            plan = rendezvous(plan)
+        return plan
 
 def validate(schedule: Schedule) -> None:
     """Run every check of ``schedule``: counts, per-rank order, dependencies and deadlocks

@@ -22,16 +22,22 @@ _CF, _CB, _CI = KIND_CODE[JobKind.F], KIND_CODE[JobKind.B], KIND_CODE[JobKind.I]
 
 def edge_delays(plan: Plan, cost: CostModel) -> list[int]:
     """Per job of ``plan`` (a plan without send/receive jobs), the transfer time in ns its
-    cross-rank input takes under ``edge``: for ``F`` of stage ``k`` whose stage ``k-1`` is
-    on another rank, the cost model's ``SEND_F`` duration of stage ``k-1``; for ``B``/``I``
-    of stage ``k`` whose stage ``k+1`` is on another rank, the ``SEND_B`` duration of stage
-    ``k+1``; 0 for every other job. The delay applies to the job's dependencies on other
-    ranks only (a job has at most one). The cost model is asked once per stage and direction.
+    output takes to a consumer on another rank under ``edge``: for ``F`` of stage ``k`` whose
+    next stage ``k+1`` is on another rank, the cost model's ``SEND_F`` duration of stage ``k``;
+    for ``B``/``I`` of stage ``k`` whose previous stage ``k-1`` is on another rank, the
+    ``SEND_B`` duration of stage ``k``; 0 for every other job. Neighbours are those within the
+    stage's chain (:mod:`harness.schedule.chains`): a chain's last stage sends no activation, its
+    first no gradient. A consumer on another rank starts no earlier than the producer's end plus
+    the producer's delay, so a job that waits for several producers (the first job of an
+    overlapped group, :mod:`harness.plan.groups`) waits for each its own transfer. The cost model
+    is asked once per stage and direction.
 
     Raises:
         ConfigError: the plan has send/receive jobs (``edge`` has none).
     """
     import numpy as np
+
+    from harness.schedule.chains import links
 
     cols = plan.arrays
     kind, stage = cols.kind, cols.stage
@@ -40,12 +46,13 @@ def edge_delays(plan: Plan, cost: CostModel) -> list[int]:
     sched = plan.schedule
     n = sched.num_stages
     rank = np.array(sched.stage_to_rank, np.int64)
-    fwd_in = np.zeros(n, np.int64)  # transfer into F of stage k from k-1
-    bwd_in = np.zeros(n, np.int64)  # transfer into B/I of stage k from k+1
+    has_prev, has_next = links(sched)
+    fwd_out = np.zeros(n, np.int64)  # transfer of F of stage k to stage k+1
+    bwd_out = np.zeros(n, np.int64)  # transfer of B/I of stage k to stage k-1
     for k in range(n):
-        if k > 0 and rank[k - 1] != rank[k]:
-            fwd_in[k] = int(cost.duration_ns(Job(k - 1, JobKind.SEND_F, 0), n))
-        if k + 1 < n and rank[k + 1] != rank[k]:
-            bwd_in[k] = int(cost.duration_ns(Job(k + 1, JobKind.SEND_B, 0), n))
-    out = np.where(kind == _CF, fwd_in[stage], np.where((kind == _CB) | (kind == _CI), bwd_in[stage], 0))
+        if has_next[k] and rank[k + 1] != rank[k]:
+            fwd_out[k] = int(cost.duration_ns(Job(k, JobKind.SEND_F, 0), n))
+        if has_prev[k] and rank[k - 1] != rank[k]:
+            bwd_out[k] = int(cost.duration_ns(Job(k, JobKind.SEND_B, 0), n))
+    out = np.where(kind == _CF, fwd_out[stage], np.where((kind == _CB) | (kind == _CI), bwd_out[stage], 0))
     return out.tolist()  # type: ignore[no-any-return]

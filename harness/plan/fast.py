@@ -55,10 +55,13 @@ def _build_plan(schedule: Schedule) -> Plan:
     """:func:`build_plan` inside its memory guard, before overlapped groups are applied."""
     import numpy as np
 
+    from harness.schedule.chains import CHAINS_PARAM, chains_of, links
+
     m = schedule.num_microbatches
     n_stages = schedule.num_stages
     m1 = m + 1
     width = n_stages * m1  # one block of keys per kind
+    has_prev_a, has_next_a = (np.array(x, bool) for x in links(schedule))  # neighbours within each chain
     arrays = _job_arrays(schedule)
     if arrays is None:
         jobs = list(filter(None, chain.from_iterable(schedule.ranks)))
@@ -107,7 +110,15 @@ def _build_plan(schedule: Schedule) -> Plan:
     # Counts: per stage and micro-batch, an F, and B xor (I and W).
     table = pos.reshape(len(_KINDS), n_stages, m1)[:, :, :m] >= 0
     has_b, has_i, has_w = table[_CB], table[_CI], table[_CW]
-    if not table[_CF].all() or not ((has_b != has_i) & (has_i == has_w)).all():
+    chained = bool(schedule.params.get(CHAINS_PARAM))
+    if chained:  # each stage runs its chain's micro-batches (harness.schedule.chains)
+        expect = np.zeros((n_stages, m), bool)
+        for lo, hi, a, b in chains_of(schedule):
+            expect[lo:hi, a:b] = True
+        complete = (has_b != has_i) & (has_i == has_w)
+        if not (table[_CF] == expect).all() or not complete[expect].all() or bool((has_b | has_i | has_w)[~expect].any()):
+            return _build_plan_checked(schedule)
+    elif not table[_CF].all() or not ((has_b != has_i) & (has_i == has_w)).all():
         return _build_plan_checked(schedule)
     is_opt = kc == _COPT
     n_opt = int(is_opt.sum())
@@ -123,6 +134,8 @@ def _build_plan(schedule: Schedule) -> Plan:
         nb = stage - 1
         nb[(kc == _CSF) | (kc == _CRB)] += 2  # SEND_F/RECV_B talk to stage + 1, SEND_B/RECV_F to stage - 1
         outside = (nb < 0) | (nb >= n_stages)
+        if chained:  # no neighbour past a chain's end
+            outside |= np.where((kc == _CSF) | (kc == _CRB), ~has_next_a[stage], ~has_prev_a[stage])
         np.clip(nb, 0, n_stages - 1, out=nb)
         peer = st_rank[nb]
         del nb
@@ -168,7 +181,7 @@ def _build_plan(schedule: Schedule) -> Plan:
         return np.where(i >= 0, i, at_key(_CB, stg, b))  # type: ignore[no-any-return]
 
     j = of_kind(_CF)
-    j = j[stage[j] > 0]
+    j = j[has_prev_a[stage[j]]]
     s, b = stage[j], mb[j]
     d = np.where(rank_of_stage[s - 1] != rank_of_stage[s], at_key(_CRF, s, b), at_key(_CF, s - 1, b))
     d1[j] = d
@@ -176,7 +189,7 @@ def _build_plan(schedule: Schedule) -> Plan:
     j = of_kind(_CB, _CI)
     s, b = stage[j], mb[j]
     d1[j] = at_key(_CF, s, b)
-    j = j[s < last]
+    j = j[has_next_a[s]]
     s, b = stage[j], mb[j]
     d = np.where(rank_of_stage[s + 1] != rank_of_stage[s], at_key(_CRB, s, b), backward(s + 1, b))
     d2[j] = d
@@ -193,12 +206,12 @@ def _build_plan(schedule: Schedule) -> Plan:
     bad |= bool((d < 0).any())
     j = of_kind(_CRF)
     s = stage[j]
-    d = np.where(s > 0, at_key(_CSF, np.maximum(s - 1, 0), mb[j]), -1)
+    d = np.where(has_prev_a[s], at_key(_CSF, np.maximum(s - 1, 0), mb[j]), -1)
     sd[j] = d
     bad |= bool((d < 0).any())
     j = of_kind(_CRB)
     s = stage[j]
-    d = np.where(s < last, at_key(_CSB, np.minimum(s + 1, last), mb[j]), -1)
+    d = np.where(has_next_a[s], at_key(_CSB, np.minimum(s + 1, last), mb[j]), -1)
     sd[j] = d
     bad |= bool((d < 0).any())
     if bad:

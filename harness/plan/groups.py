@@ -1,118 +1,110 @@
-"""Overlapped job groups: a forward and a backward that a rank runs at the same time.
+"""Overlapped job groups: a forward and a backward that a rank runs as one unit.
 
 DualPipe (deepseek-ai/DualPipe) and PyTorch's ``ScheduleDualPipeV`` pair a forward
-of one chunk with a backward of the other (PyTorch's ``OVERLAP_F_B`` action,
-written ``(0F3;1B2)OVERLAP_F_B`` in its CSV): the point of the schedule is that
-the backward's compute hides under the forward's communication and the other
-way round, so the pair costs less than ``F + B``. The harness keeps such a
-group as one overlapped job group:
+of one micro-batch with a backward of another (PyTorch's ``OVERLAP_F_B`` action,
+written ``(0F2;3B0)OVERLAP_F_B`` in its CSV), so that a model's own
+``overlapped_forward_backward`` can hide one's communication under the other's
+compute. A schedule carries such pairs as overlapped job groups
+(:mod:`harness.schedule.groups`); :func:`apply` makes a plan run each as one unit,
+as DualPipe runs it (``dualpipev.py``, ``_forward_backward_chunk``: both receives are
+committed and waited for before ``_forward_backward_compute_chunk`` runs, and both
+outputs are sent after it):
 
-* a schedule carries its groups in ``schedule.params["overlap"]``, a tuple of
-  job tuples (first job first); :func:`with_groups` sets them. They name jobs,
-  not positions, so passes that insert send/receive jobs keep them;
-* :func:`apply` turns a plan's groups into concurrent work: the first job stays
-  on the rank's compute stream, each further job runs on a sibling stream
-  ``rank{r}/overlap`` (``overlap2``, ...) and starts with the first (a start
-  dependency), and the rank's next compute job waits for every job of the
-  group. The group therefore lasts ``max(F, B)`` unless the cost model says
-  otherwise (below), the duration Victarry/PP-Schedule-Visualization gives an
-  overlapped pair by default (``overlapped_op_time = max(...)``); ``sim``, ``cpu``
-  and ``cuda`` run it the same way (two streams on the rank), and traces show the
-  two slices on sibling tracks, so slices on one track still nest.
+* **a group starts when every member's inputs are in**: the first job, on the rank's
+  compute stream, also waits for what the other members need; each further job runs
+  on a sibling stream ``rank{r}/overlap`` (``overlap2``, ...) and starts with the first
+  (a start dependency); the rank's next compute job waits for every member;
+* **every member lasts the group's time** ``G`` (:func:`group_durations`;
+  :func:`harness.model.overlap.group_ns` says how long: ``F + B`` unless the cost model
+  says otherwise), so the group holds the rank from its start to its end and both
+  outputs leave at its end.
 
-Busy time per rank (:mod:`harness.analysis.metrics`, :mod:`harness.analysis.analytic`) is the time
-the rank is busy, the union of its compute jobs' intervals (:func:`busy_union`):
-a group counts once, for as long as it lasts.
+``sim``, ``cpu`` and ``cuda`` run it the same way (two streams on the rank), and traces
+show the two slices on sibling tracks, so slices on one track still nest. Busy time per
+rank (:mod:`harness.analysis.busy`) is the union of the rank's compute intervals, so a
+group counts once, ``G``; idle, the bubble, its decomposition and the critical path follow
+from these times.
 
-**How long a group lasts.** By default ``max`` of its jobs' durations. A cost model
-may say otherwise (the two compete for the same SMs and memory bandwidth, so the
-overlap is rarely perfect) with the optional method
-``overlapped_group_ns(jobs, durations_ns, num_stages) -> int`` (:data:`GROUP_METHOD`);
-:class:`~harness.model.cost.FixedCost` and :class:`~harness.model.transformer.TransformerCost`
-answer from two fields, at most one of them set:
+PyTorch's runtime starts differently: ``_PipelineScheduleRuntime`` runs an
+``OVERLAP_F_B``'s sub-actions one after the other, each waiting for its own receive, so
+its forward starts on its own input and its backward after the forward and its input.
+The harness follows DualPipe's rule for every schedule; an imported PyTorch trace is
+measured as it ran.
 
-* ``overlap_ns``: every group lasts this many ns;
-* ``overlap_ratio`` ``r`` in ``[0, 1]``: the share of the shorter jobs' time that is not
-  hidden, so a group lasts ``max(d) + r (sum(d) - max(d))``: ``r = 0`` is ``max(F, B)``
-  (perfect overlap, the default), ``r = 1`` is ``F + B`` (none). This parametrization
-  is the harness's own (DualPipe's README writes the pair's time as one measured
-  figure, "F&B").
-
-A group of ``G`` ns is run by stretching its jobs by the same factor ``G / max(d)``
-(:func:`stretched`; the longest lasts exactly ``G``, the others
-``round(d G / max(d))``): both slow down as they share the device, both slices show in
-the trace, and the rank's next compute job waits for the group's end. The same
-durations go to ``sim``, the analytic timeline, ``cpu`` and ``cuda``.
-
-So ``r`` says how long the *group* lasts, not that ``r = 1`` is the same as running its
-jobs one after the other: the stretched forward hands its output on at ``F G / max(d)``
-after the group starts, later than the ``F`` of back-to-back execution, and a backward
-that waits for its input starts later than the forward and still lasts its stretched
-time. DualPipeV at p=4, m=8, F=1, B=2 ms takes 54 ms at ``r = 1`` against 51 ms with
-``overlap=False``; to model no overlap, use the schedule's ``overlap=False``. The step
-falls monotonically as ``r`` falls to 0 (44 ms there).
+``options={"overlap": False}`` on DualPipeV and DualPipe lists the pairs as plain jobs
+instead: the forward then the backward, each starting when its own input is in and
+handing its output on at its own end (DualPipeV at p=4, m=8, F=1, B=2 ms: 51 ms, against
+54 ms for the default group of ``F + B`` and 44 ms at ``overlap_ratio=0``).
 """
 
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ScheduleError
 
 if TYPE_CHECKING:
     from harness.plan.graph import Plan
-from harness.model.overlap import GROUP_METHOD, group_ns
+from harness.model.overlap import group_ns
 from harness.schedule.groups import _needs, groups_of
 
-__all__ = ["apply", "stretched"]
+__all__ = ["apply", "group_durations"]
 
 
-def stretched(plan: Plan, cost: object, dur: list[int]) -> list[int]:
-    """``dur`` (per job of ``plan``, ns) with each overlapped group's jobs stretched so the group
-    lasts :func:`group_ns`: every job of a group by the factor ``G / max(d)``, the longest to
-    exactly ``G`` (module doc). ``dur`` itself when the plan has no groups or no group changes.
+def group_durations(plan: Plan, cost: object, dur: list[int]) -> list[int]:
+    """``dur`` (per job of ``plan``, ns) with every job of each overlapped group lasting the
+    group's time :func:`~harness.model.overlap.group_ns` (module doc). ``dur`` itself when the
+    plan has no groups.
 
     Raises:
-        ConfigError: see :func:`group_ns`.
+        ConfigError: see :func:`~harness.model.overlap.group_ns`.
     """
     groups = groups_of(plan.schedule)
-    if not groups or getattr(cost, GROUP_METHOD, None) is None:
+    if not groups:
         return dur
     index = {job: j for j, job in enumerate(plan.jobs)}
     n_stages = plan.schedule.num_stages
-    out = dur
+    out = list(dur)
     for group in groups:
         at = [index[job] for job in group]
-        ds = tuple(dur[j] for j in at)
-        longest = max(ds)
-        g = group_ns(cost, tuple(group), ds, n_stages)
-        if g == longest:
-            continue
-        if out is dur:
-            out = list(dur)
-        first_longest = ds.index(longest)
-        for k, j in enumerate(at):
-            if k == first_longest:
-                out[j] = g
-            elif longest:
-                out[j] = (ds[k] * g + longest // 2) // longest
+        g = group_ns(cost, tuple(group), tuple(dur[j] for j in at), n_stages)
+        for j in at:
+            out[j] = g
     return out
 
+
+def _still_ordered(np: Any, order: tuple[int, ...], cols: Any) -> bool:
+    """Whether ``order`` enqueues every job after each job it waits for (ends and starts) under the
+    dependencies of ``cols`` (:class:`~harness.plan.graph.PlanArrays`); streams keep their jobs' order."""
+    n = len(order)
+    pos = np.empty(n, np.int64)
+    pos[np.asarray(order, np.int64)] = np.arange(n)
+    for ptr, idx in ((cols.deps_ptr, cols.deps_idx), (cols.start_ptr, cols.start_idx)):
+        waiter = np.repeat(np.arange(n), np.diff(ptr))
+        if bool((pos[idx] > pos[waiter]).any()):
+            return False
+    return True
+
+
 def apply(plan: Plan) -> Plan:
-    """The plan with its schedule's overlapped groups running concurrently (module doc).
+    """The plan with its schedule's overlapped groups each run as one unit (module doc).
 
     Returns:
         ``plan`` itself when the schedule has no groups; else a new plan whose
-        later group members sit on sibling streams ``rank{r}/overlap``,
-        ``overlap2``, ... with a start dependency on the group's first job, and
-        whose next compute job of the rank waits for every member's end.
+        group's first job also waits for every other member's dependencies (the
+        group starts when all its inputs are in), whose later members sit on
+        sibling streams ``rank{r}/overlap``, ``overlap2``, ... with a start
+        dependency on the first job, whose next compute job of the rank waits
+        for every member's end, and whose enqueue order is walked again over
+        these dependencies.
 
     Raises:
         ScheduleError: a group with fewer than two jobs, a job not in the
             schedule, jobs on different ranks or not listed one after the other
             (only send/receive jobs and idle slots between them), a job in two
-            groups, or a job that needs another of its group.
+            groups, a job that needs another of its group, or a group whose
+            inputs wait, through other jobs, for the group itself.
     """
     groups = groups_of(plan.schedule)
     if not groups:
@@ -159,8 +151,8 @@ def apply(plan: Plan) -> Plan:
                 raise ScheduleError(
                     f"schedule {schedule.name!r}: the jobs of overlapped group {shown} must be listed one after the other on their rank "
                     "(only send/receive jobs and idle slots between them)", tuple(map(str, group)))
-        kinds = sorted(job.kind.value for job in group)
-        if len(group) != 2 or kinds[1] != "F" or kinds[0] not in ("B", "I", "W"):
+        kinds = [job.kind.value for job in group]
+        if len(group) != 2 or kinds.count("F") != 1 or not {"B", "I", "W"} & set(kinds):
             # PyTorch's OVERLAP_F_B pairs one forward with one backward (DualPipe's F&B chunk)
             raise ScheduleError(f"schedule {schedule.name!r}: overlapped group {shown} must pair one forward with one backward "
                                 "(F with B, I or W), as PyTorch's OVERLAP_F_B does", tuple(map(str, group)))
@@ -177,6 +169,10 @@ def apply(plan: Plan) -> Plan:
         first = at[0]
         r = int(rank[first])
         after = int(compute_next[at[-1]])
+        for j in at[1:]:  # the group starts when every member's inputs are in (DualPipe's rule)
+            for d in deps[j]:
+                if d not in deps[first]:
+                    deps[first].append(d)
         for k, j in enumerate(at[1:], start=1):
             key = (r, k)
             if key not in sibling:
@@ -198,6 +194,17 @@ def apply(plan: Plan) -> Plan:
         stream=remap[stream], chunk=cols.chunk,
         deps_ptr=deps_ptr, deps_idx=deps_idx, start_ptr=start_ptr, start_idx=start_idx,
     )
-    out = Plan(schedule, columns, tuple(names[s] for s in order_key), tuple(stream_rank[s] for s in order_key), plan.order)
+    # The first members now wait for jobs that may come later in the old enqueue order: keep it where every
+    # job still comes after what it waits for (DualPipeV), else walk again (DualPipe's directions).
+    order: tuple[int, ...] | list[int] | None = plan.order
+    if not _still_ordered(np, plan.order, columns):
+        from harness.plan.fast import _fast_order
+
+        order = _fast_order(len(jobs), columns.stream.tolist(), [tuple(d) for d in deps], [tuple(d) for d in start_deps], len(names))
+    if order is None:
+        raise ScheduleError(
+            f"schedule {schedule.name!r}: an overlapped group waits, through other jobs, for one of its own members "
+            "(its inputs can never all be in before it starts, as DualPipe starts a pair)", tuple(str(j) for g in groups for j in g))
+    out = Plan(schedule, columns, tuple(names[s] for s in order_key), tuple(stream_rank[s] for s in order_key), tuple(order))
     object.__setattr__(out, "_wait", None)  # several waits per job now: simulate's general path
     return out

@@ -89,7 +89,9 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         step_of.append(step)
     _check_peers(schedule, jobs, rank_of, step_of)
     n = len(jobs)
-    last_stage = schedule.num_stages - 1
+    from harness.schedule.chains import links
+
+    has_prev, has_next = links(schedule)  # the neighbour stages within each chain (harness.schedule.chains)
     stage_rank = schedule.stage_to_rank
     stream_of, stream_names, stream_rank = _assign_streams(
         schedule, rank_of, [j.stage for j in jobs], [j.kind.is_comm for j in jobs],
@@ -126,11 +128,11 @@ def _build_plan_checked(schedule: Schedule) -> Plan:
         mb = -1 if mb_opt is None else mb_opt  # only OPT has none, and it reads no micro-batch
         d: list[int | None] = []
         if kind is _F:
-            if k > 0:
+            if has_prev[k]:
                 d.append(producer(j, k - 1, _F, mb, _RF))
         elif kind is _B or kind is _I:
             d.append(get(Job(k, _F, mb)))
-            if k < last_stage:
+            if has_next[k]:
                 d.append(producer(j, k + 1, _B, mb, _RB))
             if kind is _B:
                 opt_deps.setdefault(k, []).append(j)
@@ -199,16 +201,19 @@ def _check_peers(schedule: Schedule, jobs: list[Job], rank_of: list[int], step_o
     """Refuse send/receive jobs whose peer stage does not exist or shares their rank.
 
     ``SEND_F(k,i)`` and ``RECV_B(k,i)`` talk to stage ``k+1``, ``SEND_B(k,i)`` and
-    ``RECV_F(k,i)`` to stage ``k-1``; that stage must be in the pipeline and on
-    another rank (adjacent stages on one rank, as at a V placement's turn,
+    ``RECV_F(k,i)`` to stage ``k-1``; that stage must be in the pipeline, in the stage's
+    chain (:mod:`harness.schedule.chains`), and on another rank (adjacent stages on one rank, as at a V placement's turn,
     exchange nothing: :func:`~harness.schedule.passes.add_communication` inserts
     no job there).
 
     Raises:
         ScheduleError: names each such job and its peer stage, marks them in the grid.
     """
+    from harness.schedule.chains import links
+
     last = schedule.num_stages - 1
     st_rank = schedule.stage_to_rank
+    has_prev, has_next = links(schedule)
     problems: list[tuple[int, str]] = []
     for j, job in enumerate(jobs):
         kind = job.kind
@@ -221,6 +226,8 @@ def _check_peers(schedule: Schedule, jobs: list[Job], rank_of: list[int], step_o
             why = "the pipeline's first stage is 0"
         elif nb > last:
             why = f"the pipeline's last stage is {last}"
+        elif not (has_next[k] if nb > k else has_prev[k]):
+            why = f"stage {k} {'ends' if nb > k else 'starts'} its chain (schedule.params['chains'])"
         elif st_rank[nb] == rank_of[j]:
             why = f"stages {min(k, nb)} and {max(k, nb)} share rank {rank_of[j]}; send/receive jobs connect stages on different ranks"
         else:

@@ -49,9 +49,17 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
     Cost models are asked once per distinct ``(stage, kind)`` (durations do not
     depend on the micro-batch), in order of first appearance, which keeps this
     linear with a small constant.
+
+    Raises:
+        ConfigError: a cost that differs by micro-batch, a group time out of range
+            (:func:`harness.model.overlap.group_ns`), or a cost model that cannot describe
+            the schedule's chains (:func:`harness.model.chains.check_cost_for_chains`).
     """
     import numpy as np
 
+    from harness.model.chains import check_cost_for_chains
+
+    check_cost_for_chains(cost, plan.schedule)
     n = plan.num_jobs
     if n == 0:
         return []
@@ -79,9 +87,9 @@ def durations(plan: Plan, cost: CostModel) -> list[int]:
                     "costs may differ by stage and job kind, not by micro-batch (the timeline and the executor ask once per "
                     "stage and kind): give every micro-batch of a stage the same cost"
                 )
-    from harness.plan.groups import stretched
+    from harness.plan.groups import group_durations
 
-    return stretched(plan, cost, table[key].tolist())  # overlapped groups: their jobs stretched to the group's time
+    return group_durations(plan, cost, table[key].tolist())  # every job of an overlapped group lasts the group
 
 _KINDS = tuple(JobKind)
 
@@ -94,9 +102,9 @@ def simulate(plan: Plan, cost: CostModel, delays: list[int] | None = None) -> Ti
     Args:
         plan: the plan to play.
         cost: per-job durations (ns).
-        delays: per job, ns added to the end of each of its dependencies on another
-            rank (the ``edge`` communication model, :func:`harness.plan.delays.edge_delays`);
-            ``None`` for none.
+        delays: per job, ns between its end and the start of a job on another rank that
+            waits for it (the ``edge`` communication model, :func:`harness.plan.delays.edge_delays`:
+            the producer's transfer time); ``None`` for none.
 
     Returns:
         A :class:`Timeline`; times in ns from the step's start.
@@ -149,11 +157,14 @@ def _simulate_delayed(plan: Plan, dur: list[int], delays: list[int], wait: Any) 
     n = plan.num_jobs
     free = [0] * len(plan.stream_names)
     stream = plan.arrays.stream.tolist()
-    if wait is not None:  # one wait per job; in a plan without comm jobs a cross-stream wait is a cross-rank one
+    if wait is not None:  # one wait per job: the producer's delay where it waits for a job's end on another rank
         import numpy as np
 
         w = np.asarray(wait)
-        delay = np.where(w < n, np.asarray(delays, np.int64), 0).tolist()
+        producer = np.minimum(w, n - 1)
+        rank_np = plan.arrays.rank
+        cross = (w < n) & (rank_np[producer] != rank_np)
+        delay = np.where(cross, np.asarray(delays, np.int64)[producer], 0).tolist()
         times = [0] * (2 * n + 1)
         wl = w.tolist()
         for j in plan.order:
@@ -176,7 +187,7 @@ def _simulate_delayed(plan: Plan, dur: list[int], delays: list[int], wait: Any) 
         t = free[s]
         r = rank[j]
         for d in deps[j]:
-            e = end[d] + (delays[j] if rank[d] != r else 0)
+            e = end[d] + (delays[d] if rank[d] != r else 0)
             if e > t:
                 t = e
         for d in sdeps[j]:

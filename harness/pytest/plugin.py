@@ -3,7 +3,9 @@
 Registered once through the ``pytest11`` entry point ``harness``. Everything
 of substance lives in the core (:mod:`harness.runner`, :mod:`harness.report.session`);
 this module parses options, hands cases to the core, feeds measured step times
-to pytest-benchmark and prints one header line and one summary table.
+to pytest-benchmark and prints one header line and one summary table. Under
+pytest-xdist (``-n``) :mod:`harness.pytest.xdist` joins the workers' cases into
+the controller's report and table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from harness.analysis.result import CaseResult
 from harness.case import PipelineCase
 from harness.distributed.backends import BACKENDS, resolve_backend
 from harness.errors import ConfigError, HarnessError
+from harness.pytest import xdist as xdist_glue
 from harness.pytest.benchmark import (
     _BENCHMARK_FIXTURE,
     _FEEDS_BENCHMARK,
@@ -35,10 +38,20 @@ from harness.pytest.benchmark import (
     add_benchmark_fixture,
     feed_benchmark,
 )
+from harness.pytest.terminal import (
+    SKIPPED_CASE,
+    SkippedCases,
+    publish_note,
+    say_collection_errors,
+    shown_path,
+    skip_reason,
+    wrapped_line,
+    write_summary,
+)
 from harness.report.output import TRACE_OPTIONS, parse_trace_options
+from harness.report.parts import SessionPart, merge_lines
 from harness.report.render import ReportFiles, ReportInterrupted
 from harness.report.session import ProfileSession
-from harness.report.summary import case_table
 from harness.run.device import check_workload
 from harness.run.environment import BackendChoice
 from harness.run.window import (
@@ -78,6 +91,10 @@ class HarnessConfig:
     interrupted_after_write: bool = False
     written: ReportFiles | None = None
     by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (test id, reason) of skipped pipeline cases
+    split: str | None = None  # under pytest-xdist with --profile-jobs: the header's words for the workers
+    parts: list[SessionPart] = field(default_factory=list)  # pytest-xdist's controller: the workers' cases
+    lost: list[dict[str, Any]] = field(default_factory=list)  # ... and the workers that went down without sending them
 
     @property
     def choice(self) -> BackendChoice:
@@ -116,8 +133,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "or compute (real GEMMs sized from the job's FLOPs: cpu NumPy, cuda kernel)")
     group.addoption("--comm-model", default=None, metavar="MODEL",
                     help="communication model of cases that name none: stream (send/receive jobs on a FIFO comm stream per "
-                         "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only) "
-                         "or free (transfers cost nothing)")
+                         "pair of ranks; default), edge (a delay on the dependency, as the published simulators; sim only), "
+                         "blocking (send/receive jobs on the compute streams, a send meeting its receive, as Megatron-LM without "
+                         "overlap and mindformers' simulator; sim only) or free (transfers cost nothing)")
     for name, metavar, text in TRACE_OPTIONS:  # report output: gzip, traced steps, flows, size warning
         if metavar is None:
             group.addoption(name, action="store_true", default=False, help=text)
@@ -156,10 +174,9 @@ def pytest_configure(config: pytest.Config) -> None:
             workload=workload,
             comm_model=comm_model,
         )
-        if hc.profile and getattr(config.option, "numprocesses", None):
-            raise ConfigError("--profile-jobs runs cases one after another on one device; run it without pytest-xdist's -n")
         if hc.profile or backend.strip().lower() in ("cuda", "torch"):
             _ = hc.choice  # fail early: --backend=cuda without a GPU, or torch without PyTorch, stops here
+        xdist_glue.configure(config, hc)  # pytest-xdist: its controller checks the split (cpu is refused), its workers send cases
         from harness.distributed.launch import check_not_duplicated
 
         if config.getoption("--profile-jobs"):  # each process would publish the same report folder
@@ -177,12 +194,14 @@ def pytest_configure(config: pytest.Config) -> None:
             from harness.pytest.torch import register as register_torchrun
 
             register_torchrun(config)
-        if hc.profile and (not mpi or writes_reports()) and (not torchrun or torchrun_world()[0] == 0):
+        one = (not mpi or writes_reports()) and (not torchrun or torchrun_world()[0] == 0) and not xdist_glue.is_worker(config)
+        if hc.profile and one:  # one process publishes
             hc.session = ProfileSession(hc.report_dir, hc.choice, steps, trace_options=trace_options)
             hc.session.prepare()
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_KEY] = hc
+    config.pluginmanager.register(SkippedCases(hc), "harness-skipped-cases")
     if config.pluginmanager.hasplugin("benchmark") and not config.pluginmanager.has_plugin("harness-benchmark-guard"):
         config.pluginmanager.register(_BenchmarkRegressionGuard(_SESSION), "harness-benchmark-guard")
 
@@ -221,14 +240,6 @@ def _profiling_window(config: pytest.Config) -> range | AdaptiveWindow:
     return AdaptiveWindow(**options)
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the current folder when it is below it, for messages."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve())) or "."
-    except ValueError:
-        return str(path)
-
-
 def _user_site(filename: str, lineno: int) -> str | None:
     """``file:line`` for messages, or ``None`` for the harness's or pytest's own code."""
     if filename.startswith("<"):
@@ -236,7 +247,7 @@ def _user_site(filename: str, lineno: int) -> str | None:
     path = Path(filename).resolve()
     if any(path.is_relative_to(d) for d in _NOT_USER_DIRS):
         return None
-    return f"{_shown(path)}:{lineno}"
+    return f"{shown_path(path)}:{lineno}"
 
 
 def _frame_site(frame: FrameType) -> str | None:
@@ -261,16 +272,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     except HarnessError as exc:  # only reachable for odd names; configure already checked
         return f"pipeline-harness: {exc}"
     line = f"pipeline-harness: {c.name} backend ({c.reason})"
+    if hc.split:
+        line += f"; {hc.split}"
     if hc.profile:
         st = hc.steps
         if isinstance(st, range):
             warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
-            line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {_shown(hc.report_dir)}/"
+            line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {shown_path(hc.report_dir)}/"
         elif c.name == "sim":
-            line += f"; recording 1 step after {st.warmup_steps} warm-up (sim is exact) to {_shown(hc.report_dir)}/"
+            line += f"; recording 1 step after {st.warmup_steps} warm-up (sim is exact) to {shown_path(hc.report_dir)}/"
         else:
             line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
-                     f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {_shown(hc.report_dir)}/")
+                     f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {shown_path(hc.report_dir)}/")
     else:  # report options given without a report: say they do nothing
         unused = [name for name in ("--report-dir", *(o for o, _, _ in TRACE_OPTIONS))
                   if config.getoption(name) not in (None, False)]
@@ -491,6 +504,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             where = _raised_at(exc.__traceback__)
             report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
     hc = item.config.stash.get(_KEY, None)
+    if report.skipped and not hasattr(report, "wasxfail") and _CASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        # a skipped pipeline case, with its reason: the summary lists it (pytest_runtest_logreport, which
+        # pytest-xdist's controller also runs, with the workers' reports and their user_properties)
+        report.user_properties.append((SKIPPED_CASE, skip_reason(report)))
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if results:
         outcome: str | None
@@ -517,21 +534,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if hc is not None and hc.profile:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
-            _say_collection_errors(tr, hc)
+            say_collection_errors(tr, hc)
+        if hc.session is not None:
+            note = publish_note(hc)
+            if note and tr is not None:  # the run's last line: another run's report replaced this one's, or the other way
+                width = getattr(getattr(tr, "_tw", None), "fullwidth", None)
+                for part in wrapped_line(shown_in_terminal(f"pipeline-harness: {note}"), width if isinstance(width, int) else None):
+                    tr.write_line(part, yellow=True)
+            hc.session.close()
+
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hc = session.config.stash.get(_KEY, None)
-    if hc is None or hc.session is None or not hc.session.results:
+    if hc is None or hc.session is None or not (hc.session.results or hc.session.parts):  # a worker has no session
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         hc.interrupted = True
         return
-    if hasattr(session.config, "workerinput"):  # xdist worker: the controller has no results to merge yet
-        return
     try:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        hc.written = hc.session.write(notice=None if tr is None else _line_writer(tr))
+        extra = {"workers_lost": hc.lost} if hc.lost else None
+        hc.written = hc.session.write(extra, notice=None if tr is None else _line_writer(tr))
     except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
         hc.written = done.files
         hc.interrupted_after_write = True
@@ -539,7 +563,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except KeyboardInterrupt:  # while rendering: nothing of this run was published
         hc.interrupted = True
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    except HarnessError as exc:
+    except HarnessError as exc:  # e.g. a full disk (harness.errors.DiskFullError): one line of its own, no traceback
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        width = getattr(getattr(tr, "_tw", None), "width_of_current_line", None)
+        if tr is not None and width:
+            tr.write_line("")  # end the progress line, so the error is a line of its own
         raise pytest.UsageError(f"could not write the report: {exc}") from None
 
 
@@ -548,63 +576,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
     hc = config.stash.get(_KEY, None)
-    if hc is None or not hc.results:
+    if hc is None or xdist_glue.is_worker(config) or not (hc.results or hc.parts or hc.lost or hc.skipped):
         return
     tr = terminalreporter
     try:
-        _write_summary(tr, hc)
+        write_summary(tr, hc, hc.results or merge_lines(hc.parts))
     except KeyboardInterrupt:  # the cases ran and the report was settled before this table: say so in one line
         if hc.written:
-            done = f"; the report was already complete: {_shown(hc.written.index)}"
+            done = f"; the report was already complete: {shown_path(hc.written.index)}"
         elif hc.interrupted:
-            done = f"; reports in {_shown(hc.report_dir)}/ were left as they were"
+            done = f"; reports in {shown_path(hc.report_dir)}/ were left as they were"
         else:
             done = ""
         tr.write_line(f"pipeline cases summary interrupted (Ctrl-C){done}")
         session = config.stash.get(_SESSION, None)
         if session is not None:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
-
-
-def _say_collection_errors(tr: Any, hc: HarnessConfig) -> None:
-    """With --profile-jobs, files that failed to collect stop pytest before any case runs: say that no
-    report was written and how to run the other cases; with --continue-on-collection-errors, say the
-    report lacks their cases."""
-    failed = [r for r in tr.stats.get("error", []) if isinstance(r, pytest.CollectReport)]
-    if not failed:
-        return
-    names = ", ".join(sorted({str(r.nodeid) or "." for r in failed})[:5]) + (", ..." if len(failed) > 5 else "")
-    if hc.written is not None:  # --continue-on-collection-errors: the report is there, without their cases
-        tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}): the report in "
-                      f"{_shown(hc.report_dir)}/ holds the other cases only", yellow=True)
-    elif not hc.results:
-        tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}), so pytest ran no case and "
-                      f"reports in {_shown(hc.report_dir)}/ were left as they were; fix them, or pass "
-                      "--continue-on-collection-errors to run and report the other cases", yellow=True)
-
-
-def _write_summary(tr: Any, hc: HarnessConfig) -> None:
-    """The "pipeline cases" section: the case table and its notes (:mod:`harness.report.summary`), failed and
-    errored cases, where the report is."""
-    tr.section("pipeline cases")
-    for line in case_table(hc.results):
-        tr.write_line(line)
-    failed = [r for r in hc.results if r.outcome in ("failed", "error")]
-    if failed:
-        tr.write_line(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
-                      + ", ".join(shown_in_terminal(r.label) for r in failed))
-    errored = hc.session.errored if hc.session is not None else []
-    if errored:
-        tr.write_line(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "
-                      "every other case was written):")
-        for e in errored:
-            tr.write_line(shown_in_terminal(f"  {e['id']}: {e['error']}"))
-    d = _shown(hc.report_dir)
-    if hc.interrupted:
-        tr.write_line(f"run interrupted: reports in {d}/ were left as they were; nothing of this run was written")
-    elif hc.written:
-        if hc.interrupted_after_write:
-            tr.write_line(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")
-        w = hc.written
-        tr.write_line(f"reports: {_shown(w.index)} · {_shown(w.results) if w.results else ''} · "
-                      f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")

@@ -8,6 +8,7 @@ POSIX and Windows within one file system).
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -17,9 +18,63 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, DiskFullError
 
-__all__ = ["atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "ensure_writable_dir"]
+__all__ = ["FULL_ERRNOS", "atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
+           "disk_full_error", "ensure_writable_dir"]
+
+#: The errors of a write that found no room: a full device, a used-up quota, the file-size limit.
+FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None)
+
+
+def _noted(exc: OSError, path: Path, needed: int | None = None) -> None:
+    """Note on ``exc`` the file it was raised writing (a failed ``write`` names none) and its size."""
+    if exc.filename is None:
+        exc.filename = str(path)
+    if needed is not None and getattr(exc, "needed_bytes", None) is None:
+        exc.needed_bytes = needed  # type: ignore[attr-defined]
+
+
+def disk_full_error(exc: BaseException, folder: Path, shown: Path | None = None, needed: int | None = None,
+                    kept: str = "") -> DiskFullError | None:
+    """The one clear error for a write that found no room (``exc`` an ``OSError`` of :data:`FULL_ERRNOS`),
+    or ``None`` for any other error.
+
+    Args:
+        exc: the error the write raised.
+        folder: the folder the user named (a report folder).
+        shown: the file as the user would find it (default: ``exc.filename``).
+        needed: its size in bytes where known (default: what :func:`atomic_write_bytes` noted); a
+            negative number is an estimate of ``-needed`` bytes ("about").
+        kept: what was left as it was, said at the end (e.g. "the report already there is unchanged").
+    """
+    import shutil
+
+    if not isinstance(exc, OSError) or exc.errno not in FULL_ERRNOS:
+        return None
+    path = str(shown if shown is not None else (exc.filename or folder))
+    needed = needed if needed is not None else getattr(exc, "needed_bytes", None)
+    size = f" (about {-needed:,} bytes)" if needed and needed < 0 else f" ({needed:,} bytes)" if needed else ""
+    needed = abs(needed) if needed else needed
+    if exc.errno == errno.EFBIG:
+        why = f"{path}{size} is larger than this process may write"
+        try:
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            if limit != resource.RLIM_INFINITY:
+                why += f" (its file-size limit, ulimit -f, is {limit:,} bytes)"
+        except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
+            pass
+    else:
+        try:
+            free = f"; {shutil.disk_usage(folder if Path(folder).exists() else Path(folder).parent).free:,} bytes free"
+        except OSError:
+            free = ""
+        what = "the disk quota is used up" if exc.errno == getattr(errno, "EDQUOT", None) else "no space left on its device"
+        why = f"{what} writing {path}{size}{free}"
+    message = f"cannot write into {folder}: {why}" + (f"; {kept}" if kept else "")
+    return DiskFullError(message, str(folder), path, needed)
 
 
 def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
@@ -57,8 +112,12 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
     Raises:
         OSError: the folder is not writable or the disk is full.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # no room for the temp file itself: name the file it was for
+        exc.filename = str(path)
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -66,11 +125,13 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            _noted(exc, path)
         raise
 
 
@@ -97,10 +158,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     Raises:
         OSError: see :func:`atomic_write`.
     """
-    with atomic_binary(path) as fh:
-        view = memoryview(data)
-        for lo in range(0, len(view), 1 << 20):  # 1 MiB at a time: measured faster than one write of 100 MB here
-            fh.write(view[lo:lo + (1 << 20)])
+    try:
+        with atomic_binary(path) as fh:
+            view = memoryview(data)
+            for lo in range(0, len(view), 1 << 20):  # 1 MiB at a time: measured faster than one write of 100 MB here
+                fh.write(view[lo:lo + (1 << 20)])
+    except OSError as exc:
+        _noted(exc, path, len(data))
+        raise
     return path
 
 

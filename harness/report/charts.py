@@ -10,6 +10,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from harness.report.identity import cost_label, isolated, model_key, model_labels
+
 __all__ = ["SERIES_COLOURS", "chart_data", "cost_label", "sweep_chart", "sweep_charts", "tick_label", "time_axis", "value_label"]
 
 SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -59,76 +61,52 @@ def value_label(value: float, unit: str) -> str:
     return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
-def cost_label(cost: Any) -> str:
-    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024"``,
-    with the point-to-point link when transfers cost time (``"+ p2p 10 µs, 25 GB/s"``), the
-    data-parallel jobs' durations where set (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``,
-    :mod:`harness.model.data_parallel`) and how an overlapped F&B group is timed where set
-    (``"· F&B overlap_ratio 0.5"`` or ``"· F&B group 2.5 ms"`` for ``overlap_ns``, :mod:`harness.plan.groups`)."""
-    if not isinstance(cost, dict):
-        return ""
-    if cost.get("model") == "transformer":
-        label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
-    elif cost.get("model") == "fixed":
-        def ms(ns: Any) -> str:
-            return f"{ns / 1e6:g}" if isinstance(ns, (int, float)) else "?"
-        label = f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
-    else:
-        label = str(cost.get("model", ""))
-    latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
-    if latency or bandwidth:
-        label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
-    # PyTorch's data-parallel jobs (harness.model.data_parallel) and the overlapped F&B group time (harness.plan.groups), where set
-    dp = [f"{kind} {cost[key] / 1e6:g}" for key, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"),
-                                                          ("reduce_grad_ns", "REDUCE_GRAD")) if isinstance(cost.get(key), (int, float)) and cost[key]]
-    if dp:
-        label += " · " + " ".join(dp) + " ms"
-    if isinstance(cost.get("overlap_ns"), (int, float)):
-        label += f" · F&B group {cost['overlap_ns'] / 1e6:g} ms"
-    elif isinstance(cost.get("overlap_ratio"), (int, float)):
-        label += f" · F&B overlap_ratio {cost['overlap_ratio']:g}"
-    return label
-
-
 #: The dimensions a sweep can vary, with their axis titles.
 DIMENSIONS = {"m": "m (micro-batches)", "v": "v (chunks per rank)", "p": "p (ranks)", "schedule": "schedule"}
 
 
 def _key(case: dict[str, Any], dim: str) -> tuple[str, ...]:
-    """What a series holds fixed: everything but ``dim`` (and, across schedules, v)."""
+    """What a series holds fixed: everything but ``dim`` (and, across schedules, v), the whole model
+    included (:func:`harness.report.identity.model_key`: every cost field, option, memory limit,
+    communication model and placement, backend and workload)."""
     s = case["schedule"]
-    workload = str((case.get("device") or {}).get("workload") or "")
-    backend = case["backend"] + (f", {workload}" if workload else "")
     fixed = {"schedule": str(s["name"]), "p": str(s["p"]), "m": str(s["m"]), "v": str(s["v"])}
     fixed.pop(dim)
     if dim == "schedule":
         fixed.pop("v")
-    return (*fixed.values(), backend, cost_label(case.get("cost")))
+    return (*fixed.values(), model_key(case))
 
 
-def _series_label(case: dict[str, Any], dim: str) -> str:
+def _series_label(case: dict[str, Any], dim: str, model: str, comm: bool) -> str:
+    """A series' legend text: what it holds fixed, its model (``model``: :func:`model_labels`), options,
+    backend and workload, and (``comm``: where the page's cases differ in it) the communication model."""
     s = case["schedule"]
     workload = str((case.get("device") or {}).get("workload") or "")
-    backend = case["backend"] + (f", {workload}" if workload else "")
-    cost = cost_label(case.get("cost"))
+    backend = case["backend"] + (f", {workload}" if workload else "") + (f", comm {case.get('comm_model') or 'stream'}" if comm else "")
+    notes = [f"{k}={v!r}" for k, v in sorted((case.get("options") or {}).items())] if isinstance(case.get("options"), dict) else []
     parts = [] if dim == "schedule" else [str(s["name"])]
     parts += [f"{k}={s[k]}" for k in ("p", "m", "v") if k != dim and not (k == "v" and (dim == "schedule" or s["v"] == 1))]
-    return " ".join(parts) + (f", {cost}" if cost else "") + f" ({backend})"
+    return " ".join(parts) + (f", {model}" if model else "") + "".join(f", {n}" for n in notes) + f" ({backend})"
 
 
 def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] | None:
     """SVG geometry of the step-time and bubble charts against one swept dimension.
 
-    One series per group of cases equal in everything but ``dim`` (schedule, p, m, v,
-    backend and workload, cost model; across schedules v may differ too) that has at least
-    two values of ``dim``. Values sit evenly spaced, sorted (m, p and v are usually powers
-    of 2: a log scale). Measured: a line with error bars from the fastest to the slowest
-    recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the
-    closed-form bubble, and for step time the cost model's exact step (``fidelity``) where
-    the case has one. Series are shifted apart by a few pixels so equal values stay visible.
-    A flagged case's dot (``flags``: unstable, contended, clocks, steps) is marked ``flagged`` (drawn
-    hollow) and its tooltip names the flags. A dot's tooltip names its case; where several cases of a
-    series share a value of ``dim``, the first is drawn and its tooltip names the others.
+    One series per group of cases equal in everything but ``dim``: schedule, p, m, v and the whole
+    model (:func:`harness.report.identity.model_key`: every cost-model field, the options that change
+    it, memory limit, communication model and placement, backend and workload; across schedules v may
+    differ too). Two cases that differ in any of it are never one series, so never one dot. Against m,
+    v and p a series needs two values of ``dim``; against schedule every series is drawn (dots only:
+    schedules have no order) once one has two. Values sit evenly spaced, sorted (m, p and v are
+    usually powers of 2: a log scale). Measured: a line with error bars from the fastest to the slowest
+    recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the closed-form bubble,
+    and for step time the cost model's exact step (``fidelity``) where the case has one. Series are
+    shifted apart by a few pixels so equal values stay visible; cases of one series at one value of
+    ``dim`` (the same case run twice under two ids, say) are all drawn, side by side, and the line
+    goes through the first. A flagged case's dot (``flags``: unstable, contended, clocks, steps) is
+    marked ``flagged`` (drawn hollow) and its tooltip names the flags. A dot's tooltip names its case
+    and its series' model; user strings in it are isolated (U+2068/U+2069), so a right-to-left
+    override cannot reverse the rest.
 
     Args:
         cases: results-document cases.
@@ -144,6 +122,8 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     """
     if dim not in DIMENSIONS:
         raise ValueError(f"sweep chart: unknown dimension {dim!r}; choose one of {', '.join(DIMENSIONS)}")
+    labels = dict(zip(map(id, cases), model_labels(cases)))
+    comm = len({str(c.get("comm_model") or "stream") for c in cases}) > 1
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for c in cases:
         groups[_key(c, dim)].append(c)
@@ -151,36 +131,38 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     def value(c: dict[str, Any]) -> Any:
         return str(c["schedule"]["name"]) if dim == "schedule" else int(c["schedule"][dim])
 
+    categorical = dim == "schedule"  # schedules have no order: dots and theory ticks, no lines between them
+    if not any(len({value(c) for c in items}) >= 2 for items in groups.values()):
+        return None
     series: list[dict[str, Any]] = []
     for _, items in sorted(groups.items()):
-        by_x: dict[Any, dict[str, Any]] = {}
-        hidden: dict[Any, list[str]] = defaultdict(list)  # cases at a value an earlier case of the series holds
+        by_x: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         for c in items:
-            if by_x.setdefault(value(c), c) is not c:
-                hidden[value(c)].append(str(c.get("label") or c["id"]))
-        if len(by_x) < 2:
+            by_x[value(c)].append(c)
+        if len(by_x) < 2 and not categorical:
             continue
         pts = []
-        for xv, c in sorted(by_x.items()):
-            m = c["metrics"]
-            fid: dict[str, Any] = c["fidelity"] if isinstance(c.get("fidelity"), dict) else {}
-            pts.append({"x": xv, "step_ms": m["step_time_median_ns"] / 1e6,
-                        "lo_ms": (m.get("step_time_min_ns") or m["step_time_median_ns"]) / 1e6,
-                        "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
-                        "bubble": m["bubble_ratio"], "bubble_th": (c.get("theory") or {}).get("bubble_ratio"),
-                        "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None,
-                        "flags": _flag_kinds(c), "case": str(c.get("label") or c["id"]), "hidden": hidden.get(xv, [])})
-        series.append({"label": _series_label(items[0], dim), "points": pts, "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
-    if not series:
-        return None
+        for xv, at in sorted(by_x.items()):
+            names = [str(c.get("label") or c["id"]) for c in at]
+            for j, c in enumerate(at):
+                m = c["metrics"]
+                fid: dict[str, Any] = c["fidelity"] if isinstance(c.get("fidelity"), dict) else {}
+                pts.append({"x": xv, "sub": j, "subs": len(at), "step_ms": m["step_time_median_ns"] / 1e6,
+                            "lo_ms": (m.get("step_time_min_ns") or m["step_time_median_ns"]) / 1e6,
+                            "hi_ms": (m.get("step_time_max_ns") or m["step_time_median_ns"]) / 1e6,
+                            "bubble": m["bubble_ratio"], "bubble_th": (c.get("theory") or {}).get("bubble_ratio"),
+                            "step_th": fid["predicted_step_ns"] / 1e6 if isinstance(fid.get("predicted_step_ns"), (int, float)) else None,
+                            "flags": _flag_kinds(c), "case": names[j], "also": [n for i, n in enumerate(names) if i != j]})
+        series.append({"label": _series_label(items[0], dim, labels[id(items[0])], comm), "points": pts,
+                       "colour": SERIES_COLOURS[len(series) % len(SERIES_COLOURS)]})
     xs = sorted({pt["x"] for s in series for pt in s["points"]}, key=lambda v: (isinstance(v, str), v))
     width, height, left, right, top_pad, bottom_pad = 600, 300, 76, 16, 14, 40
     slot = (width - left - right) / max(1, len(xs))
-    categorical = dim == "schedule"  # schedules have no order: dots and theory ticks, no lines between them
 
-    def x(v: Any, k: int) -> float:
+    def x(pt: dict[str, Any], k: int) -> float:
         dodge = (k - (len(series) - 1) / 2) * min(5.0, slot / (2 * len(series)))
-        return left + slot * (xs.index(v) + 0.5) + dodge
+        side = (pt["sub"] - (pt["subs"] - 1) / 2) * min(7.0, slot / (3 * len(series) * pt["subs"]))  # cases at one value: side by side
+        return left + slot * (xs.index(pt["x"]) + 0.5) + dodge + side
 
     def panel(key: str, lo_key: str | None, hi_key: str | None, th_key: str, top: float, ticks: list[float],
               scale: float, unit: str) -> dict[str, Any]:
@@ -190,18 +172,21 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
         step = ticks[1] - ticks[0] if len(ticks) > 1 else top
         lines = []
         for k, s in enumerate(series):
-            pts = [(x(pt["x"], k), y(pt[key])) for pt in s["points"]]
-            theory = [(x(pt["x"], k), y(pt[th_key])) for pt in s["points"] if pt[th_key] is not None]
-            bars = [{"x": x(pt["x"], k), "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
+            first = [pt for pt in s["points"] if pt["sub"] == 0]  # the line goes through the first case at each value
+            pts = [(x(pt, k), y(pt[key])) for pt in s["points"]]
+            path = [(x(pt, k), y(pt[key])) for pt in first]
+            theory = [(x(pt, k), y(pt[th_key])) for pt in first if pt[th_key] is not None]
+            bars = [{"x": x(pt, k), "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
                     if lo_key and hi_key and pt[hi_key] > pt[lo_key]]
             lines.append({"colour": s["colour"], "label": s["label"],
-                          "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), "bars": bars,
-                          "dots": [{"x": a, "y": b, "title": f"{pt['case']} ({s['label']}): {dim}={pt['x']}, " + value_label(pt[key] * scale, unit)
+                          "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in path), "bars": bars,
+                          "dots": [{"x": a, "y": b, "title": f"{isolated(pt['case'])} ({isolated(s['label'])}): {dim}={pt['x']}, "
+                                    + value_label(pt[key] * scale, unit)
                                     + (f" (steps {value_label(pt[lo_key] * scale, unit)} to {value_label(pt[hi_key] * scale, unit)})"
                                        if lo_key and hi_key and pt[hi_key] > pt[lo_key] else "")
                                     + (f"; theory {value_label(pt[th_key] * scale, unit)}" if pt[th_key] is not None else "")
                                     + (f"; flagged {', '.join(pt['flags'])}: its figures may not repeat" if pt["flags"] else "")
-                                    + (f"; not drawn, the same {dim}: {', '.join(pt['hidden'])}" if pt["hidden"] else ""),
+                                    + (f"; drawn beside it, at the same {dim}: {', '.join(map(isolated, pt['also']))}" if pt["also"] else ""),
                                     "flagged": bool(pt["flags"])}
                                    for (a, b), pt in zip(pts, s["points"])],
                           "theory": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in theory),

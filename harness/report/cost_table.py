@@ -143,7 +143,7 @@ def _group_rule(cost: dict[str, Any]) -> str:
         return f"overlap_ns: every group lasts {_ms(cost['overlap_ns'])} ms"
     if isinstance(cost.get("overlap_ratio"), (int, float)):
         return f"overlap_ratio {cost['overlap_ratio']:g}: max + {cost['overlap_ratio']:g} × (sum − max)"
-    return "max of its jobs, the default"
+    return "the sum of its jobs, F + B: no overlap, the default"
 
 
 _TRANSFER = re.compile("SEND|RECV")
@@ -151,11 +151,11 @@ _TRANSFER = re.compile("SEND|RECV")
 
 def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, str]:
     """For a job's tooltip: per job label of an overlapped F&B group (``OVERLAP_F_B``, jobs joined by
-    a ``start`` dependency in ``case["deps"]``) one sentence that says how the cost model's group time
-    stretches it: the group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or
-    ``max(d) + overlap_ratio (sum(d) - max(d))``, or ``max(d)``: :func:`harness.model.overlap.group_ns`), and
-    each job is stretched by ``G / max(d)`` (:func:`harness.plan.groups.stretched`), so on ``sim`` its measured
-    duration is the cost model's times that factor.
+    a ``start`` dependency in ``case["deps"]``) one sentence that says how long the group lasts: the
+    group of jobs lasting ``d`` alone lasts ``G`` (``overlap_ns``, or ``max(d) + overlap_ratio (sum(d) -
+    max(d))``, or ``sum(d)``: :func:`harness.model.overlap.group_ns`), from when every member's input is
+    in, and every job of it lasts ``G`` (:func:`harness.plan.groups.group_durations`), so on ``sim`` its
+    measured duration is ``G``.
 
     Args:
         case: a results-document case with ``cost``, ``deps`` and ``jobs``.
@@ -207,11 +207,8 @@ def overlap_stretch(case: dict[str, Any], jobs_table: Any = None) -> dict[str, s
             g = group_ns(model, jobs, alone, num_stages)
         except (ConfigError, KeyError, ValueError):
             continue
-        longest = max(alone)
-        factor = g / longest if longest else 1.0
         for label, d in zip(members, alone):
             others = ", ".join(x for x in members if x != label)
-            head = f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}), so "
-            out[label] = head + (f"each job is stretched ×{factor:.4g}: this one {_ms(d)} → {_ms(round(d * factor))} ms"
-                                 if g != longest else "no job is stretched")
+            out[label] = (f"overlapped F&B group with {others}: the group lasts {_ms(g)} ms ({rule}) from when every member's "
+                          f"input is in; this job ({_ms(d)} ms alone) spans it and hands its output on at its end")
     return out

@@ -7,7 +7,7 @@ wrong-typed field is refused with a message naming the case and the field
 (``jobs.start_ns[5] is '12' (str), expected an integer``) instead of a
 ``TypeError`` from deep inside a renderer.
 
-Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``,
+Optional fields (``outcome``, ``metrics.span_bubble_ratio``, ``warnings``, ``assumptions``,
 ``overlaps``, ``rank_labels``, ``theory``...) are checked only where present.
 """
 
@@ -293,6 +293,7 @@ def case_field_problem(case: dict[str, Any], tables: list[Any] | None = None) ->
         ("theory.peak_inflight", theory.get("peak_inflight"), _list_problem, _is_int),
         ("outcome", case.get("outcome"), _value_problem, _is_str),
         ("warnings", case.get("warnings"), _list_problem, _is_str),
+        ("assumptions", case.get("assumptions"), _list_problem, _is_str),
     ]
     for name, value, check, accept in optional:
         if value is not None:
@@ -382,7 +383,7 @@ def _minor_field_problem(case: dict[str, Any]) -> str | None:
     return None
 
 #: The communication models a case may name (:mod:`harness.model.comm`).
-_COMM_MODELS = ("edge", "free", "stream")
+_COMM_MODELS = ("blocking", "edge", "free", "stream")
 
 def _nonneg(x: Any) -> bool:
     return _is_number(x) and x >= 0

@@ -9,14 +9,17 @@ forbids every load), works from ``file://``. What it shows:
   rule stated, span bubble where present, peak in-flight with its unit; a
   failed or errored case marked), sortable by clicking a header;
 * charts of step time and bubble against every swept dimension (m, v, p,
-  schedule; :mod:`harness.report.charts`);
+  schedule; :mod:`harness.report.charts`), series keyed on the whole model
+  (:mod:`harness.report.identity`);
 * per case, a canvas timeline (one lane per stream, colour per kind, step
   boundaries, zoom and pan with mouse and keyboard, a tooltip per job with the
   cost model's duration and its wait; comm lanes hidden or shown, ranks
   collapsed, search, the critical path, arrows for the focused job or every
   one in view) and a schedule grid (rank × slot, :mod:`harness.report.grid`),
   per-rank busy/idle bars split by stage;
-* two cases compared on one time scale, with their numbers and the Δ of each.
+* two cases, any two, compared on one time scale, with their numbers and the Δ of each
+  (computed in the page from the per-step samples, :func:`compare_numbers`), and every
+  case's step time against its peak memory (:mod:`harness.report.memory_chart`).
 
 Safety: autoescape is on for every user string, and the data the scripts read
 is embedded through jinja2's ``tojson`` filter, which escapes ``<``, ``>``,
@@ -29,17 +32,19 @@ Size: timeline data is columnar and compact (see :func:`timeline_data`): about
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.critical_path import middle_step_note
 from harness.report.atomic import atomic_write_text
-from harness.report.charts import cost_label, sweep_charts
+from harness.report.charts import sweep_charts
 from harness.report.colours import STAGE_COLOURS, kind_table
 from harness.report.cost_table import cost_durations, durations_text, model_notes
+from harness.report.critical_summary import critical_summary
+from harness.report.identity import cost_label, model_key, model_labels
 from harness.report.jobtable import JobTable
 from harness.report.layout import rank_labels
+from harness.report.memory_chart import step_memory_chart
 from harness.report.timeline import page_json, timeline_columns
 
 __all__ = ["render_index", "write_index"]
@@ -189,6 +194,17 @@ def _cost_jobs(case: dict[str, Any], table: JobTable | None = None) -> str:
     fixed = isinstance(case.get("cost"), dict) and case["cost"].get("model") == "fixed"
     return text if not fixed or "–" in text or " I " in f" {text}" else ""
 
+def _open_step(case: dict[str, Any]) -> int | None:
+    """The recorded step a case's timeline opens on: its critical path's (:func:`harness.analysis.critical_path.median_step`),
+    else the median step by time (the lower middle of an even number), ``None`` without steps."""
+    cp = case.get("critical_path")
+    if isinstance(cp, dict) and cp.get("step") in case["steps"]:
+        return int(cp["step"])
+    if not case["steps"]:
+        return None
+    times = [b - a for a, b in zip(case["step_start_ns"], case["step_end_ns"])]
+    return int(case["steps"][times.index(sorted(times)[(len(times) - 1) // 2])])
+
 def _cp_ms(case: dict[str, Any]) -> float | None:
     """The critical path's length in ms (the compare view's overlay), ``None`` without one."""
     cp = case.get("critical_path")
@@ -272,6 +288,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "bubble_delta": None if bubble_theory is None else m["bubble_ratio"] - bubble_theory,
         "bubble_over": bubble_theory is not None and round(100 * (m["bubble_ratio"] - bubble_theory), 1) > BUBBLE_DELTA_PP,
         "cost": cost_label(case.get("cost")),
+        "model_key": model_key(case),
         "cost_jobs": _cost_jobs(case, table),
         "cost_notes": model_notes(case),
         "peak_unit": "chunk-activations" if int(case["schedule"]["v"]) > 1 else "micro-batches",
@@ -283,12 +300,14 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "steps": n_steps,
         "outcome": outcome,
         "bad": _BAD_OUTCOMES.get(outcome or ""),
-        "canvas_h": 30 + 20 * len(case["streams"]) + 6 + (36 * int(case["schedule"]["p"]) if isinstance(case.get("memory"), dict) else 0),
+        "canvas_h": 30 + 20 * len(case["streams"]) + 6 + (48 * int(case["schedule"]["p"]) if isinstance(case.get("memory"), dict) else 0),
         "memory": _memory_text(case),
         "decomposition": _decomposition_text(case),
         "critical": _critical_text(case),
+        "critical_summary": critical_summary(case, table),
         "waiting": [str(w.get("description")) for w in case.get("waiting") or [] if isinstance(w, dict) and w.get("description")],
         "warnings": list(case.get("warnings") or []),
+        "assumptions": [str(a) for a in case["assumptions"]] if isinstance(case.get("assumptions"), list) else None,
         "replay": _replay_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),
@@ -299,61 +318,26 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "bars": _stage_bars(case, table),
     }
 
-#: The side-by-side view gets the change of every pair of cases up to this many cases
-#: (132 pairs, about 0.1-1 s of bootstrap); past it, pairs of neighbouring cases and of
-#: cases of the same p, m and v (groups of up to :data:`PAIRS_GROUP_UP_TO`).
-PAIRS_ALL_UP_TO = 12
-
-PAIRS_GROUP_UP_TO = 16
-
-def pair_changes(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """For the side-by-side view: per pair ``"a,b"`` of case indices, the change from case ``a``
-    to case ``b`` of the median step time (relative) and of the bubble (points), each with its
-    95 % CI and verdict, by the same statistics as ``compare`` (:func:`harness.stats.compare_samples`,
-    with 1000 resamples instead of 4000: the same interval to about a point of coverage).
-    Which pairs: see :data:`PAIRS_ALL_UP_TO`; the page says when a pair was not computed.
-
-    Returns:
-        ``{"a,b": {"step": [estimate, low, high, verdict], "bubble": [...]}}`` (fractions).
-    """
+def compare_numbers(case: dict[str, Any]) -> dict[str, Any]:
+    """What the side-by-side view computes any pair's change from, in the page: the case's per-step
+    times (ms) and bubble ratios (:func:`harness.analysis.compare.step_samples`, ``bubble_samples``) and
+    whether it is exact (``sim``), as ``{"steps", "bubbles", "exact"}``. The page draws the same
+    two-sample percentile bootstrap of the medians' change as ``compare``
+    (:func:`harness.stats.compare_samples`: fewer than :data:`harness.stats.MIN_SAMPLES` steps a side is
+    "not enough samples", no spread on either side is the medians' change, sim against sim is exact),
+    with 2,000 resamples and its own seeded generator where compare draws 4,000 with numpy's."""
     from harness.analysis.compare import bubble_samples, step_samples
-    from harness.stats import compare_samples
 
-    n = len(cases)
-    if n <= PAIRS_ALL_UP_TO:
-        wanted = [(a, b) for a in range(n) for b in range(n) if a != b]
-    else:
-        shape = [(c["schedule"].get("p"), c["schedule"].get("m"), c["schedule"].get("v")) for c in cases]
-        wanted = [(a, a + 1) for a in range(n - 1)] + [(a + 1, a) for a in range(n - 1)]
-        by_shape: dict[Any, list[int]] = {}
-        for i, key in enumerate(shape):
-            by_shape.setdefault(key, []).append(i)
-        wanted += [(a, b) for group in by_shape.values() if len(group) <= PAIRS_GROUP_UP_TO for a in group for b in group if a != b]
-    def row(ch: Any, words: dict[str, str]) -> list[Any]:  # JSON has no infinity: an interval that is not known is null
-        return [x if math.isfinite(x) else None for x in (ch.estimate, ch.ci_low, ch.ci_high)] + [words.get(ch.verdict, ch.verdict)]
-
-    timed = {"larger": "slower", "smaller": "faster"}
-
-    out: dict[str, dict[str, Any]] = {}
-    samples = [(step_samples(c), bubble_samples(c), c.get("backend") == "sim") for c in cases]
-    for a, b in dict.fromkeys(wanted):
-        (sa, ba, ea), (sb, bb, eb) = samples[a], samples[b]
-        entry: dict[str, Any] = {}
-        if min(sa) > 0:
-            ch = compare_samples(sa, sb, exact=ea and eb, resamples=1000)
-            entry["step"] = row(ch, timed)
-        ch = compare_samples(ba, bb, relative=False, exact=ea and eb, resamples=1000)
-        entry["bubble"] = row(ch, {})
-        out[f"{a},{b}"] = entry
-    return out
+    return {"steps": [round(x / 1e6, 6) for x in step_samples(case)], "bubbles": [round(x, 9) for x in bubble_samples(case)],
+            "exact": case.get("backend") == "sim"}
 
 def default_pair(rows: list[dict[str, Any]]) -> tuple[tuple[int, int], str]:
-    """The comparison view's first pair: the first two cases that share their model (the cost model's
-    label with every field it shows, the case options that change it, workload, backend) and p, else
-    the first two; with the sentence that says why."""
+    """The comparison view's first pair: the first two cases that share their model (every field of it,
+    :func:`harness.report.identity.model_key`: cost model, the case options that change it, memory limit,
+    communication model, workload, backend) and p, else the first two; with the sentence that says why."""
     for a in range(len(rows)):
         for b in range(a + 1, len(rows)):
-            if all(rows[a][k] == rows[b][k] for k in ("cost", "cost_notes", "workload", "backend", "p")):
+            if all(rows[a][k] == rows[b][k] for k in ("model_key", "p")):
                 return (a, b), f"Shown first: the first two cases with the same model and p (p={rows[a]['p']}); pick any two above."
     return (0, min(1, len(rows) - 1)), "No two cases share their model and p: shown first are the first two; pick any two above."
 
@@ -391,8 +375,10 @@ def render_index(
     for r in rows:
         cut = (trace_cuts or {}).get(r["id"])
         r["trace_cut"] = f"first {cut[0]} of {cut[1]} steps" if cut and r["trace"] else None
+    labels = model_labels(cases)  # every model field that tells the page's cases apart
+    for r, label in zip(rows, labels):
+        r["cost"] = label
     timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
-    pairs = pair_changes(cases)
     pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(
         title=title,
@@ -401,11 +387,12 @@ def render_index(
         rows=rows,
         charts=sweep_charts(cases),
         delta_pp=BUBBLE_DELTA_PP,
-        payload={"kinds": kinds, "cases": timelines, "pairs": pairs,
+        payload={"kinds": kinds, "cases": timelines, "open": [_open_step(c) for c in cases],  # the step each timeline opens on
                  "numbers": [{"step_ms": c["metrics"]["step_time_median_ns"] / 1e6, "bubble": c["metrics"]["bubble_ratio"],
                               "flagged": bool(r["flags"]), "spread": r["spread"]["detail"], "p": r["p"], "label": r["label"],
-                              "model": f"{r['cost']}|{';'.join(r['cost_notes'])}|{r['workload']}|{r['backend']}", "cpMs": _cp_ms(c),
+                              "model": r["cost"], "cpMs": _cp_ms(c), **compare_numbers(c),
                               "mem": max(c["memory"]["peak_bytes"]) if r["memory"] else None} for c, r in zip(cases, rows)]},
+        memory_chart=step_memory_chart(cases, labels),
         flagged=sum(1 for r in rows if r["flags"]),
         cmp_pair=pair[0], cmp_pair_note=pair[1],
         stage_colours=STAGE_COLOURS,

@@ -44,8 +44,6 @@ import os
 import re
 import shutil
 import signal
-import socket
-import tempfile
 import threading
 import time
 import warnings
@@ -56,21 +54,22 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError, InputFormatError
-from harness.report.atomic import atomic_write_bytes, ensure_writable_dir
+from harness.report.atomic import atomic_write_bytes, disk_full_error, ensure_writable_dir
 from harness.report.jsontext import dumps_document
 from harness.report.output import ReportSizeWarning, TraceOptions, hta_size_estimate, size_warning, trace_size_estimate
+from harness.report.staging import (  # noqa: F401 - _STAGE_NAME, _host_tag: the staging folders' names, read by tests
+    _STAGE_NAME,
+    STALE_UNOWNED_AFTER_S,
+    _host_tag,
+    _live_stages,
+    _new_stage,
+    _remove_stale_stages,
+    _stages_lock,
+)
 
 __all__ = ["ReportFiles", "case_filename", "check_report_folder", "write_report"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
-_STAGE_PREFIX = ".render-"
-#: ``.render-<host>-<pid>-<mkdtemp's random part>``; the host tag has no ``-``.
-_STAGE_NAME = re.compile(r"\.render-(?P<host>[A-Za-z0-9_]+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
-#: A staging folder whose owner cannot be asked (another host, or an unnamed
-#: owner) is stale once nothing in it changed for this long.
-STALE_UNOWNED_AFTER_S = 24 * 3600.0
-_live_stages: set[Path] = set()  # staging folders this process renders into now
-_stages_lock = threading.Lock()
 #: The lock file that serializes publishing into a report folder.
 PUBLISH_LOCK_NAME = ".publish.lock"
 #: Top-level names of a report in the order they are published: what a file links
@@ -101,84 +100,18 @@ class ReportFiles:
     results: Path | None
     traces: dict[str, Path] = field(default_factory=dict)
     hta: dict[str, Path] = field(default_factory=dict)
+    #: the run's id in the folder's publish marker (:mod:`harness.report.concurrent`)
+    token: str = ""
+    #: where this render replaced a report another run published after this run started: a sentence saying so
+    replaced: str | None = None
 
+    def still_ours(self) -> str | None:
+        """A sentence when the folder no longer holds this report (another run published over it) or
+        another run announced there is still running; ``None`` otherwise
+        (:func:`harness.report.concurrent.still_ours`)."""
+        from harness.report.concurrent import still_ours
 
-def _host_tag() -> str:
-    """This host's name as it goes into staging folder names (no ``-``)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:64] or "host"
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (``True`` where that cannot be told)."""
-    if os.name != "posix":  # os.kill(pid, 0) is no probe on Windows: it would stop the process
-        return True
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
-        return False
-    except OSError:  # e.g. EPERM: it exists, owned by another user
-        return True
-    return True
-
-
-def _newest_change(root: Path) -> float:
-    """The latest modification time of ``root`` or anything under it."""
-    newest = root.lstat().st_mtime
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            with contextlib.suppress(OSError):
-                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
-    return newest
-
-
-def _stale_stage(path: Path, now: float) -> str | None:
-    """Why the staging folder ``path`` is stale (left by a render that is gone), or
-    ``None`` while it may belong to a live render. Call with ``_stages_lock`` held."""
-    m = _STAGE_NAME.fullmatch(path.name)
-    if m is not None and m.group("host") == _host_tag():
-        pid = int(m.group("pid"))
-        if pid == os.getpid():  # ours: live only while a render of this process uses it
-            return None if path in _live_stages else f"left by an earlier process {pid}"
-        return None if _process_alive(pid) else f"its render, process {pid}, is gone"
-    try:
-        idle = now - _newest_change(path)
-    except OSError:
-        return None
-    if idle < STALE_UNOWNED_AFTER_S:
-        return None
-    owner = f"a render on host {m.group('host')}" if m is not None else "an earlier version's render"
-    return f"left by {owner}, unchanged for {idle / 3600:.0f} h"
-
-
-def _remove_stale_stages(out_dir: Path, progress: Callable[[str], None] | None) -> list[Path]:
-    """Remove the staging folders in ``out_dir`` left by renders that were killed
-    (see module doc); returns them. Never one a live render owns."""
-    removed = []
-    now = time.time()
-    with _stages_lock:
-        try:
-            entries = [e for e in os.scandir(out_dir) if e.name.startswith(_STAGE_PREFIX) and e.is_dir(follow_symlinks=False)]
-        except OSError:
-            return []
-        for entry in entries:
-            path = Path(entry.path)
-            why = _stale_stage(path, now)
-            if why is None:
-                continue
-            shutil.rmtree(path, ignore_errors=True)
-            if not path.exists():
-                removed.append(path)
-                if progress:
-                    progress(f"removed {path}: a staging folder of an interrupted render ({why})")
-    return removed
-
-
-def _new_stage(out_dir: Path) -> Path:
-    """Create this render's staging folder, named after its owner, and record it as live."""
-    with _stages_lock:
-        stage = Path(tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-", dir=out_dir))
-        _live_stages.add(stage)
-    return stage
+        return still_ours(self.index.parent, self.token) if self.token else None
 
 
 class _Terminated(BaseException):
@@ -400,6 +333,25 @@ def _check_destinations(stage: Path, out_dir: Path) -> None:
             folders.add(folder)
 
 
+def _full(exc: OSError, out_dir: Path, stage: Path | None, writing: Path | None, needed: int | None) -> Exception | None:
+    """A full disk (or the file-size limit) while rendering into ``stage``: the one error that names the report
+    folder, the file as it would be named there, and the bytes it needed where known
+    (:func:`~harness.report.atomic.disk_full_error`); ``None`` for any other error. ``writing`` and ``needed``:
+    the file being written (relative to the report folder) and its size, where the writer did not note them."""
+    shown: Path | None = None
+    if exc.filename:
+        shown = Path(exc.filename)
+        if stage is not None and shown.is_relative_to(stage):
+            shown = out_dir / shown.relative_to(stage)
+    elif writing is not None:
+        shown = out_dir / writing
+    known = getattr(exc, "needed_bytes", None)
+    if known is None and writing is not None and shown == out_dir / writing:
+        known = needed
+    return disk_full_error(exc, out_dir, shown, known,
+                           kept=f"nothing of this run was published, and the report already in {out_dir} is unchanged")
+
+
 # The render builds millions of short-lived, acyclic objects (lists, strings) while the results
 # document's millions of containers are alive: the cyclic collector would traverse them over and over
 # (about 5 s of 26 at 1 M jobs).
@@ -419,6 +371,8 @@ def write_report(
     trace_options: TraceOptions | None = None,
     left_out: list[dict[str, Any]] | None = None,
     write_results_if_left_out: bool = True,
+    run_token: str | None = None,
+    run_started: float | None = None,
 ) -> ReportFiles:
     """Write traces, HTA traces, ``results.json`` and ``index.html`` for ``doc`` into ``out_dir``.
 
@@ -451,6 +405,10 @@ def write_report(
         write_results_if_left_out: with cases left out, write ``results.json`` still (it then
             lacks them); ``False`` keeps a results file already in ``out_dir`` as it is (re-rendering
             a damaged file in its own folder must not replace it with fewer cases).
+        run_token, run_started: the run this render publishes for (its id and ``time.time()`` at its
+            start; default: a new id, and now): the folder's publish marker names it, and publishing
+            over a report another run published after ``run_started`` is said in
+            :attr:`ReportFiles.replaced` (:mod:`harness.report.concurrent`).
 
     Raises:
         ConfigError: ``out_dir`` is not writable, or holds another tool's
@@ -459,7 +417,10 @@ def write_report(
             wrong type (names the case and the field); nothing is written then,
             and a report folder created for this call is removed again. With
             ``left_out``, only when every case is damaged.
-        OSError: writing failed; files already in place are unchanged.
+        DiskFullError: no room to write a file (a full device or quota, or the file-size limit):
+            names the report folder, the file and the bytes it needed where known; nothing is
+            published and the files already in place are unchanged.
+        OSError: writing failed otherwise; files already in place are unchanged.
         ReportInterrupted: Ctrl-C arrived while the finished report was being
             moved into place; it was completed first (a ``KeyboardInterrupt``).
 
@@ -470,6 +431,7 @@ def write_report(
     time is waited for (``progress`` says so): the folder then holds the report
     of the render that published last, whole.
     """
+    from harness.report.concurrent import new_token, record_publish
     from harness.report.fields import check_cases, float_view
     from harness.report.heap import trim_heap
     from harness.report.hta import write_hta_traces
@@ -478,6 +440,9 @@ def write_report(
     from harness.report.trace import first_steps, write_trace
 
     opts = trace_options or TraceOptions()
+    run_token = run_token or new_token()
+    run_started = time.time() if run_started is None else run_started
+    replaced: str | None = None
 
     trim_heap()  # a run's freed memory, fragmented, slows every allocation of the render (harness.report.heap)
     tables: list[JobTable | None] = []
@@ -501,8 +466,15 @@ def write_report(
     notice = notice or progress
     _remove_stale_stages(out_dir, notice)
     with _terminate_after_cleanup():  # SIGTERM while rendering: remove the staging folder, then terminate
-        stage = _new_stage(out_dir)
+        try:
+            stage = _new_stage(out_dir)
+        except OSError as exc:
+            full = _full(exc, out_dir, None, None, None)
+            if full is None:
+                raise
+            raise full from None
         done = False
+        writing: list[Any] = [None, None]  # the file being written (as it will be named in out_dir) and its size, where known
         try:
             trace_hrefs: dict[str, str] = {}
             hta_hrefs: dict[str, str] = {}
@@ -517,14 +489,17 @@ def write_report(
                     if traces:
                         recorded[cid] = len(case["steps"])
                         traced = first_steps(case, opts.steps)
-                        _say_size(notice, f"the trace of case {cid!r}", trace_size_estimate(traced, flows=opts.flows), opts, opts.shrink_hints())
+                        estimate = trace_size_estimate(traced, flows=opts.flows)
+                        _say_size(notice, f"the trace of case {cid!r}", estimate, opts, opts.shrink_hints())
                         name = f"{stem}.json{'.gz' if opts.gzip else ''}"
+                        writing[:] = [Path("traces") / name, None if opts.gzip else -estimate]  # negative: an estimate
                         write_trace(stage / "traces" / name, traced, flows=opts.flows, table=table if traced is case else None)
                         trace_hrefs[cid] = f"traces/{name}"
                     if hta:
                         hta_hints = ([] if opts.gzip else ["--trace-gzip (HTA reads .json.gz)"]) + [
                             "--no-hta (pipeline-harness report; write_report(..., hta=False) from Python)"]
                         _say_size(notice, f"the HTA rank files of case {cid!r}", hta_size_estimate(case), opts, hta_hints)
+                        writing[:] = [Path("hta") / stem, None]
                         write_hta_traces(stage / "hta" / stem, case, compress=opts.gzip, table=table)
                         hta_hrefs[cid] = f"hta/{stem}/"
                 except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -537,10 +512,13 @@ def write_report(
                 html = render_index(doc, trace_hrefs, title=title, hta_hrefs=hta_hrefs, tables=tables, trace_cuts=cuts)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise InputFormatError(f"{source}: cannot render the HTML page ({type(exc).__name__}: {exc})") from None
-            (stage / "index.html").write_text(html, encoding="utf-8")
+            page = html.encode("utf-8")
+            writing[:] = [Path("index.html"), len(page)]
+            atomic_write_bytes(stage / "index.html", page)
             if write_results:
                 data = dumps_document(doc, scan=float_view(doc))  # the checked job columns hold no float
                 _say_size(notice, "results.json", len(data), opts, ["record fewer steps or smaller cases"])
+                writing[:] = [Path("results.json"), len(data)]
                 atomic_write_bytes(stage / "results.json", data)
             # Everything rendered: move into place, file by file (each move is atomic),
             # one render at a time (the lock; waiting for it can be interrupted), with
@@ -557,7 +535,13 @@ def write_report(
                     written.add(dst)
                 if prune:
                     _prune(out_dir, written)
+                replaced = record_publish(out_dir, run_token, run_started)
             done = True
+        except OSError as exc:  # a full disk or the file-size limit: one clear error (the staging folder goes below)
+            full = _full(exc, out_dir, stage, *writing)
+            if full is None:
+                raise
+            raise full from None
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             with _stages_lock:
@@ -569,6 +553,8 @@ def write_report(
         results=out_dir / "results.json" if write_results else None,
         traces={k: out_dir / v for k, v in trace_hrefs.items()},
         hta={k: out_dir / v for k, v in hta_hrefs.items()},
+        token=run_token,
+        replaced=replaced,
     )
     if signal.SIGTERM in held:  # held while publishing: the report is whole and the staging folder gone
         os.kill(os.getpid(), signal.SIGTERM)

@@ -47,7 +47,12 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 * ``critical_path``: the median step's chain of jobs that fixes its length, with
   the gaps before each, ns (:class:`harness.analysis.critical_path.CriticalPath`);
 * ``waiting``: per rank, that step's idle time split by what it waited for
-  (:class:`harness.analysis.critical_path.RankWaiting`).
+  (:class:`harness.analysis.critical_path.RankWaiting`);
+* ``assumptions``: a list of short sentences, each naming a modelling assumption that moves the
+  case's figures (overlap model, TP/SP degree, attention FLOPs counted or not, recomputation cost,
+  comm model and placement, per-chunk durations; :mod:`harness.analysis.assumptions`). Absent in
+  files written before it existed and in imports of other tools' records: not recorded, which says
+  nothing about what the figures assumed.
 
 The session holds ``environment`` (:func:`harness.run.environment.machine_facts`), and
 ``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
@@ -70,11 +75,14 @@ from typing import Any
 
 from harness.analysis.metrics import metrics_to_dict
 from harness.analysis.result import CaseResult
-from harness.errors import InputFormatError
+from harness.errors import HarnessError, InputFormatError
 from harness.plan.build import build_plan
 from harness.report.fields import left_out_entry
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "results_document", "unreportable"]
+__all__ = [
+    "SCHEMA", "SCHEMA_VERSION", "case_to_dict", "every_case_damaged", "left_out_entry", "load_results", "reportable_case",
+    "results_document", "unreportable",
+]
 
 SCHEMA = "pipeline-harness/results"
 SCHEMA_VERSION = 1
@@ -171,6 +179,7 @@ def case_to_dict(result: CaseResult) -> dict[str, Any]:
         # mpi runs name each rank with its host (harness.distributed.rank_merge), for the trace's process names
         **({"rank_labels": [str(x) for x in rec.device["rank_labels"]]} if isinstance(rec.device.get("rank_labels"), list) else {}),
         **({"warnings": list(result.warnings)} if result.warnings else {}),
+        **({"assumptions": list(result.assumptions)} if result.assumptions is not None else {}),
     }
 
 
@@ -179,7 +188,7 @@ def _recompute_table(result: CaseResult) -> list[list[Any]]:
     recomputes the forward (for the traces' ``recompute`` sub-slices); empty without recomputation."""
     plan = result.plan
     cost = getattr(result, "cost_model", None)
-    if plan is None or cost is None or not callable(getattr(cost, "recompute_ns", None)):
+    if plan is None or cost is None or not callable(getattr(cost, "recompute_time_ns", None)):
         return []
     from harness.schedule.model import Job, JobKind
 
@@ -187,7 +196,7 @@ def _recompute_table(result: CaseResult) -> list[list[Any]]:
     out = []
     for stage in range(n):
         for kind in (JobKind.B, JobKind.I):
-            ns = int(cost.recompute_ns(Job(stage, kind, 0), n))
+            ns = int(cost.recompute_time_ns(Job(stage, kind, 0), n))
             if ns > 0:
                 out.append([stage, kind.value, ns])
     return out
@@ -364,6 +373,23 @@ def unreportable(case: dict[str, Any]) -> str | None:
             message = message.removeprefix(prefix)
         return message
     return case_field_problem(case)
+
+
+def reportable_case(result: CaseResult) -> tuple[dict[str, Any] | None, str | None]:
+    """``result`` as a results-document case, or why it cannot go into a report.
+
+    Returns:
+        ``(case, None)``, or ``(None, problem)`` when serializing its records failed (e.g. a job that
+        ends before it starts, from a backend or cost model at fault) or the case would fail the
+        document's checks (:func:`unreportable`). Never raises for a case at fault, so one bad case
+        never costs the others their report.
+    """
+    try:
+        case = case_to_dict(result)
+        problem = unreportable(case)
+    except (HarnessError, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+        return None, f"could not serialize its records ({type(exc).__name__}: {exc})"
+    return (None, problem) if problem else (case, None)
 
 
 def load_results(path: Path, left_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:

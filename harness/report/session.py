@@ -3,22 +3,26 @@
 Used by the pytest plugin (one session per pytest run) and usable without
 pytest. Reports are written once, at the end, into a staging folder that is
 moved into place only when everything rendered, so an interrupted or failed
-run never leaves a half file or destroys an earlier report.
+run never leaves a half file or destroys an earlier report. A run split across
+processes (pytest-xdist) publishes from one session, which merges the others'
+cases (:mod:`harness.report.parts`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.result import CaseResult
-from harness.errors import HarnessError
 from harness.report.atomic import ensure_writable_dir
+from harness.report.concurrent import RunTicket, announce, new_token
 from harness.report.output import TraceOptions
+from harness.report.parts import SessionPart, merge_cases, worker_entries
 from harness.report.render import ReportFiles, check_report_folder, write_report
-from harness.report.results import case_to_dict, results_document, unreportable
+from harness.report.results import reportable_case, results_document
 from harness.run.environment import BackendChoice, machine_facts
 from harness.run.window import AdaptiveWindow
 
@@ -50,6 +54,11 @@ class ProfileSession:
             ``session.errored_cases`` instead of lost with every other case.
         trace_options: how traces are written (gzip, traced steps, flows, size
             warning; :class:`~harness.report.output.TraceOptions`, default when ``None``).
+        started: when the session began (``time.time()``): a report another run publishes into
+            the folder after it is one this session's report replaces, and says so
+            (:mod:`harness.report.concurrent`).
+        parts: the cases other processes ran for this session (:meth:`add_part`), merged
+            into the report after its own ones, in the serial run's order.
     """
 
     report_dir: Path
@@ -58,9 +67,14 @@ class ProfileSession:
     results: list[CaseResult] = field(default_factory=list)
     errored: list[dict[str, str]] = field(default_factory=list)
     trace_options: TraceOptions | None = None
+    started: float = field(default_factory=time.time)
+    token: str = field(default_factory=new_token)
+    _ticket: RunTicket | None = None
+    parts: list[SessionPart] = field(default_factory=list)
 
     def prepare(self) -> None:
-        """Check the report folder is writable (before any case runs).
+        """Check the report folder is writable (before any case runs), and announce this run there
+        (:func:`harness.report.concurrent.announce`; :meth:`close` withdraws it).
 
         Raises:
             ConfigError: it is not, or it holds another tool's report files
@@ -68,10 +82,21 @@ class ProfileSession:
         """
         ensure_writable_dir(self.report_dir)
         check_report_folder(self.report_dir)  # another tool's folder: say so now, not after the cases ran
+        self._ticket = announce(self.report_dir, self.started, self.token)
+
+    def close(self) -> None:
+        """Withdraw this run's announcement from the report folder (call at the run's very end)."""
+        if self._ticket is not None:
+            self._ticket.withdraw()
+            self._ticket = None
 
     def add(self, result: CaseResult) -> None:
         """Record a finished case."""
         self.results.append(result)
+
+    def add_part(self, part: SessionPart) -> None:
+        """Add the cases another process ran (a pytest-xdist worker; :mod:`harness.report.parts`)."""
+        self.parts.append(part)
 
     def write(self, extra_session: dict[str, Any] | None = None, notice: Callable[[str], None] | None = None) -> ReportFiles:
         """Write traces, HTA traces, ``results.json`` and ``index.html``.
@@ -85,7 +110,10 @@ class ProfileSession:
         starts, from a backend or cost model at fault) does not stop the report:
         it is left out of ``cases``, listed in ``session.errored_cases`` with its
         error (the page and the pytest summary show it) and in :attr:`errored`,
-        and every other case is written.
+        and every other case is written. With :attr:`parts`, their cases follow
+        the session's own (merged in the serial run's order, errored ones too), and
+        ``session.workers`` names the processes: per part its ``id``, the ids of the
+        cases it ran and its facts (``CUDA_VISIBLE_DEVICES``).
         """
         session = {
             "backend_requested": self.backend.requested,
@@ -98,16 +126,18 @@ class ProfileSession:
         cases: list[dict[str, Any]] = []
         self.errored = []
         for result in self.results:
-            try:
-                case = case_to_dict(result)
-                problem = unreportable(case)
-            except (HarnessError, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
-                problem = f"could not serialize its records ({type(exc).__name__}: {exc})"
-            if problem:
-                self.errored.append({"id": result.case_id, "label": result.label, "error": problem})
+            case, problem = reportable_case(result)
+            if case is None:
+                self.errored.append({"id": result.case_id, "label": result.label, "error": str(problem)})
             else:
                 cases.append(case)
+        if self.parts:
+            merged, errored = merge_cases(self.parts)
+            cases += merged
+            self.errored += errored
+            session["workers"] = worker_entries(self.parts)
         if self.errored:
             session["errored_cases"] = list(self.errored)
         doc = results_document(cases, session)
-        return write_report(self.report_dir, doc, notice=notice, trace_options=self.trace_options)
+        return write_report(self.report_dir, doc, notice=notice, trace_options=self.trace_options,
+                            run_token=self.token, run_started=self.started)

@@ -7,17 +7,24 @@ against ``sim``, peak memory), a legend, then the cases' notes, "does not fit" l
 and ``unstable``/``contended`` flags with their reasons. User text (case ids, names)
 is shown with control and bidirectional characters escaped, so a name can neither
 split nor reverse a row.
+
+The table takes the cases' results, or the :class:`CaseLine` of each, made elsewhere: a pytest-xdist
+worker sends its cases' lines to the controller, whose table is then the serial run's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from harness.analysis.memory import format_bytes
 from harness.analysis.result import CaseResult
+from harness.errors import InputFormatError
+from harness.run.stability import Flag
 from harness.text import shown_in_terminal
 
-__all__ = ["case_notes", "case_table"]
+__all__ = ["CaseLine", "assumption_lines", "case_notes", "case_table"]
 
 _HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
@@ -67,20 +74,156 @@ def _row(r: CaseResult) -> tuple[str, ...]:
     )
 
 
-def case_table(results: Sequence[CaseResult]) -> list[str]:
-    """The table of ``results`` (one row each, columns at most 60 characters wide), its legend,
-    and the lines of notes, "does not fit" marks and flags that follow it."""
-    rows = [_row(r) for r in results]
-    widths = [min(60, max(len(row[i]) for row in [_HEADER, *rows])) for i in range(len(_HEADER))]
+@dataclass(frozen=True)
+class CaseLine:
+    """What the summary shows of one case, in plain text: its row of the table and what its notes
+    are made of (:meth:`of` a result, once its test's outcome is known).
 
-    def fmt(row: tuple[str, ...]) -> str:
-        cells = [(c if len(c) <= w else c[: w - 3] + "...") for c, w in zip(row, widths)]
-        return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    Attributes:
+        case_id, label: the case's id and label, as in the results document.
+        row: the table's cells (:data:`_HEADER`'s columns).
+        outcome: the pytest outcome of the test that ran it (``None`` before it is known).
+        warnings, does_not_fit, flags, assumptions: as the result's (:class:`~harness.analysis.result.CaseResult`).
+    """
 
-    return [fmt(_HEADER), *(fmt(row) for row in rows), _LEGEND, *case_notes(results)]
+    case_id: str
+    label: str
+    row: tuple[str, ...]
+    outcome: str | None = None
+    warnings: tuple[str, ...] = ()
+    does_not_fit: str | None = None
+    flags: tuple[Flag, ...] = ()
+    assumptions: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, r: CaseResult) -> CaseLine:
+        assumptions = None if r.assumptions is None else tuple(r.assumptions)
+        return cls(r.case_id, r.label, _row(r), r.outcome, tuple(r.warnings), r.does_not_fit, tuple(r.flags), assumptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-like values (strings, lists, ``None``), as pytest-xdist sends between processes."""
+        return {"case_id": self.case_id, "label": self.label, "row": list(self.row), "outcome": self.outcome,
+                "warnings": list(self.warnings), "does_not_fit": self.does_not_fit, "flags": [f.to_dict() for f in self.flags],
+                "assumptions": None if self.assumptions is None else list(self.assumptions)}
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str) -> CaseLine:
+        """The line :meth:`to_dict` made; ``source`` names where it came from in errors.
+
+        Raises:
+            InputFormatError: ``d`` is not what :meth:`to_dict` makes (names ``source``).
+        """
+        try:
+            row = tuple(d["row"])
+            flags = tuple(Flag(str(f["kind"]), str(f["reason"])) for f in d["flags"])
+            assumptions = None if d["assumptions"] is None else tuple(d["assumptions"])
+            line = cls(d["case_id"], d["label"], row, d["outcome"], tuple(d["warnings"]), d["does_not_fit"], flags, assumptions)
+        except (KeyError, TypeError) as exc:
+            raise InputFormatError(f"{source}: a case's summary line is malformed ({type(exc).__name__}: {exc})") from None
+        texts = [line.case_id, line.label, *line.row, *line.warnings, *(line.assumptions or ())]
+        if len(row) != len(_HEADER) or not all(isinstance(t, str) for t in texts):
+            raise InputFormatError(f"{source}: a case's summary line is malformed (expected {len(_HEADER)} text cells)")
+        return line
 
 
-def case_notes(results: Sequence[CaseResult]) -> list[str]:
+#: Short headers, used when the table would not fit the terminal (the legend says what each is).
+_SHORT_HEADER = ("case", "sched", "p", "m", "v", "backend", "steps", "step", "CI", "bubble/th", "span", "vs sim", "mem")
+#: Columns that give up width when the table is too wide, in order, with the least each keeps.
+_SHRINK = ((0, 24), (5, 10), (1, 10))
+#: The two columns apart.
+_GAP = 2
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut with ``…`` at its end."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _cut_name(full: str, test: str, width: int) -> str:
+    """A case's name in at most ``width`` characters: whole; else the test's name without the case's
+    own (``full`` is ``test (name)``); else the test's name cut in its function name, so its parameters
+    stay (``test_sched…[ZB-V-1]``); else cut in its middle."""
+    if len(full) <= width:
+        return full
+    if len(test) <= width:
+        return test
+    params = test[test.index("["):] if "[" in test else ""
+    if params and len(params) <= width - 5:
+        return test[: width - 1 - len(params)] + "…" + params
+    tail = (width - 1) // 2
+    return test[: width - 1 - tail] + "…" + (test[len(test) - tail:] if tail else "")
+
+
+def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
+    """``line`` wrapped to ``width`` at spaces (continuation lines indented; a word longer than the width, a
+    path say, stays whole), or as it is without a width."""
+    if width is None or len(line) <= width:
+        return [line]
+    import textwrap
+
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [line]
+
+
+def case_table(results: Sequence[CaseResult | CaseLine], width: int | None = None) -> list[str]:
+    """The table of ``results`` (one row each, columns at most 60 characters wide), its legend with the
+    cases' assumptions, and the lines of notes, "does not fit" marks and flags that follow it.
+
+    Args:
+        results: the cases (their results, or each one's :class:`CaseLine`).
+        width: the terminal's width in characters (pytest's own: ``COLUMNS`` where set). Where the table
+            would be wider, it is made to fit: the headers shorten, a column that holds one value for
+            every case leaves the table for a line above it (``every case: p 4 · m 8 · ...``), and the
+            case, backend and schedule columns narrow in turn (cut with ``…``: a case's own name first,
+            then its test's function name, so the test's parameters stay); a line under the table then
+            says that the report's page holds it whole. The legend, the assumptions and the notes wrap to ``width``.
+    """
+    rows = [r.row if isinstance(r, CaseLine) else _row(r) for r in results]
+    tests = [shown_in_terminal(r.case_id.split("::", 1)[-1]) for r in results]
+    cols = list(range(len(_HEADER)))
+    header = _HEADER
+
+    def natural(columns: list[int], head: tuple[str, ...]) -> list[int]:
+        return [min(60, max(len(row[i]) for row in [head, *rows])) for i in columns]
+
+    above: list[str] = []
+    narrow = width is not None and sum(natural(cols, header)) + _GAP * (len(cols) - 1) > width
+    if narrow:
+        header = _SHORT_HEADER
+        if len(rows) > 1:  # a column with one value for every case says it once, above the table
+            same = [i for i in cols[1:] if len({row[i] for row in rows}) == 1]
+            above = _wrapped("every case: " + " · ".join(f"{_HEADER[i]} {rows[0][i]}" for i in same), width) if same else []
+            cols = [i for i in cols if i not in same]
+    widths = dict(zip(cols, natural(cols, header)))
+    if narrow:
+        for col, least in _SHRINK:
+            over = sum(widths.values()) + _GAP * (len(cols) - 1) - (width or 0)
+            if over <= 0:
+                break
+            if col in widths:
+                widths[col] = max(min(least, widths[col]), len(header[col]), widths[col] - over)
+
+    def cell(k: int, i: int, text: str) -> str:
+        return _cut_name(text, tests[k], widths[i]) if i == 0 and k >= 0 else _cut(text, widths[i])
+
+    def fmt(k: int, row: tuple[str, ...]) -> str:
+        return (" " * _GAP).join(cell(k, i, row[i]).rjust(widths[i]) if i in _RIGHT else cell(k, i, row[i]).ljust(widths[i])
+                                 for i in cols).rstrip()
+
+    lines = [*above, fmt(-1, header), *(fmt(k, row) for k, row in enumerate(rows))]
+    cut = [_HEADER[i] for i in cols if any(len(row[i]) > widths[i] for row in rows)]
+    if cut:
+        lines += _wrapped(f"({', '.join(cut)} cut to fit {width} columns with …; the report's page has the table whole)", width)
+    legend = _LEGEND if header is _HEADER else ("short headers: sched = schedule, step = step median, bubble/th = bubble "
+                                                 "measured / theory, span = span bubble, mem = peak memory; " + _LEGEND)
+    out = [*lines, *_wrapped(legend, width)]
+    for line in assumption_lines(results):
+        out += _wrapped(line, width, "      " if line.startswith("  - ") else "  ")
+    for note in case_notes(results):
+        out += _wrapped(note, width)
+    return out
+
+
+def case_notes(results: Sequence[CaseResult | CaseLine]) -> list[str]:
     """The lines under the table: each case's notes, "does not fit" marks, ``unstable``/``contended``
     flags with their reasons, and a count of the flagged cases (empty when there is nothing to say)."""
     lines = [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
@@ -91,4 +234,35 @@ def case_notes(results: Sequence[CaseResult]) -> list[str]:
         kinds = sorted({f.kind for r in flagged for f in r.flags})
         lines.append(f"{len(flagged)} of {len(results)} case(s) flagged {' or '.join(kinds)}: their figures may not repeat; "
                      "`python -m harness compare` reports them and does not gate them unless --strict")
+    return lines
+
+
+#: The legend lists at most this many distinct assumptions (results.json holds every case's).
+_ASSUMPTIONS_SHOWN = 24
+
+
+def assumption_lines(results: Sequence[CaseResult | CaseLine]) -> list[str]:
+    """The cases' assumptions (:mod:`harness.analysis.assumptions`) for the legend, each sentence once:
+    those every case shares first, then each other one with the cases it holds for (the first three
+    named); a count of the cases that recorded none. Empty when no case recorded any."""
+    recorded = [r for r in results if r.assumptions is not None]
+    if not recorded:
+        return []
+    holders: dict[str, list[CaseResult | CaseLine]] = {}
+    for r in recorded:
+        for sentence in r.assumptions or []:
+            holders.setdefault(sentence, []).append(r)
+    lines = [f"assumptions ({'every case' if len(recorded) == len(results) else f'{len(recorded)} of {len(results)} cases'} "
+             "unless named):"]
+    shared = [s for s, rs in holders.items() if len(rs) == len(recorded)]
+    rest = [s for s, rs in holders.items() if len(rs) < len(recorded)]
+    for sentence in (shared + rest)[:_ASSUMPTIONS_SHOWN]:
+        rs = holders[sentence]
+        who = "" if len(rs) == len(recorded) else " [" + ", ".join(shown_in_terminal(r.label) for r in rs[:3]) + (
+            f" and {len(rs) - 3} more" if len(rs) > 3 else "") + "]"
+        lines.append(f"  - {shown_in_terminal(sentence)}{who}")
+    if len(holders) > _ASSUMPTIONS_SHOWN:
+        lines.append(f"  ... and {len(holders) - _ASSUMPTIONS_SHOWN} more (each case's in results.json, assumptions)")
+    if len(recorded) < len(results):
+        lines.append(f"  ({len(results) - len(recorded)} case(s) recorded none: imported or written before assumptions were recorded)")
     return lines

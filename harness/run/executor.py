@@ -31,7 +31,10 @@ __all__ = ["MAX_STEPS", "execute", "parse_steps"]  # parse_steps and MAX_STEPS l
 def _works(plan: Plan, cost: CostModel) -> list[Work]:
     """Per job its :class:`Work`. The cost model is asked once per ``(stage, kind)``
     (costs do not depend on the micro-batch, see :class:`~harness.model.cost.CostModel`)."""
+    from harness.model.chains import check_cost_for_chains
+
     schedule = plan.schedule
+    check_cost_for_chains(cost, schedule)
     n_stages = schedule.num_stages
     per_key: dict[tuple[int, JobKind], tuple[int, float, int, bool, int | None]] = {}
     out = []
@@ -53,10 +56,10 @@ def _works(plan: Plan, cost: CostModel) -> list[Work]:
             )
         duration, flops, nbytes, is_copy, peer = fields
         out.append(Work(duration, flops, nbytes, is_copy, str(job), peer))
-    from harness.plan.groups import stretched
+    from harness.plan.groups import group_durations
 
     base = [w.duration_ns for w in out]
-    dur = stretched(plan, cost, base)  # an overlapped group lasts what the cost model says (harness.plan.groups)
+    dur = group_durations(plan, cost, base)  # every job of an overlapped group lasts the group (harness.plan.groups)
     if dur is not base:
         out = [w if d == w.duration_ns else dataclasses.replace(w, duration_ns=d) for w, d in zip(out, dur)]
     return out
@@ -85,9 +88,9 @@ def execute(
         ranks: the ranks this process runs (default: all). Jobs of other ranks
             are neither enqueued nor recorded; this is the seam for one rank
             per process, where remote dependencies arrive through a transport.
-        delays: per job, ns between the end of each of its dependencies on another
-            rank and its earliest start (the ``edge`` communication model,
-            :func:`harness.plan.delays.edge_delays`); needs a device with ``wait_delayed``
+        delays: per job, ns between its end and the earliest start of a job on another
+            rank that waits for it (the producer's transfer under the ``edge`` communication
+            model, :func:`harness.plan.delays.edge_delays`); needs a device with ``wait_delayed``
             (``sim``). ``None`` (default) for none.
         replay: on a device that replays plans (``replays_plans``: ``sim``), compute the
             records with :func:`harness.run.replay.replay` instead of enqueueing every
@@ -168,8 +171,8 @@ def execute(
         for j in order:
             s = streams[stream_of[j]]
             for d in deps[j]:
-                if delayed and delays[j] and rank_of[d] != rank_of[j]:  # type: ignore[index]
-                    device.wait_delayed(s, end_ev[d], delays[j])  # type: ignore[attr-defined, index]
+                if delayed and delays[d] and rank_of[d] != rank_of[j]:  # type: ignore[index]  # the producer's transfer
+                    device.wait_delayed(s, end_ev[d], delays[d])  # type: ignore[attr-defined, index]
                 else:
                     wait(s, end_ev[d])
             for d in start_deps[j]:

@@ -44,8 +44,8 @@ def replay(plan: Plan, device: Any, cost: CostModel, window: ProfilingWindow, de
         device: the sim device (its name and :meth:`describe` go into the records).
         cost: job durations (ns), asked once per stage and kind.
         window: the profiling window; told each recorded step's time.
-        delays: per job, the ``edge`` model's delay (ns) after each dependency on another
-            rank (:func:`harness.plan.delays.edge_delays`), or ``None``.
+        delays: per job, the ``edge`` model's delay (ns) between its end and the start of a job on
+            another rank that waits for it (:func:`harness.plan.delays.edge_delays`), or ``None``.
 
     Returns:
         Records as :func:`harness.run.executor.execute` makes them (jobs in enqueue order per

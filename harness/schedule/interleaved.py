@@ -23,7 +23,7 @@ from harness.schedule.builders import _CODE_B, _CODE_F, _CODE_I, _CODE_W, _finis
 from harness.schedule.model import Job, JobKind, Schedule, loop_placement
 from harness.schedule.registry import _check_sizes, register
 
-__all__ = ["interleaved_1f1b", "looped_bfs"]
+__all__ = ["interleaved_1f1b", "looped_bfs", "megatron_chunk_table", "valid_group_sizes"]
 
 
 def _interleaved_rounds(name: str, p: int, m: int) -> int:
@@ -58,6 +58,7 @@ def _rank_ops_1f1b(
     warmup: int,
     zero_bubble: bool,
     deferred_w: int = 0,
+    chunk_table: Any = None,
 ) -> tuple[Any, Any, Any]:
     """One rank's jobs of PyTorch's interleaved 1F1B / zero-bubble family, as
     numpy int64 arrays of their stage, kind code (index in ``tuple(JobKind)``)
@@ -73,14 +74,18 @@ def _rank_ops_1f1b(
     the remaining ``W`` close the list. Built with numpy: op ``t`` of each kind
     has its stage from ``t // per_round`` and its micro-batch from how many ops
     of that stage came before.
+
+    ``chunk_table`` (shape ``(v m,)``), where given, is the chunk of forward op ``t``
+    instead of ``(t // per_round) % v``, and backward op ``t`` takes chunk
+    ``v - 1 - chunk_table[t]``: Megatron-LM's schedule table (:func:`megatron_chunk_table`).
     """
     import numpy as np
 
     total = v * m
     fwd_bwd = total - warmup
     ops = np.arange(total)
-    f_chunk = (ops // per_round) % v
-    b_chunk = v - 1 - (ops // per_round) % v  # backward op t is op warmup + t
+    f_chunk = (ops // per_round) % v if chunk_table is None else np.asarray(chunk_table, np.int64)
+    b_chunk = v - 1 - f_chunk  # backward op t is op warmup + t
 
     def counted(chunk: Any) -> Any:  # per op, earlier ops of its chunk
         mb = np.empty(total, np.int64)
@@ -111,6 +116,34 @@ def _rank_ops_1f1b(
 
 
 
+def megatron_chunk_table(m: int, v: int, group: int) -> Any:
+    """The chunk of each of a rank's ``v m`` forwards, in order, under Megatron-LM's
+    ``microbatch_group_size_per_vp_stage`` ``g``: micro-batches in groups of ``g``, each
+    group run on chunk 0, then chunk 1, ..., before the next group; the last group takes
+    whatever is left (``m % g`` when that is not 0). A port of ``get_schedule_table``
+    (NVIDIA/Megatron-LM ``megatron/core/pipeline_parallel/schedules.py``), keeping its chunk
+    column; the micro-batch column is each chunk's count so far. Returns an int64 array of
+    shape ``(v m,)``; e.g. ``m=5, v=2, g=3`` gives ``0 0 0 1 1 1 0 0 1 1``.
+    """
+    import numpy as np
+
+    out = []
+    for lo in range(0, m, group):
+        size = m - lo if lo + group >= m else group
+        out.append(np.repeat(np.arange(v, dtype=np.int64), size))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def valid_group_sizes(p: int, m: int) -> list[int]:
+    """The ``microbatch_group_size_per_vp_stage`` values Megatron-LM accepts for ``p`` ranks and
+    ``m`` micro-batches: ``p <= g <= m``, and ``m % g`` is 0 or at least ``p`` (a last group of
+    fewer than ``p`` micro-batches leaves the pipeline waiting on its own dependencies; Megatron's
+    ``forward_backward_pipelining_with_interleaving`` raises on both). Below ``p`` the warm-up of
+    ``(v-1) g + 2(p-1-s)`` forwards is too short for the first backward to come back: the schedule
+    deadlocks (p=4, v=2, m=8, g=2: 97 of 128 jobs can never run)."""
+    return [g for g in range(p, m + 1) if m % g == 0 or m % g >= p]
+
+
 @register(
     "Interleaved1F1B",
     "interleaved",
@@ -138,15 +171,22 @@ def interleaved_1f1b(
     micro-batches a rank runs on one chunk before moving to the next, instead of
     PyTorch's ``R``; the warm-up is then ``(v-1) g + 2(p-1-s)`` (Megatron-LM
     ``megatron/core/pipeline_parallel/schedules.py``,
-    ``forward_backward_pipelining_with_interleaving``) and ``m`` must be a
-    multiple of ``g``. Megatron's default is ``p``, which is ``R`` when ``p | m``.
+    ``forward_backward_pipelining_with_interleaving`` and ``get_schedule_table``),
+    and the chunks follow Megatron's schedule table (:func:`megatron_chunk_table`:
+    a last group of ``m % g`` when ``g`` does not divide ``m``). Megatron's rule
+    holds: ``p <= g <= m`` and ``m % g`` is 0 or at least ``p``
+    (:func:`valid_group_sizes`); other values are refused, as Megatron refuses
+    them (below ``p`` the schedule would deadlock). Megatron's default is ``p``,
+    which is ``R`` when ``p | m``.
 
     ``v = 1`` is refused: the formula then gives a warm-up of ``2(p-1-s)``
     forwards, not 1F1B's ``p-s``, so the name would silently stand for a
     deeper (more memory, same bubble) schedule than ``1F1B``.
 
     Raises:
-        ConfigError: the constraint on ``m`` does not hold, or ``v = 1`` (use ``1F1B``).
+        ConfigError: the constraint on ``m`` does not hold, ``v = 1`` (use ``1F1B``), or
+            ``microbatch_group_size_per_vp_stage`` breaks Megatron's rule (names the option,
+            the rule and the valid values).
     """
     _check_sizes(num_ranks, num_microbatches, chunks)
     p, m, v = num_ranks, num_microbatches, chunks
@@ -157,17 +197,23 @@ def interleaved_1f1b(
             "use schedule '1F1B' for one chunk per rank"
         )
     group = microbatch_group_size_per_vp_stage
+    table = None
     if group is None:
         per_round = _interleaved_rounds("Interleaved1F1B", p, m)
-    elif isinstance(group, bool) or not isinstance(group, int) or group < 1 or m % group:
-        raise ConfigError(
-            f"Interleaved1F1B: microbatch_group_size_per_vp_stage must be a positive integer that divides m={m} "
-            f"(Megatron-LM's rule), got {group!r}"
-        )
     else:
+        valid = valid_group_sizes(p, m)
+        if isinstance(group, bool) or not isinstance(group, int) or group not in valid:
+            shown = ", ".join(map(str, valid)) if valid else f"none: m={m} is below p={p}"
+            raise ConfigError(
+                f"Interleaved1F1B: microbatch_group_size_per_vp_stage={group!r} breaks Megatron-LM's rule for p={p}, m={m}: "
+                f"p <= g <= m, and m % g is 0 or at least p (a smaller group, or a last group of fewer than p "
+                f"micro-batches, leaves the pipeline waiting: below p it deadlocks); valid values: {shown}"
+            )
         per_round = group
+        table = megatron_chunk_table(m, v, group)
     parts = [
-        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False)
+        _rank_ops_1f1b(s, p, v, m, per_round, min(v * m, (v - 1) * per_round + 2 * (p - 1 - s)), zero_bubble=False,
+                       chunk_table=table)
         for s in range(p)
     ]
     # Stages chunk * p + s on rank s: on their ranks by construction.

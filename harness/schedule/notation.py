@@ -27,6 +27,11 @@ How cells are read:
 * Stage placement is taken from where the stages appear: every stage must
   appear on exactly one rank, and the stages must be ``0..S-1``.
 * ``m`` is the largest micro-batch index plus one unless given.
+* Chains (:mod:`harness.schedule.chains`; DualPipe's two directions) are read from which
+  micro-batches each stage runs: when the stages run disjoint consecutive ranges, runs of
+  consecutive stages with one range each, in stage order and covering every micro-batch,
+  those runs are the chains (a file of ``DualPipe`` reads back with its two); disjoint ranges
+  in any other form are refused (:func:`harness.schedule.chains.chains_in`).
 """
 
 from __future__ import annotations
@@ -391,6 +396,11 @@ def _read_csv(stream: io.TextIOBase, name: str, num_microbatches: int | None) ->
     params: dict[str, object] = {"source": name}
     if overlapped:  # after the B-as-I rule, so the groups name the jobs as read
         params["overlap"] = tuple(tuple(parsed[r][i : i + n]) for r, i, n in overlapped)
+    from harness.schedule.chains import CHAINS_PARAM, chains_in
+
+    chains = chains_in(name, n_stages, m, parsed)  # DualPipe's two directions (harness.schedule.chains)
+    if chains:
+        params[CHAINS_PARAM] = chains
     sched = Schedule(name, m, placement, tuple(tuple(r) for r in parsed), params)
     try:  # the messages name the schedule, i.e. the file
         check_counts(sched)

@@ -6,15 +6,19 @@ Each pass takes a :class:`Schedule` and returns a new one; nothing is mutated.
 point-to-point jobs, as PyTorch's ``_add_send_recv`` does: for every edge
 between stages on different ranks, a ``SEND_F``/``SEND_B`` right after the
 producing job and a ``RECV_F``/``RECV_B`` right before the consuming job, in
-the rank's list. Send/receive jobs run on the rank's comm stream
+the rank's list; an overlapped group's receives all go right before its first job, since
+the group starts when every member's input is in (:mod:`harness.plan.groups`), as
+PyTorch's ``_add_send_recv`` posts them before an ``OVERLAP_F_B``. Neighbours are
+those within a stage's chain (:mod:`harness.schedule.chains`: DualPipe's two directions
+exchange nothing where they meet). Send/receive jobs run on the rank's comm stream
 (:mod:`harness.plan`): a receive starts with its send (both comm streams are
 busy during the transfer) and the consumer waits for the receive's end. The
 durations come from the cost model (``p2p_latency_ns``, bandwidth and
 activation bytes in :mod:`harness.model.cost`).
 
 Why this placement cannot deadlock: take a topological order of the
-compute-only plan and put each send right after its producer and each receive
-right before its consumer. Every comm stream then lists its jobs in the order
+compute-only plan (its groups applied) and put each send right after its producer and
+each receive right before its consumer (a group's first job, for a group's receives). Every comm stream then lists its jobs in the order
 of that sequence, every receive comes after its send, and every consumer after
 its receive, so the sequence is a topological order of the lowered graph.
 """
@@ -68,9 +72,12 @@ def comm_jobs_added(schedule: Schedule) -> int:
     """How many send/receive jobs :func:`add_communication` adds to ``schedule``: per
     ``F``, ``B`` or ``I`` job, one for each neighbouring stage on another rank. Counted
     without building them (numpy over the schedule's job columns where it has them)."""
+    from harness.schedule.chains import links
+
     rank_of = schedule.stage_to_rank
     n = len(rank_of)
-    away = [int(k > 0 and rank_of[k - 1] != rank_of[k]) + int(k < n - 1 and rank_of[k + 1] != rank_of[k]) for k in range(n)]
+    has_prev, has_next = links(schedule)
+    away = [int(has_prev[k] and rank_of[k - 1] != rank_of[k]) + int(has_next[k] and rank_of[k + 1] != rank_of[k]) for k in range(n)]
     arrays = _job_arrays(schedule)
     if arrays is None:
         return sum(away[j.stage] for jobs in schedule.ranks for j in jobs
@@ -95,10 +102,25 @@ def _add_communication(schedule: Schedule) -> Schedule:
 
 def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...], ...]:
     """:func:`add_communication`'s rows, job by job; raises its error."""
+    from harness.schedule.chains import links
+    from harness.schedule.groups import groups_of
+
     rank_of = schedule.stage_to_rank
-    last = schedule.num_stages - 1
+    has_prev, has_next = links(schedule)
     F, B, I = _F, _B, _I  # noqa: N806
     SF, RF, SB, RB = JobKind.SEND_F, JobKind.RECV_F, JobKind.SEND_B, JobKind.RECV_B  # noqa: N806
+    # an overlapped group's receives go before its first job (it waits for them all); none before the others
+    grouped = {g[0]: tuple(g) for g in groups_of(schedule) if g}
+    later_members = {job for g in grouped.values() for job in g[1:]}
+
+    def receive(job: Job, rank: int) -> Job | None:
+        k, kind, mb = job
+        if kind is F and has_prev[k] and rank_of[k - 1] != rank:
+            return Job(k, RF, mb)
+        if (kind is B or kind is I) and has_next[k] and rank_of[k + 1] != rank:
+            return Job(k, RB, mb)
+        return None
+
     out: list[list[Job | None]] = []
     for rank, jobs in enumerate(schedule.ranks):
         row: list[Job | None] = []
@@ -108,26 +130,22 @@ def _add_communication_loop(schedule: Schedule) -> tuple[tuple[Job | None, ...],
                 append(None)
                 continue
             k, kind, mb = job
-            if kind is F:
-                if k > 0 and rank_of[k - 1] != rank:
-                    append(Job(k, RF, mb))
-                append(job)
-                if k < last and rank_of[k + 1] != rank:
-                    append(Job(k, SF, mb))
-            elif kind is B or kind is I:
-                if k < last and rank_of[k + 1] != rank:
-                    append(Job(k, RB, mb))
-                append(job)
-                if k > 0 and rank_of[k - 1] != rank:
-                    append(Job(k, SB, mb))
-            elif kind.is_comm:
+            if kind.is_comm:
                 raise ScheduleError(
                     f"schedule {schedule.name!r} already has communication jobs ({job} on rank {rank}); "
                     "add_communication takes a compute-only schedule",
                     (str(job),),
                 )
-            else:
-                append(job)
+            if job not in later_members:  # a group's receives all come before its first job
+                for member in grouped.get(job, (job,)):
+                    recv = receive(member, rank)
+                    if recv is not None:
+                        append(recv)
+            append(job)
+            if kind is F and has_next[k] and rank_of[k + 1] != rank:
+                append(Job(k, SF, mb))
+            elif (kind is B or kind is I) and has_prev[k] and rank_of[k - 1] != rank:
+                append(Job(k, SB, mb))
         out.append(row)
     return tuple(tuple(r) for r in out)
 
@@ -149,16 +167,23 @@ def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
     if schedule._lazy_arrays() is None and sum(arrays.counts) != sum(map(len, schedule.ranks)):
         return None  # idle slots
     stage, kc, mb, lens = arrays
-    if bool(((kc >= _CSF) & (kc <= _CRB)).any()):
-        return None
+    from harness.schedule.groups import OVERLAP_PARAM
+
+    if bool(((kc >= _CSF) & (kc <= _CRB)).any()) or schedule.params.get(OVERLAP_PARAM):
+        return None  # (overlapped groups: their receives go before the group, job by job)
     n = len(stage)
     st_rank = np.array(schedule.stage_to_rank, np.int64)
     n_stages = len(st_rank)
-    # Per stage: whether the previous / next stage sits on another rank.
+    # Per stage: whether the previous / next stage of its chain sits on another rank.
+    from harness.schedule.chains import links
+
+    has_prev, has_next = (np.array(x, bool) for x in links(schedule))
     prev_away = np.zeros(n_stages, bool)
     next_away = np.zeros(n_stages, bool)
     prev_away[1:] = st_rank[:-1] != st_rank[1:]
     next_away[:-1] = st_rank[1:] != st_rank[:-1]
+    prev_away &= has_prev
+    next_away &= has_next
     fwd = kc == _CF
     bwd = (kc == _CB) | (kc == _CI)
     before = np.where(fwd, prev_away[stage], bwd & next_away[stage])  # RECV_F / RECV_B
@@ -189,9 +214,10 @@ def _add_communication_fast(schedule: Schedule) -> _JobArrays | None:
     return _JobArrays(out_stage, out_kind, out_mb, np.diff(row_end, prepend=0).tolist())
 
 def strip_communication(schedule: Schedule) -> Schedule:
-    """The schedule without its send/receive jobs (their slots are dropped, not left idle)."""
+    """The schedule without its send/receive jobs (their slots are dropped, not left idle), and
+    without the parameters that described them (``comm``, ``comm_placement``, ``comm_model``)."""
     ranks = tuple(tuple(j for j in jobs if j is None or not j.kind.is_comm) for jobs in schedule.ranks)
-    params = {k: v for k, v in schedule.params.items() if k != "comm"}
+    params = {k: v for k, v in schedule.params.items() if k not in ("comm", "comm_placement", "comm_model")}
     return Schedule(schedule.name, schedule.num_microbatches, schedule.stage_to_rank, ranks, params)
 
 def split_backward(schedule: Schedule) -> Schedule:

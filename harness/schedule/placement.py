@@ -19,7 +19,9 @@
     a higher rank first posts its pending receives from that peer (the rank-parity
     rule that keeps two neighbours' NCCL calls from waiting on each other).
 
-A schedule file read with its own send/receive jobs keeps its placement: these
+Neighbours are those within a stage's chain (:mod:`harness.schedule.chains`), so
+DualPipe's two directions are placed as two pipelines. A schedule file read with its own
+send/receive jobs keeps its placement: these
 passes take compute-only schedules (and :func:`defer_recv_ops` a lowered one).
 """
 
@@ -92,8 +94,10 @@ def _groups(schedule: Schedule) -> dict[Job, tuple[Job, ...]]:
 
 def _eager(schedule: Schedule) -> Schedule:
     """PyTorch's ``_add_send_recv`` on our rows (see module doc)."""
+    from harness.schedule.chains import links
+
     rank_of = schedule.stage_to_rank
-    last = schedule.num_stages - 1
+    has_prev, has_next = links(schedule)  # neighbours within each chain (DualPipe: two)
     first_of = _groups(schedule)
     remaining = {r: deque(row) for r, row in enumerate(schedule.ranks) if row}
     out: list[list[Job | None]] = [[] for _ in schedule.ranks]
@@ -108,9 +112,9 @@ def _eager(schedule: Schedule) -> Schedule:
     def ready(job: Job, have: set[Job]) -> bool:
         k, kind, mb = job
         if kind is _F:
-            return k == 0 or Job(k, _RF, mb) in have or Job(k - 1, _F, mb) in have
+            return not has_prev[k] or Job(k, _RF, mb) in have or Job(k - 1, _F, mb) in have
         if kind is _B or kind is _I:
-            return k == last or Job(k, _RB, mb) in have or Job(k + 1, _B, mb) in have or Job(k + 1, _I, mb) in have
+            return not has_next[k] or Job(k, _RB, mb) in have or Job(k + 1, _B, mb) in have or Job(k + 1, _I, mb) in have
         return True
 
     while remaining:
@@ -135,9 +139,9 @@ def _eager(schedule: Schedule) -> Schedule:
                     done[r].add(leaf)
                 for leaf in leaves:
                     k, kind, mb = leaf
-                    if kind is _F and k < last and rank_of[k + 1] != r:
+                    if kind is _F and has_next[k] and rank_of[k + 1] != r:
                         send, recv, peer = Job(k, _SF, mb), Job(k + 1, _RF, mb), rank_of[k + 1]
-                    elif (kind is _B or kind is _I) and k > 0 and rank_of[k - 1] != r:
+                    elif (kind is _B or kind is _I) and has_prev[k] and rank_of[k - 1] != r:
                         send, recv, peer = Job(k, _SB, mb), Job(k - 1, _RB, mb), rank_of[k - 1]
                     else:
                         continue

@@ -5,8 +5,12 @@ Builders are pure functions from ``(p, m[, v], **options)`` to a
 :class:`~harness.schedule.model.Schedule`; the built-in ones live in their families' modules
 (:mod:`~harness.schedule.builders`, :mod:`~harness.schedule.interleaved`,
 :mod:`~harness.schedule.zero_bubble`, :mod:`~harness.schedule.dualpipe`,
-:mod:`~harness.schedule.controllable_memory`), which import this one and register on import
-(:mod:`harness.schedule` imports them all). Also here: the job-count limit (:data:`MAX_JOBS`) and the
+:mod:`~harness.schedule.controllable_memory`, :mod:`~harness.schedule.zb_auto`), which import this one
+and register on import (:mod:`harness.schedule` imports them all). A *cost-aware* builder
+(``takes_costs=True``, e.g. ZB-auto) also gets ``costs=``, the case's per-stage costs as plain numbers
+(:class:`~harness.schedule.costs.StageCosts`); a builder never sees a cost model. A builder may leave
+notes for the case's warnings in ``params["notes"]`` (:data:`NOTES_PARAM`, :func:`schedule_notes`).
+Also here: the job-count limit (:data:`MAX_JOBS`) and the
 checks of a builder's sizes, options and result.
 """
 
@@ -23,11 +27,13 @@ from dataclasses import dataclass
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError, HarnessError, ResourceError
+from harness.schedule.costs import StageCosts
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule, _JobArrays, loop_placement, v_placement  # noqa: F401 - v_placement: importable from here as before
 
 __all__ = [
     "BYTES_PER_JOB",
     "MAX_JOBS",
+    "NOTES_PARAM",
     "BuilderInfo",
     "build_schedule",
     "builder_info",
@@ -35,6 +41,7 @@ __all__ = [
     "check_options",
     "register",
     "schedule_names",
+    "schedule_notes",
 ]
 
 
@@ -43,7 +50,9 @@ Builder = Callable[..., Schedule]
 @dataclass(frozen=True)
 class BuilderInfo:
     """A registered builder: its canonical ``name``, ``aliases``, the function,
-    a one-line ``summary``, and whether it takes ``v`` chunks per rank."""
+    a one-line ``summary``, whether it takes ``v`` chunks per rank, splits the backward,
+    how many chunks per rank it places, and whether it plans from the case's costs
+    (``takes_costs``: it is called with ``costs=StageCosts``)."""
 
     name: str
     aliases: tuple[str, ...]
@@ -52,6 +61,23 @@ class BuilderInfo:
     takes_chunks: bool = False
     splits_backward: bool = False
     placed_chunks: int = 1
+    takes_costs: bool = False
+
+    def num_stages(self, num_ranks: int, chunks: int = 1) -> int:
+        """The stages this builder's schedule has for ``p`` ranks and ``v`` chunks (``p v``, or ``p``
+        times its own placed chunks): what the :class:`~harness.schedule.costs.StageCosts` it takes describe."""
+        return num_ranks * (chunks if self.takes_chunks else max(chunks, self.placed_chunks))
+
+
+#: The key of :attr:`Schedule.params` under which a builder leaves notes (a tuple of strings) for the
+#: case's warnings, the summary and the report, e.g. ZB-auto's "the limit is below p: ...".
+NOTES_PARAM = "notes"
+
+
+def schedule_notes(schedule: Schedule) -> list[str]:
+    """The notes the builder of ``schedule`` left in its ``params`` (:data:`NOTES_PARAM`); ``[]`` for none."""
+    notes = schedule.params.get(NOTES_PARAM, ())
+    return [str(n) for n in notes] if isinstance(notes, (tuple, list)) else []
 
 _REGISTRY: dict[str, BuilderInfo] = {}
 
@@ -59,7 +85,8 @@ _ALIASES: dict[str, str] = {}
 
 #: The modules of the built-in builders split off this one: a bug in one of them raises with its
 #: own traceback, where a user's builder's exception is turned into a ConfigError naming it.
-_BUILT_IN_MODULES = frozenset({__name__, "harness.schedule.interleaved", "harness.schedule.zero_bubble", "harness.schedule.dualpipe"})
+_BUILT_IN_MODULES = frozenset({__name__, "harness.schedule.interleaved", "harness.schedule.zero_bubble", "harness.schedule.dualpipe",
+                               "harness.schedule.zb_auto"})
 
 def register(
     name: str,
@@ -68,6 +95,7 @@ def register(
     takes_chunks: bool = False,
     splits_backward: bool = False,
     placed_chunks: int = 1,
+    takes_costs: bool = False,
 ) -> Callable[[Builder], Builder]:
     """Decorator: register a builder under ``name`` and ``aliases``: letters, digits, ``-``
     and ``_``, matched whatever their case and with ``-`` and ``_`` ignored (:func:`builder_info`).
@@ -105,8 +133,11 @@ def register(
                     f"ASCII letters, digits, '-' and '_'" + (f", e.g. {fixed!r}" if fixed else "")
                 )
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
+        if takes_costs and "costs" not in inspect.signature(fn).parameters:
+            raise ConfigError(f"cannot register {_where(fn)} as schedule {name!r} with takes_costs=True: it has no 'costs' parameter")
         info = BuilderInfo(
-            name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward, placed_chunks
+            name, tuple(aliases), fn, summary if summary is not None else (doc[0] if doc else ""), takes_chunks, splits_backward, placed_chunks,
+            takes_costs,
         )
         _REGISTRY[name] = info
         for key in (name, *aliases):
@@ -196,7 +227,9 @@ def builder_info(name: str) -> BuilderInfo:
     return _REGISTRY[canonical]
 
 @gc_paused
-def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int = 1, **options: object) -> Schedule:
+def build_schedule(
+    name: str, num_ranks: int, num_microbatches: int, chunks: int = 1, *, costs: StageCosts | None = None, **options: object
+) -> Schedule:
     """Build the schedule registered as ``name`` for ``p`` ranks and ``m`` micro-batches.
 
     Args:
@@ -205,6 +238,10 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         num_microbatches: ``m >= 1``.
         chunks: ``v``, chunks per rank, for schedules that take it. Schedules
             whose placement fixes it (ZB-V, DualPipeV: 2) accept 1 or that value.
+        costs: the per-stage costs a cost-aware builder (``ZB-auto``; :attr:`BuilderInfo.takes_costs`)
+            plans from, for the schedule's ``p x v`` stages; made from a cost model by
+            :func:`harness.model.stage_costs.stage_costs`. Required by such a builder, ignored
+            by the others (so a caller may pass them to every builder).
         options: builder-specific keyword arguments.
 
     Raises:
@@ -212,20 +249,36 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
             cannot have, more than :data:`MAX_JOBS` jobs, a builder's own
             constraint (e.g. ``m >= 2p`` for DualPipeV), or a builder that
             returned something else than a schedule of ``p`` ranks and ``m``
-            micro-batches (``v`` chunks per rank when it takes them).
+            micro-batches (``v`` chunks per rank when it takes them), or a
+            cost-aware builder without ``costs`` (the message says how to give them).
     """
     info = builder_info(name)
     num_ranks, num_microbatches, chunks = _check_sizes(num_ranks, num_microbatches, chunks)
     check_options(info, options)
+    extra: dict[str, object] = {}
+    if info.takes_costs:
+        if costs is None:
+            raise ConfigError(
+                f"schedule {info.name!r} plans from the case's per-stage costs: run it as a PipelineCase (its cost and comm_model "
+                f"give them), or pass costs= to build_schedule, e.g. costs=harness.model.stage_costs.stage_costs(cost, "
+                f"{info.num_stages(num_ranks, chunks)}, 'edge') for a cost model, or StageCosts.uniform(...)"
+            )
+        if not isinstance(costs, StageCosts):
+            raise ConfigError(f"schedule {info.name!r}: costs must be a harness.schedule.costs.StageCosts, got {type(costs).__name__}")
+        want = info.num_stages(num_ranks, chunks)
+        if costs.num_stages != want:
+            raise ConfigError(f"schedule {info.name!r}: costs describe {costs.num_stages} stages, but p={num_ranks}, v={chunks} "
+                              f"has {want}; give one value per stage")
+        extra["costs"] = costs
     per_rank = chunks if info.takes_chunks else max(chunks, info.placed_chunks)
     jobs = num_ranks * per_rank * num_microbatches * (3 if info.splits_backward else 2)
     if jobs > MAX_JOBS:
         raise too_many_jobs(jobs, f"schedule {info.name!r} with p={num_ranks}, m={num_microbatches}, v={per_rank}")
     try:
         if info.takes_chunks:
-            schedule = info.build(num_ranks, num_microbatches, chunks, **options)
+            schedule = info.build(num_ranks, num_microbatches, chunks, **options, **extra)
         else:
-            schedule = info.build(num_ranks, num_microbatches, **options)
+            schedule = info.build(num_ranks, num_microbatches, **options, **extra)
     except HarnessError:
         raise
     except Exception as exc:
@@ -235,7 +288,7 @@ def build_schedule(name: str, num_ranks: int, num_microbatches: int, chunks: int
         at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
         raise ConfigError(f"the builder of schedule {info.name!r} ({_where(info.build)}) raised {type(exc).__name__}: {exc}{at}") from None
     _check_built(info, schedule, num_ranks, num_microbatches, chunks)
-    _remember(schedule, (info.name, num_ranks, num_microbatches, chunks if info.takes_chunks else 1, bool(options)))
+    _remember(schedule, (info.name, num_ranks, num_microbatches, chunks if info.takes_chunks else 1, bool(options) or bool(extra)))
     if info.takes_chunks:
         return schedule
     fixed = schedule.chunks_per_rank
@@ -259,18 +312,21 @@ def _remember(schedule: Schedule, how: tuple[str, int, int, int, bool]) -> None:
 
 def built_as(schedule: Schedule) -> tuple[str, int, int, int, bool] | None:
     """How :func:`build_schedule` made ``schedule`` (this very object, not an equal one):
-    ``(name, p, m, v, with_options)``, ``v`` 1 for a builder that takes no chunks; ``None`` for
+    ``(name, p, m, v, with_options)``, ``v`` 1 for a builder that takes no chunks, ``with_options``
+    also true for a cost-aware builder (its schedule depends on its costs); ``None`` for
     a schedule it did not return (a file's, a pass's output, a user's)."""
     entry = _BUILT.get(id(schedule))
     return entry[1] if entry is not None and entry[0]() is schedule else None
 
 def builder_options(info: BuilderInfo) -> tuple[list[inspect.Parameter], bool]:
     """The keyword options a builder takes: its parameters after the positional sizes
-    ``(p, m[, v])``, and whether it also takes any keyword (``**options``)."""
+    ``(p, m[, v])`` (less ``costs`` for a cost-aware builder: the case gives them), and whether it
+    also takes any keyword (``**options``)."""
     params = list(inspect.signature(info.build).parameters.values())
     sizes = 3 if info.takes_chunks else 2  # (p, m[, v]) are given positionally
     rest = params[sizes:]
-    named = [p for p in rest if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    named = [p for p in rest if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+             and not (info.takes_costs and p.name == "costs")]
     return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in rest)
 
 def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
@@ -278,7 +334,8 @@ def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
 
     Raises:
         ConfigError: an option that names one of the sizes ``p``, ``m``, ``v`` (they
-            come from the case's fields), an option declared ``bool`` given something
+            come from the case's fields) or a cost-aware builder's ``costs`` (the case's
+            cost model gives them), an option declared ``bool`` given something
             else (a truthy ``"no"`` must not switch a flag on), or an option the
             builder does not take (the message lists those it does).
     """
@@ -289,6 +346,11 @@ def check_options(info: BuilderInfo, options: Mapping[str, object]) -> None:
         raise ConfigError(
             f"schedule {info.name!r}: option {', '.join(map(repr, clash))} is one of its sizes ({', '.join(sizes)}), "
             "which come from the case's stages, microbatches and chunks, not from options"
+        )
+    if "costs" in options and info.takes_costs:
+        raise ConfigError(
+            f"schedule {info.name!r}: 'costs' is not an option: the case's cost model and comm_model give them "
+            "(build_schedule takes them as costs=)"
         )
     named, any_keyword = builder_options(info)
     by_name = {p.name: p for p in named}

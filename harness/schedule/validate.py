@@ -42,7 +42,8 @@ def _fail(
 
 
 def check_counts(schedule: Schedule) -> None:
-    """Check every stage has one forward and one complete backward per micro-batch.
+    """Check every stage has one forward and one complete backward per micro-batch (of its
+    chain, :mod:`harness.schedule.chains`: all of them in a schedule of one chain).
 
     A backward is complete as a full ``B``, or as an ``I`` followed (anywhere)
     by a ``W``; mixing ``B`` with ``I``/``W`` for one micro-batch is an error.
@@ -57,11 +58,20 @@ def check_counts(schedule: Schedule) -> None:
     m = schedule.num_microbatches
     if m < 1:
         raise ScheduleError(f"schedule {schedule.name!r}: the number of micro-batches must be at least 1, got {m}")
+    from harness.schedule.chains import CHAINS_PARAM, stage_microbatches
+
+    runs = stage_microbatches(schedule)  # per stage, its chain's micro-batches (harness.schedule.chains)
+    chained = bool(schedule.params.get(CHAINS_PARAM))
     seen: dict[Job, tuple[int, int]] = {}
     problems: list[tuple[int, int, str]] = []
     for rank, step, job in schedule.jobs():
         if job.microbatch is not None and not 0 <= job.microbatch < m:
             problems.append((rank, step, f"{job} names micro-batch {job.microbatch}, valid are 0..{m - 1}"))
+            continue
+        if chained and job.microbatch is not None and 0 <= job.stage < len(runs) and job.microbatch not in runs[job.stage]:
+            own = runs[job.stage]
+            problems.append((rank, step, f"{job} names micro-batch {job.microbatch}, but stage {job.stage}'s chain runs "
+                                         f"micro-batches {own.start}..{own.stop - 1}"))
             continue
         if job.microbatch is None and job.kind.takes_microbatch:
             problems.append((rank, step, f"{job} names no micro-batch; only OPT, UNSHARD, RESHARD and REDUCE_GRAD jobs go without one"))
@@ -88,14 +98,15 @@ def check_counts(schedule: Schedule) -> None:
             missing.append(name)
 
     for stage in range(schedule.num_stages):
-        prev = -1
-        for mb in [*sorted(named[stage]), m]:
+        prev = runs[stage].start - 1
+        stop = runs[stage].stop
+        for mb in [*sorted(named[stage]), stop]:
             for gap in range(prev + 1, min(mb, prev + 1 + _MAX_REPORTED)):
                 lack(f"{stage}F{gap}")
                 lack(f"{stage}B{gap}")
             n_missing += 2 * max(0, mb - prev - 1 - _MAX_REPORTED)
             prev = mb
-            if mb == m:
+            if mb == stop:
                 break
             if Job(stage, JobKind.F, mb) not in seen:
                 lack(f"{stage}F{mb}")
@@ -117,7 +128,8 @@ def check_counts(schedule: Schedule) -> None:
         if problems:
             what.append(f"{len(problems)} misplaced or duplicate job(s)")
         if n_missing:
-            what.append(f"{n_missing} missing job(s) (each stage needs F and B, or F, I and W, for micro-batches 0..{m - 1})")
+            which = "its chain's micro-batches" if chained else f"micro-batches 0..{m - 1}"
+            what.append(f"{n_missing} missing job(s) (each stage needs F and B, or F, I and W, for {which})")
         _fail(schedule, problems, "; ".join(what), missing, n_missing)
 
 

@@ -129,9 +129,12 @@
     comm.addEventListener("change", function () { tl.setComm(comm.checked); });
     cp.disabled = !tl.x.d.cp.length;
     if (cp.disabled) cp.parentNode.title = "this case has no critical path (imported logs, or a results file without one)";
-    cp.addEventListener("change", function () { tl.showCp = cp.checked; tl.draw(); });
+    // The critical path shown zooms to its step (the median one), where its jobs can be read.
+    var showCp = function (on) { tl.showCp = on; if (on && tl.x.d.cp.length) tl.zoomToStep(tl.x.d.step[tl.x.d.cp[0]]); tl.draw(); };
+    cp.addEventListener("change", function () { showCp(cp.checked); });
     deps.addEventListener("change", function () { tl.showDeps = deps.checked; tl.draw(); });
     q(".reset").addEventListener("click", function () { tl.reset(); });
+    q(".whole").addEventListener("click", function () { tl.whole(); });
     keysBtn.addEventListener("click", function () { help.hidden = !help.hidden; keysBtn.setAttribute("aria-expanded", String(!help.hidden)); });
     var runFind = function () {
       var n = tl.find(findBox.value), hidden = 0;
@@ -157,7 +160,7 @@
       var e = arg;
       if (e.key === "g") setView(gridBox.hidden);
       else if (e.key === "c" && !comm.disabled) { comm.checked = !comm.checked; tl.setComm(comm.checked); }
-      else if (e.key === "p" && !cp.disabled) { cp.checked = !cp.checked; tl.showCp = cp.checked; tl.draw(); }
+      else if (e.key === "p" && !cp.disabled) { cp.checked = !cp.checked; showCp(cp.checked); }
       else if (e.key === "a") { deps.checked = !deps.checked; tl.showDeps = deps.checked; tl.draw(); }
       else if (e.key === "/") findBox.focus();
       else if (e.key === "?") keysBtn.click();

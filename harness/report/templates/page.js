@@ -48,9 +48,12 @@
       var pct = function (v) { return (v >= 0 ? "+" : "") + v.toFixed(2); };
       var numbers = function () {
         var a = +selA.value, b = +selB.value, body = document.querySelector("#cmp-numbers tbody");
-        var pair = (PAYLOAD.pairs || {})[a + "," + b], ca = PAYLOAD.numbers[a], cb = PAYLOAD.numbers[b], same = a === b;
-        var verdict = function (ch) { return same ? "same case" : ch ? ch[3] + (ca.flagged || cb.flagged ? " (flagged: unstable or contended)" : "") : "pair not computed (many cases): run python -m harness compare"; };
-        var delta = function (ch, unit) { return same ? "—" : ch ? pct(ch[0] * 100) + unit : "not computed"; };
+        var ca = PAYLOAD.numbers[a], cb = PAYLOAD.numbers[b], same = a === b;
+        var pair = same ? null : H.pairChange(ca, cb), words = { larger: "slower", smaller: "faster" };
+        if (pair && pair.step) pair.step[3] = words[pair.step[3]] || pair.step[3];
+        H.shownPair = pair;
+        var verdict = function (ch) { return same ? "same case" : ch ? ch[3] + (ca.flagged || cb.flagged ? " (flagged: unstable or contended)" : "") : "n/a: the top case's median step is 0"; };
+        var delta = function (ch, unit) { return same ? "—" : ch ? pct(ch[0] * 100) + unit : "n/a"; };
         var ci = function (ch, unit) { return same || !ch || ch[1] === null ? "—" : (ch[1] === ch[2] ? "exact" : "[" + (ch[1] * 100).toFixed(2) + ", " + (ch[2] * 100).toFixed(2) + "]" + unit); };
         var rel = function (x, y) { return same || x === null || y === null || !x ? "—" : pct((y - x) / x * 100) + "%"; };
         var rows = [
@@ -62,7 +65,8 @@
         // Both cases named in the table's header and above their timelines (the selects are not printed).
         [["cmp-th-a", "top: ", ca], ["cmp-th-b", "bottom: ", cb], ["cmp-name-a", "top: ", ca], ["cmp-name-b", "bottom: ", cb]].forEach(function (n) {
           var el = document.getElementById(n[0]); if (!el) return;
-          var b = document.createElement("bdi"); b.textContent = n[2].label; el.textContent = n[1]; el.appendChild(b);
+          var b = document.createElement("bdi"); b.textContent = n[2].label; b.className = "cut"; b.title = n[2].label;
+          el.textContent = n[1]; el.appendChild(b);
         });
         body.textContent = "";
         rows.forEach(function (row) {
@@ -74,6 +78,13 @@
       numbers();
       selA.addEventListener("change", function () { top.setCase(+selA.value); top.reset(); numbers(); overlay(); });
       selB.addEventListener("change", function () { bottom.setCase(+selB.value); bottom.reset(); numbers(); overlay(); });
+      // A dot of the step-time against peak-memory chart: its case goes to the bottom of the comparison.
+      Array.prototype.forEach.call(document.querySelectorAll("#memory-chart .mdot"), function (dot) {
+        dot.addEventListener("click", function () {
+          selB.value = dot.getAttribute("data-k"); selB.dispatchEvent(new Event("change"));
+          document.getElementById("cmp-numbers").scrollIntoView({ block: "nearest" });
+        });
+      });
       H.compare = [top, bottom];
     }
     window.addEventListener("resize", function () { H.timelines.forEach(function (t) { t.draw(); }); });

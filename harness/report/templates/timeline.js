@@ -4,7 +4,9 @@
   var PAYLOAD = JSON.parse(document.getElementById("harness-data").textContent);
   var KINDS = PAYLOAD.kinds;
   var tip = document.getElementById("tip");
-  var LANE_H = 20, SMALL_H = 8, TOP = 30, LEFT = 170, MAX_ARROWS = 5000, MEM_H = 36;
+  var LANE_H = 20, SMALL_H = 8, TOP = 30, LEFT = 170, MAX_ARROWS = 5000, MEM_H = 48, GIB = 1073741824;
+  // A user string in text that holds others (tooltips): isolated, so a right-to-left override in it cannot reorder the rest.
+  function iso(text) { return "\u2068" + text + "\u2069"; }
   var H = window.__harness = { timelines: [], firstDrawMs: null, loadMs: null, errors: [], kinds: KINDS };
 
   function fmt(us) {
@@ -49,8 +51,13 @@
     var t0 = steps.length ? steps[0][0] : (n ? start[0] : 0);
     for (l = 0; l < d.nl.length; l++) if (d.nl[l] && start[off[l]] < t0) t0 = start[off[l]];
     var ov = new Uint8Array(n); for (i = 0; i < d.ov.length; i++) ov[d.ov[i]] = 1;
+    // The step the timeline opens on (the median one, the critical path's): its bounds, else the first step's.
+    var open = null;
+    var want = PAYLOAD.open ? PAYLOAD.open[k] : null;
+    for (i = 0; i < steps.length; i++) if (steps[i][2] === want) open = [steps[i][0], steps[i][1], steps[i][2]];
+    if (!open && steps.length) open = steps[0].slice();
     return (decoded[k] = { d: d, n: n, start: start, end: end, lane: lane, off: off, maxDur: maxDur, steps: steps,
-                           tMin: Math.min(0, t0), tMax: tEnd > 0 ? tEnd : 1, ov: ov, adj: null });
+                           tMin: Math.min(0, t0), tMax: tEnd > 0 ? tEnd : 1, ov: ov, adj: null, open: open });
   }
   // Dependencies as adjacency lists (built on first use): preds/succs of each job, [job, flag] pairs.
   function adjacency(x) {
@@ -118,6 +125,7 @@
     else if (e.key === "ArrowLeft") this.pan(v.t0 - span / 10, span);
     else if (e.key === "ArrowRight") this.pan(v.t0 + span / 10, span);
     else if (e.key === "0" || e.key === "Home") this.reset();
+    else if (e.key === "w") this.whole();
     else if (e.key === "Escape") this.select(-1);
     else return this.emit("key", e);
     return true;
@@ -160,7 +168,27 @@
     for (var i = 0; i < m.length; i++) { lo = Math.min(lo, m[i].x.tMin); hi = Math.max(hi, m[i].x.tMax); }
     var pad = (hi - lo) * 0.01; return [lo < 0 ? lo - pad : lo, hi + pad];  // a view that starts at 0 stays at 0
   };
-  Timeline.prototype.reset = function () { var b = this.bounds(); this.view.set(b[0], b[1]); };
+  // The whole recording (key w, "all steps").
+  Timeline.prototype.whole = function () { var b = this.bounds(); this.view.set(b[0], b[1]); };
+  // Step `step`'s span with 2 % of padding, inside bounds(); false where the case has no such step.
+  Timeline.prototype.stepSpan = function (step) {
+    var x = this.x; for (var i = 0; i < x.steps.length; i++) if (x.steps[i][2] === step) {
+      var a = x.steps[i][0], b = x.steps[i][1], pad = (b - a) * 0.02, bd = this.bounds();
+      return [Math.max(bd[0], a - pad), Math.min(bd[1], b + pad)];
+    }
+    return null;
+  };
+  Timeline.prototype.zoomToStep = function (step) { var sp = this.stepSpan(step); if (sp && sp[1] > sp[0]) this.view.set(sp[0], sp[1]); return !!sp; };
+  // How a timeline opens (and key 0): on its median step, where labels are readable; a shared view (the comparison)
+  // on the members' first steps, which start together at 0; the whole recording where a case has no steps.
+  Timeline.prototype.reset = function () {
+    var m = this.view.members;
+    if (m.length === 1 && this.x.open && this.zoomToStep(this.x.open[2])) return;
+    var lo = Infinity, hi = -Infinity;
+    for (var i = 0; i < m.length; i++) if (m[i].x.steps.length) { lo = Math.min(lo, m[i].x.steps[0][0]); hi = Math.max(hi, m[i].x.steps[0][1]); }
+    if (!(hi > lo)) { this.whole(); return; }
+    var bd = this.bounds(), pad = (hi - lo) * 0.02; this.view.set(Math.max(bd[0], lo - pad), Math.min(bd[1], hi + pad));
+  };
   Timeline.prototype.scale = function () { return (this.c.clientWidth - LEFT) / (this.view.t1 - this.view.t0); };
   Timeline.prototype.timeAt = function (x) { return this.view.t0 + (x - LEFT) / this.scale(); };
   Timeline.prototype.zoom = function (f, at) {
@@ -344,33 +372,54 @@
       for (k = ad.so[focus]; k < ad.so[focus + 1]; k++) { inView++; if (this.arrow(g, ad.sv[k])) drawn++; }
     }
     this.arrowsShown = [drawn, inView];
-    // Memory lanes: per rank the bytes held (a step function), scaled to the largest peak or the limit.
+    // Memory lanes: per rank the bytes held (a step function) on a GiB scale from 0 to the largest peak or the limit;
+    // the part above the limit filled red.
     var mem = d.mem, memTop = bottom + 6;
     if (mem) {
       for (var r2 = 0; r2 < mem.lines.length; r2++) {
-        var yb = memTop + (r2 + 1) * MEM_H - 3, hh = MEM_H - 8, ln = mem.lines[r2];
+        var yb = memTop + (r2 + 1) * MEM_H - 4, hh = MEM_H - 10, ln = mem.lines[r2], yTop = yb - hh;
         g.fillStyle = r2 % 2 ? "#fafbfc" : "#f4f1fa"; g.fillRect(LEFT, memTop + r2 * MEM_H, plotW, MEM_H);
-        g.fillStyle = "rgba(111,66,193,.35)"; g.strokeStyle = "#6f42c1"; g.lineWidth = 1;
-        g.beginPath(); g.moveTo(LEFT + (ln.t.length ? (ln.t[0] - t0) * s : 0), yb);
-        for (var q2 = 0; q2 < ln.t.length; q2++) {
-          var xq = LEFT + (ln.t[q2] - t0) * s, yq = yb - hh * ln.b[q2] / mem.top;
-          if (q2) g.lineTo(xq, yb - hh * ln.b[q2 - 1] / mem.top);
-          g.lineTo(xq, yq);
-        }
-        if (ln.t.length) g.lineTo(LEFT + (ln.t[ln.t.length - 1] - t0) * s, yb);
-        g.closePath(); g.fill(); g.stroke();
+        g.strokeStyle = "#e3e0ea"; g.lineWidth = 1; g.beginPath(); g.moveTo(LEFT, yTop + .5); g.lineTo(w, yTop + .5); g.moveTo(LEFT, yb - hh / 2 + .5); g.lineTo(w, yb - hh / 2 + .5); g.stroke();
+        var area = function (ln, yb, hh) {
+          g.beginPath(); g.moveTo(LEFT + (ln.t.length ? (ln.t[0] - t0) * s : 0), yb);
+          for (var q2 = 0; q2 < ln.t.length; q2++) {
+            var xq = LEFT + (ln.t[q2] - t0) * s, yq = yb - hh * ln.b[q2] / mem.top;
+            if (q2) g.lineTo(xq, yb - hh * ln.b[q2 - 1] / mem.top);
+            g.lineTo(xq, yq);
+          }
+          if (ln.t.length) g.lineTo(LEFT + (ln.t[ln.t.length - 1] - t0) * s, yb);
+          g.closePath();
+        };
+        area(ln, yb, hh);
+        g.fillStyle = "rgba(111,66,193,.35)"; g.strokeStyle = "#6f42c1"; g.fill(); g.stroke();
         if (mem.limit) {
-          var yl = yb - hh * mem.limit / mem.top; g.strokeStyle = "#b42318"; g.setLineDash([5, 3]);
+          var yl = yb - hh * mem.limit / mem.top;
+          if (yl > yTop + 0.5) {  // room above the limit: the part of the area over it, in red
+            g.save(); g.beginPath(); g.rect(LEFT, yTop - 2, plotW, yl - yTop + 2); g.clip();
+            area(ln, yb, hh); g.fillStyle = "rgba(180,35,24,.6)"; g.fill(); g.restore();
+          }
+          g.strokeStyle = "#b42318"; g.setLineDash([5, 3]);
           g.beginPath(); g.moveTo(LEFT, yl + .5); g.lineTo(w, yl + .5); g.stroke(); g.setLineDash([]);
         }
       }
     }
     g.restore();
     if (mem) {
+      var gib = function (b) { var v = b / GIB; return (v >= 10 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toFixed(2)) + " GiB"; };
       for (var r3 = 0; r3 < mem.lines.length; r3++) {
-        g.fillStyle = "#fff"; g.fillRect(0, memTop + r3 * MEM_H, LEFT - 2, MEM_H);
-        g.fillStyle = "#333"; g.fillText("rank " + r3 + " memory", 4, memTop + r3 * MEM_H + 10);
-        g.fillStyle = "#666"; g.fillText("peak " + bytesFmt(mem.peak[r3]) + (mem.limit ? " / " + bytesFmt(mem.limit) : ""), 4, memTop + r3 * MEM_H + 24);
+        var y0 = memTop + r3 * MEM_H, ybase = y0 + MEM_H - 4, hgt2 = MEM_H - 10;
+        g.fillStyle = "#fff"; g.fillRect(0, y0, LEFT - 2, MEM_H);
+        g.fillStyle = "#333"; g.fillText("rank " + r3 + " memory", 4, y0 + 10);
+        var over = mem.limit && mem.peak[r3] > mem.limit;
+        g.fillStyle = over ? "#b42318" : "#666";
+        g.fillText("peak " + gib(mem.peak[r3]) + (over ? ", over" : ""), 4, y0 + 24);
+        // the scale: 0 and the top of the lane, in GiB, right-aligned against the plot (ticks at 0, half and top)
+        g.fillStyle = "#777"; g.font = "9px system-ui, sans-serif"; g.textAlign = "right";
+        g.fillText(gib(mem.top), LEFT - 5, ybase - hgt2 + 3); g.fillText("0", LEFT - 5, ybase - 2);
+        g.textAlign = "left"; g.font = "11px system-ui, sans-serif";
+        g.strokeStyle = "#999"; g.lineWidth = 1; g.beginPath();
+        [0, 0.5, 1].forEach(function (f) { var yt = Math.round(ybase - hgt2 * f) + .5; g.moveTo(LEFT - 3, yt); g.lineTo(LEFT, yt); });
+        g.stroke();
       }
     }
     // Lane labels on top of everything, left of the plot (a collapsed rank: "▸ rank r").
@@ -405,8 +454,8 @@
   Timeline.prototype.tipText = function (i) {
     var x = this.x, d = x.d, kind = KINDS[d.kind[i]].name, dur = x.end[i] - x.start[i];
     var model = d.cost ? d.cost[d.stage[i] + "," + kind] : undefined, wt = waitOf(x, i);
-    var why = wt.by >= 0 ? " for " + label(d, wt.by) + " on " + d.lanes[x.lane[wt.by]] : wt.first ? " from the step's start" : "";
-    return d.label + "\n" + d.lanes[x.lane[i]] + "\n" + label(d, i) +
+    var why = wt.by >= 0 ? " for " + label(d, wt.by) + " on " + iso(d.lanes[x.lane[wt.by]]) : wt.first ? " from the step's start" : "";
+    return iso(d.label) + "\n" + iso(d.lanes[x.lane[i]]) + "\n" + label(d, i) +
       ": stage " + d.stage[i] + ", " + kind + (d.mb[i] < 0 ? "" : ", micro-batch " + d.mb[i]) + ", chunk " + d.chunk[i] + ", step " + d.step[i] +
       "\nstart " + fmt(x.start[i]) + ", duration " + fmt(dur) + " measured" +
       (model === undefined ? " (no cost model)" : ", " + fmt(model / 1000) + " cost model" + (d.olap && d.olap[label(d, i)] ? " alone" : "")) +

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 
-__all__ = ["INSTALL_HINT", "probe"]
+__all__ = ["INSTALL_HINT", "probe", "visible_gpus"]
 
 INSTALL_HINT = (
     "Install the optional extra with `pip install -e .[cuda]` on a machine with an NVIDIA driver "
@@ -43,6 +43,24 @@ def probe() -> tuple[bool, str]:
     except Exception as exc:
         return False, f"CUDA device 0 cannot be queried ({exc})"
     return True, f"{count} CUDA device(s), first is {first}"
+
+
+def visible_gpus() -> list[str]:
+    """How each GPU this process sees is named in ``CUDA_VISIBLE_DEVICES``, in CUDA's order: the
+    variable's own entries (indices, ``GPU-<uuid>``, ``MIG-<uuid>``) where it is set, else ``"0"``,
+    ``"1"``, ... One entry per device CUDA counts (it stops at an entry it cannot use, so later
+    entries are left out); empty where :func:`probe` fails. A child process given one entry as its
+    ``CUDA_VISIBLE_DEVICES`` sees that GPU alone."""
+    ok, _ = probe()
+    if not ok:
+        return []
+    import pycuda.driver as drv
+
+    count = drv.Device.count()
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is None:
+        return [str(i) for i in range(count)]
+    return [entry.strip() for entry in given.split(",")][:count]
 
 
 def _find_nvcc() -> str | None:

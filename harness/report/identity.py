@@ -1,0 +1,166 @@
+"""What model a case ran, as the page labels it: every field that tells two cases' models apart.
+
+A case's model is its cost model (every field the results document holds for it: sizes, TFLOP/s,
+vocabulary, layout, layers per stage, recomputation, memory terms, the link), the case options that
+change it (:func:`harness.report.cost_table.model_notes`), its memory limit, its communication model
+and placement, and its backend and workload. The page keys chart series, the overview's "model /
+cost" column and the comparison's "same model" on all of it (:func:`model_key`), so two cases that
+differ in any of it are never merged into one dot or called the same model; it labels each case with
+the short form (:func:`cost_label`) plus whatever else tells it apart from the other cases on the
+page (:func:`model_labels`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["cost_label", "isolated", "model_fields", "model_key", "model_labels"]
+
+#: Unicode's first-strong isolate and pop-directional isolate: a user string between them cannot
+#: reorder the text around it (where no ``<bdi>`` can go: SVG ``<title>`` tooltips, canvas text).
+_FSI, _PDI = "\u2068", "\u2069"
+
+
+def isolated(text: str) -> str:
+    """``text`` between U+2068 and U+2069, so a right-to-left override in it stays inside it."""
+    return f"{_FSI}{text}{_PDI}"
+
+
+def _ms(ns: Any) -> str:
+    if isinstance(ns, bool) or not isinstance(ns, (int, float)):
+        return "?"
+    return f"{ns / 1e6:g}"
+
+
+#: The cost fields :func:`cost_label` shows itself, per model (others are shown where they differ).
+_SHOWN = {
+    "transformer": {"model", "hidden_size", "num_layers", "seq_len", "tflops", "vocab_size", "layout", "layers_per_stage",
+                    "recompute", "tensor_parallel_size", "sequence_parallel", "flash_attention", "p2p_latency_ns",
+                    "p2p_gbytes_per_s", "unshard_ns", "reshard_ns", "reduce_grad_ns", "overlap_ns", "overlap_ratio"},
+    "fixed": {"model", "forward_ns", "backward_ns", "p2p_latency_ns", "p2p_gbytes_per_s", "unshard_ns", "reshard_ns",
+              "reduce_grad_ns", "overlap_ns", "overlap_ratio"},
+}
+
+
+def cost_label(cost: Any) -> str:
+    """A short description of a results-document cost model, e.g. ``"h=2048 L=24 s=1024 · 400 TFLOP/s"``:
+    a transformer's size, tensor/sequence parallelism and flash attention (``TP=8 SP flash``) and speed,
+    with its vocabulary (``vocab 50257``), layout or layers per stage (``layout Et*3|t*4``,
+    ``layers 7,6,6,5``) and recomputation (``recompute=selective``, per stage ``recompute=full,none``) where set; a fixed
+    model's F and B (``F=1 B=2 ms``; per-stage lists as ``1–2``); the point-to-point link when transfers
+    cost time (``"+ p2p 10 µs, 25 GB/s"``), the data-parallel jobs' durations where set
+    (``"· UNSHARD 0.3 RESHARD 0.2 REDUCE_GRAD 0.7 ms"``, :mod:`harness.model.data_parallel`) and how an
+    overlapped F&B group is timed where set (``"· F&B overlap_ratio 0.5"`` or ``"· F&B group 2.5 ms"``
+    for ``overlap_ns``, :mod:`harness.plan.groups`). What it leaves out, :func:`model_labels` adds where
+    cases differ in it."""
+    if not isinstance(cost, dict):
+        return ""
+    if cost.get("model") == "transformer":
+        label = f"h={cost.get('hidden_size')} L={cost.get('num_layers')} s={cost.get('seq_len')}"
+        tp = cost.get("tensor_parallel_size")
+        if isinstance(tp, int) and tp > 1:  # every figure one GPU's of the group: another model than TP=1's
+            label += f" TP={tp}" + (" SP" if cost.get("sequence_parallel") is True else "")
+        if cost.get("flash_attention") is True:
+            label += " flash"
+        if isinstance(cost.get("tflops"), (int, float)):
+            label += f" · {cost['tflops']:g} TFLOP/s"
+        if cost.get("vocab_size"):
+            label += f" · vocab {cost['vocab_size']}"
+        if cost.get("layout"):
+            label += f" · layout {cost['layout']}"
+        elif isinstance(cost.get("layers_per_stage"), list):
+            label += " · layers " + ",".join(str(x) for x in cost["layers_per_stage"])
+        recompute = cost.get("recompute")
+        if isinstance(recompute, str) and recompute != "none":
+            label += f" · recompute={recompute}"
+        elif isinstance(recompute, list):
+            label += " · recompute=" + ",".join(map(str, recompute))
+    elif cost.get("model") == "fixed":
+        def ms(ns: Any) -> str:
+            if isinstance(ns, list) and ns:
+                lo, hi = min(ns), max(ns)
+                return _ms(lo) if lo == hi else f"{_ms(lo)}–{_ms(hi)}"
+            return _ms(ns)
+        label = f"F={ms(cost.get('forward_ns'))} B={ms(cost.get('backward_ns'))} ms"
+    else:
+        label = str(cost.get("model", ""))
+    latency, bandwidth = cost.get("p2p_latency_ns") or 0, cost.get("p2p_gbytes_per_s")
+    if latency or bandwidth:
+        label += f" + p2p {latency / 1000:g} µs" + (f", {bandwidth:g} GB/s" if bandwidth else "")
+    dp = [f"{kind} {cost[key] / 1e6:g}" for key, kind in (("unshard_ns", "UNSHARD"), ("reshard_ns", "RESHARD"),
+                                                          ("reduce_grad_ns", "REDUCE_GRAD")) if isinstance(cost.get(key), (int, float)) and cost[key]]
+    if dp:
+        label += " · " + " ".join(dp) + " ms"
+    if isinstance(cost.get("overlap_ns"), (int, float)):
+        label += f" · F&B group {cost['overlap_ns'] / 1e6:g} ms"
+    elif isinstance(cost.get("overlap_ratio"), (int, float)):
+        label += f" · F&B overlap_ratio {cost['overlap_ratio']:g}"
+    return label
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def model_fields(case: dict[str, Any]) -> dict[str, str]:
+    """Every field of ``case`` that describes the model it ran (module doc), flat, values as compact
+    JSON text: ``{"cost.tflops": "400", "option.overlap": "false", "memory limit": "9663676416", ...}``."""
+    out: dict[str, str] = {}
+    cost = case.get("cost")
+    if isinstance(cost, dict):
+        out.update({f"cost.{k}": _compact(v) for k, v in cost.items()})
+    options = case.get("options")
+    if isinstance(options, dict):
+        out.update({f"option.{k}": _compact(v) for k, v in options.items()})
+    memory = case.get("memory")
+    if isinstance(memory, dict) and memory.get("limit_bytes") is not None:
+        out["memory limit"] = _compact(memory["limit_bytes"])
+    params = (case.get("schedule") or {}).get("params")
+    if isinstance(params, dict):
+        out.update({f"schedule.{k}": _compact(v) for k, v in params.items() if k not in ("v", "comm")})
+    out["comm model"] = str(case.get("comm_model") or "stream")
+    device = case.get("device") if isinstance(case.get("device"), dict) else {}
+    out["backend"] = str(case.get("backend", ""))
+    out["workload"] = str((device or {}).get("workload") or "")
+    return out
+
+
+def model_key(case: dict[str, Any]) -> str:
+    """One string equal for two cases exactly when :func:`model_fields` are (the series and "same model" key)."""
+    return json.dumps(sorted(model_fields(case).items()), ensure_ascii=False)
+
+
+def _shown_field(key: str, value: str) -> str:
+    if key == "memory limit":
+        try:
+            return f"limit {int(value) / 2**30:g} GiB"
+        except ValueError:
+            return f"limit {value}"
+    name = key.split(".", 1)[-1]
+    return f"{name}={value}"
+
+
+#: Fields the page shows elsewhere beside the model (a case's backend and communication model have columns).
+_ELSEWHERE = {"backend", "workload", "comm model"}
+
+
+def model_labels(cases: Sequence[dict[str, Any]]) -> list[str]:
+    """Per case, its :func:`cost_label` followed by each other model field in which the cases on the page
+    differ (``"h=2048 L=24 s=1024 · 400 TFLOP/s · num_attention_heads=32 · limit 9 GiB"``), so two cases
+    of different models never read the same. Backend, workload and communication model are left out
+    (the page shows them in columns of their own)."""
+    fields = [model_fields(c) for c in cases]
+    keys = sorted({k for f in fields for k in f})
+    # a field differs where the cases that have it hold two values of it (a field only some cases have, such as the
+    # placement of send/receive jobs a case without them lacks, tells nothing apart by its absence)
+    differing = [k for k in keys if k not in _ELSEWHERE and len({f[k] for f in fields if k in f}) > 1]
+    out = []
+    for case, f in zip(cases, fields):
+        cost = case.get("cost") if isinstance(case.get("cost"), dict) else {}
+        shown = _SHOWN.get(str((cost or {}).get("model")), {"model"})
+        extra = [_shown_field(k, f[k]) for k in differing if k in f and not (k.startswith("cost.") and k[5:] in shown)]
+        base = cost_label(case.get("cost"))
+        out.append(" · ".join(x for x in (base, *extra) if x))
+    return out
