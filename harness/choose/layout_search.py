@@ -1,0 +1,507 @@
+"""Layout and recomputation search: which layers each stage holds, and which stages recompute.
+
+For one schedule at one size (``p`` ranks, ``m`` micro-batches, ``v`` chunks) and a
+:class:`~harness.model.transformer.TransformerCost`, :func:`search_layout` finds the stage layout (a
+Megatron-Core layout string, :mod:`harness.model.layout`) and the recomputation mode of every stage
+(``none``, ``selective`` or ``full``, :mod:`harness.model.recompute`) that give the shortest predicted
+step time (ns) whose memory peak (bytes, every rank) fits the limit.
+
+Every candidate is judged by the exact analytic path a ``sim`` run takes: the case's schedule is
+built, its communication model applied (:func:`harness.model.comm.lower`), the plan simulated
+(:func:`harness.analysis.analytic.analyze`) and its memory peaks computed
+(:func:`harness.analysis.memory.analytic_memory`), so a candidate's ``step_ns`` is what
+``run_case(candidate.case(...), backend="sim")`` measures. Where the schedule does not depend on
+the costs (every builder but a cost-aware one such as ZB-auto, and every comm model but
+``blocking``, whose send placement is timed), one plan serves every candidate and only the
+durations change.
+
+The search (the plan is a sequence of stages, each holding a contiguous run of layers):
+
+1. **Per-stage models.** Two probes (every stage holding one layer, then two) give each stage's work
+   per micro-batch (ns: F + B, or F + I + W where the schedule splits the backward), static bytes and
+   activation bytes per micro-batch as exact linear functions of its layer count, per mode.
+2. **Exact DP on the bottleneck** (the linear-partition DP; the same objective as SAPP's
+   per-stage balance in mindformers ``toolkit/pipeline_balance``): the split and per-stage modes
+   that minimise the busiest stage's work, each stage's memory estimate (static + its peak
+   in-flight micro-batches x activations) within the limit. Run once with modes mixed and once
+   per uniform mode.
+3. **Local search on the simulator** from the best of those and the even splits: move one layer
+   between neighbouring stages, or change one stage's mode, keeping a move when the simulated
+   key improves (fitting first, then step time; not fitting: lower peak first). Stages of the
+   busiest rank (or the ranks over the limit) are tried first. The search stops at a local
+   optimum or when its budget of simulated jobs is spent (:data:`JOB_BUDGET`).
+4. **Exhaustive** when the space (splits x modes) is at most ``exhaustive_limit`` candidates:
+   every one is simulated and the result is proven optimal.
+
+A lower bound (ns) comes with the answer: no layout can beat ``m x max(total work / p, the DP's
+busiest stage without recomputation)``, since every rank runs all ``m`` micro-batches of its
+stages and the total work does not depend on the layout (recomputation only adds to it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.analysis.analytic import analyze
+from harness.analysis.bubble import decompose
+from harness.analysis.memory import analytic_memory
+from harness.case import PipelineCase
+from harness.errors import ConfigError
+from harness.model.chains import check_cost_for_chains
+from harness.model.comm import check_comm_model, lower
+from harness.model.recompute import RECOMPUTE
+from harness.model.stage_costs import stage_costs
+from harness.model.transformer import TransformerCost
+from harness.plan.build import build_plan
+from harness.plan.graph import Plan
+from harness.schedule.registry import builder_info
+
+__all__ = ["JOB_BUDGET", "Candidate", "LayoutChoice", "layout_text", "search_layout"]
+
+#: Simulated jobs the local search may spend on one (schedule, p, m, v): about 2-3 s on one core.
+JOB_BUDGET = 600_000
+#: A candidate whose schedule is rebuilt (a cost-aware builder, or ``blocking``'s timed placement) costs
+#: about this many times the jobs of one that reuses the plan (measured: ZB-auto at p=8, m=32).
+REBUILD_WEIGHT = 10
+#: The local search simulates at least this many candidates, whatever their size.
+MIN_EVALUATIONS = 12
+#: A space of at most this many candidates (splits x modes) is searched exhaustively.
+EXHAUSTIVE_LIMIT = 256
+
+#: A cost-built schedule's local search is timed on one shared plan; this many of its best are then rebuilt exactly.
+FINALISTS = 3
+
+#: Names of the two baselines shown beside the answer, as mindformers' SAPP prints its naive plan.
+EVEN_NONE = "even split, no recomputation"
+EVEN_BEST = "even split, best uniform recomputation"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One layout and recomputation setting, as the analytic path predicts it.
+
+    Attributes:
+        layout: the stage layout, Megatron-Core syntax (``"Et*7|t*6|...|t*5L"``; ``E``/``L`` only with a vocabulary).
+        recompute: one mode for every stage, or one per stage (``p x v``, stage 0 first).
+        step_ns: predicted step time (ns): the plan's makespan, what ``sim`` measures.
+        bubble: ``sum(idle) / (p x step)`` (the idle share of all ranks' time, arXiv:2104.04473 §2.2.1).
+        peak_bytes: the largest memory peak over ranks (bytes: static + live activations).
+        peak_bytes_per_rank: each rank's peak (bytes), rank 0 first.
+        fits: every rank's peak is within the limit (``True`` without one).
+    """
+
+    layout: str
+    recompute: str | tuple[str, ...]
+    step_ns: int
+    bubble: float
+    peak_bytes: int
+    peak_bytes_per_rank: tuple[int, ...]
+    fits: bool
+
+    def cost(self, base: TransformerCost) -> TransformerCost:
+        """``base`` with this candidate's layout and recomputation."""
+        return replace(base, layout=self.layout, layers_per_stage=None, recompute=self.recompute)
+
+    def case(self, schedule: str, p: int, m: int, v: int, base: TransformerCost, *, options: Mapping[str, Any] | None = None,
+             comm_model: str | None = None, memory_limit_bytes: int | None = None) -> PipelineCase:
+        """The case that reproduces this candidate: ``run_case(case, backend="sim")`` measures :attr:`step_ns`."""
+        return PipelineCase(schedule, stages=p, microbatches=m, chunks=v, cost=self.cost(base), options=dict(options or {}),
+                            memory_limit_bytes=memory_limit_bytes, comm_model=comm_model)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The candidate as plain JSON values."""
+        return {"layout": self.layout, "recompute": self.recompute if isinstance(self.recompute, str) else list(self.recompute),
+                "step_ns": self.step_ns, "bubble": self.bubble, "peak_bytes": self.peak_bytes,
+                "peak_bytes_per_rank": list(self.peak_bytes_per_rank), "fits": self.fits}
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """What :func:`search_layout` found.
+
+    Attributes:
+        best: the fastest candidate that fits; where none fits, the one with the lowest peak.
+        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split with each uniform mode, best one).
+        evaluated: candidates simulated.
+        lower_bound_ns: no layout or recomputation can give a shorter step (ns).
+        proven_optimal: ``best`` is optimal: every candidate was simulated, or it meets the lower bound.
+        method: how it was found, in words.
+        decomposition: ``best``'s step decomposed (:class:`~harness.analysis.bubble.BubbleDecomposition`, as a dict).
+    """
+
+    best: Candidate
+    baselines: dict[str, Candidate]
+    evaluated: int
+    lower_bound_ns: int
+    proven_optimal: bool
+    method: str
+    decomposition: dict[str, Any] = field(default_factory=dict)
+
+
+def layout_text(counts: Sequence[int], vocab: bool) -> str:
+    """The Megatron-Core layout string of ``counts`` transformer layers per stage (stage 0 first);
+    with ``vocab`` the embedding on the first stage and the LM head on the last (``"Et*7|t*6|t*5L"``)."""
+    last = len(counts) - 1
+    parts = []
+    for k, n in enumerate(counts):
+        body = f"t*{n}" if n > 1 else "t" * n
+        parts.append(("E" if vocab and k == 0 else "") + body + ("L" if vocab and k == last else ""))
+    return "|".join(parts)
+
+
+def even_counts(num_layers: int, num_stages: int) -> tuple[int, ...]:
+    """``num_layers`` split as evenly as possible over ``num_stages``, the extra layers on the middle
+    stages (the first and last hold the embedding and the LM head)."""
+    q, r = divmod(num_layers, num_stages)
+    start = (num_stages - r) // 2
+    return tuple(q + (1 if start <= k < start + r else 0) for k in range(num_stages))
+
+
+@dataclass(frozen=True)
+class _Linear:
+    """Per stage and mode, ``value = a + b * layers``: work (ns per micro-batch), static and activation bytes."""
+
+    work: dict[str, tuple[tuple[int, int], ...]]
+    static: dict[str, tuple[tuple[int, int], ...]]
+    act: dict[str, tuple[tuple[int, int], ...]]
+
+    @staticmethod
+    def at(pair: tuple[int, int], n: int) -> int:
+        return pair[0] + pair[1] * n
+
+
+class _Search:
+    """One (schedule, p, m, v): the candidates simulated, memoised by (counts, modes)."""
+
+    def __init__(self, schedule: str, p: int, m: int, v: int, base: TransformerCost, options: Mapping[str, Any],
+                 comm_model: str, limit: int | None) -> None:
+        if not isinstance(base, TransformerCost):
+            raise ConfigError(f"the layout search takes a TransformerCost (layers, embedding, LM head), got {type(base).__name__}")
+        self.schedule, self.p, self.m, self.v = schedule, p, m, v
+        self.base, self.options, self.limit = base, dict(options), limit
+        self.info = builder_info(schedule)
+        self.comm_model = check_comm_model(comm_model)
+        self.num_stages = self.info.num_stages(p, v)
+        self.vocab = base.vocab_size > 0
+        self.rebuild = self.info.takes_costs or self.comm_model == "blocking"
+        #: ``False`` while the local search times a cost-built schedule on the even split's plan
+        self.exact = True
+        self.plan: Plan | None = None
+        self.memo: dict[tuple[tuple[int, ...], tuple[str, ...]], Candidate] = {}
+        #: candidates timed on the shared plan while ``exact`` is off (a cost-built schedule's local search)
+        self.rough: dict[tuple[tuple[int, ...], tuple[str, ...]], Candidate] = {}
+        self.jobs_simulated = 0
+        self.inflight: list[int] | None = None
+        self.busy_of: dict[int, list[int]] = {}  # id(candidate) -> per rank busy ns
+
+    # -- one candidate ------------------------------------------------------------------------
+    def cost_of(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> TransformerCost:
+        uniform = modes[0] if len(set(modes)) == 1 else modes
+        return replace(self.base, layout=layout_text(counts, self.vocab), layers_per_stage=None, recompute=uniform)
+
+    def case_of(self, cost: TransformerCost) -> PipelineCase:
+        return PipelineCase(self.schedule, stages=self.p, microbatches=self.m, chunks=self.v, cost=cost, options=self.options,
+                            memory_limit_bytes=self.limit, comm_model=self.comm_model)
+
+    def plan_for(self, cost: TransformerCost) -> Plan:
+        """The plan of ``cost``: built once and shared, or (``exact`` and a schedule built from the costs)
+        built for ``cost`` itself."""
+        if self.plan is not None and not (self.rebuild and self.exact):
+            return self.plan
+        case = self.case_of(cost)
+        source = case.compute_schedule(self.comm_model)
+        check_cost_for_chains(cost, source)
+        plan = build_plan(lower(source, cost, self.comm_model, case.comm, case.comm_placement))
+        if self.plan is None:
+            self.plan = plan  # the first candidate's (the even split's): the one the local search times on
+        return plan
+
+    def evaluate(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> Candidate:
+        key = (counts, modes)
+        memo = self.memo if self.exact else self.rough
+        if key in memo:
+            return memo[key]
+        cost = self.cost_of(counts, modes)
+        plan = self.plan_for(cost)
+        figures = analyze(plan, cost, comm_model=self.comm_model)
+        memory = analytic_memory(plan, cost, self.limit)
+        self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
+        peaks = tuple(memory.peak_bytes) if memory is not None else (0,) * self.p
+        peak = max(peaks, default=0)
+        if self.inflight is None:
+            self.inflight = list(figures.peak_inflight_per_stage)
+        cand = Candidate(layout_text(counts, self.vocab), cost.recompute, figures.makespan_ns, figures.bubble_ratio, peak, peaks,
+                         self.limit is None or peak <= self.limit)
+        memo[key] = cand
+        self.busy_of[id(cand)] = list(figures.busy_ns)
+        return cand
+
+    def key(self, c: Candidate) -> tuple[int, int, int, int]:
+        """Fitting first, by step (ns); at equal steps less work (recomputation), then a lower peak (bytes).
+        Not fitting: the lower peak first. The work term lets the search walk a plateau of equal steps
+        toward stages that recompute less."""
+        work = sum(self.busy_of[id(c)])
+        return (0, c.step_ns, work, c.peak_bytes) if c.fits else (1, c.peak_bytes, c.step_ns, work)
+
+    def decomposition(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> dict[str, Any]:
+        cost = self.cost_of(counts, modes)
+        plan = self.plan_for(cost)
+        step = self.evaluate(counts, modes).step_ns
+        return decompose(step, plan, cost, makespan_ns=None if self.comm_model == "edge" else step).to_dict()
+
+    # -- models of one stage ------------------------------------------------------------------
+    def linear(self, modes: Sequence[str]) -> _Linear:
+        s = self.num_stages
+        split = self.info.splits_backward
+        work: dict[str, tuple[tuple[int, int], ...]] = {}
+        static: dict[str, tuple[tuple[int, int], ...]] = {}
+        act: dict[str, tuple[tuple[int, int], ...]] = {}
+        for mode in modes:
+            probes = []
+            for n in (1, 2):
+                cost = replace(self.base, num_layers=n * s, layout=layout_text((n,) * s, self.vocab), layers_per_stage=None,
+                               recompute=mode)
+                probes.append(stage_costs(cost, s, "free"))
+            w = [[(f + i + wt) if split else (f + b) for f, b, i, wt in
+                  zip(pc.forward_ns, pc.backward_ns, pc.backward_input_ns, pc.backward_weight_ns)] for pc in probes]
+            st = [list(pc.static_bytes or (0,) * s) for pc in probes]
+            ac = [[a[0] for a in (pc.activation_bytes or ((0, 0, 0),) * s)] for pc in probes]
+            work[mode] = tuple((2 * w[0][k] - w[1][k], w[1][k] - w[0][k]) for k in range(s))
+            static[mode] = tuple((2 * st[0][k] - st[1][k], st[1][k] - st[0][k]) for k in range(s))
+            act[mode] = tuple((2 * ac[0][k] - ac[1][k], ac[1][k] - ac[0][k]) for k in range(s))
+        return _Linear(work, static, act)
+
+
+def _bottleneck_dp(lin: _Linear, lows: Sequence[int], num_layers: int, modes: Sequence[str], inflight: Sequence[int] | None,
+                   limit: int | None, stages_per_rank: int) -> tuple[int, tuple[int, ...], tuple[str, ...]] | None:
+    """The split and per-stage modes minimising the busiest stage's work per micro-batch (ns), each stage's
+    memory estimate within ``limit / stages_per_rank``; ``None`` when no split meets it.
+
+    ``best[k][l]``: the least bottleneck of stages ``0..k-1`` holding ``l`` layers. ``O(S L^2 |modes|)``.
+    """
+    s = len(lows)
+    inf = math.inf
+    best: list[list[float]] = [[inf] * (num_layers + 1) for _ in range(s + 1)]
+    how: list[list[tuple[int, str] | None]] = [[None] * (num_layers + 1) for _ in range(s + 1)]
+    best[0][0] = 0
+    rest_low = [sum(lows[k:]) for k in range(s + 1)]
+    cap = None if limit is None else limit / stages_per_rank
+    for k in range(s):
+        # the cheapest feasible mode per layer count of this stage
+        options: list[tuple[float, int, str]] = []
+        for n in range(lows[k], num_layers - rest_low[k + 1] + 1):
+            pick: tuple[float, str] | None = None
+            for mode in modes:
+                if cap is not None and inflight is not None:
+                    held = _Linear.at(lin.static[mode][k], n) + inflight[k] * _Linear.at(lin.act[mode][k], n)
+                    if held > cap:
+                        continue
+                w = _Linear.at(lin.work[mode][k], n)
+                if pick is None or w < pick[0]:
+                    pick = (w, mode)
+            if pick is not None:
+                options.append((pick[0], n, pick[1]))
+        row, nxt, nhow = best[k], best[k + 1], how[k + 1]
+        for used in range(num_layers + 1):
+            here = row[used]
+            if here == inf:
+                continue
+            for work, n, mode in options:
+                total = used + n
+                if total > num_layers:
+                    break
+                value = here if here > work else work
+                if value < nxt[total]:
+                    nxt[total] = value
+                    nhow[total] = (n, mode)
+    if best[s][num_layers] == inf:
+        return None
+    counts: list[int] = []
+    picked: list[str] = []
+    left = num_layers
+    for k in range(s, 0, -1):
+        step = how[k][left]
+        assert step is not None
+        counts.append(step[0])
+        picked.append(step[1])
+        left -= step[0]
+    return int(best[s][num_layers]), tuple(reversed(counts)), tuple(reversed(picked))
+
+
+def _space_size(num_layers: int, lows: Sequence[int], modes: int) -> int:
+    free = num_layers - sum(lows)
+    return math.comb(free + len(lows) - 1, len(lows) - 1) * modes ** len(lows)
+
+
+def _compositions(total: int, lows: Sequence[int]) -> Any:
+    """Every split of ``total`` layers with stage ``k`` holding at least ``lows[k]``."""
+    if len(lows) == 1:
+        if total >= lows[0]:
+            yield (total,)
+        return
+    for n in range(lows[0], total - sum(lows[1:]) + 1):
+        for rest in _compositions(total - n, lows[1:]):
+            yield (n, *rest)
+
+
+def search_layout(
+    schedule: str, p: int, m: int, v: int, base: TransformerCost, *, options: Mapping[str, Any] | None = None,
+    comm_model: str = "stream", memory_limit_bytes: int | None = None, recompute: str = "search", layout: str = "search",
+    exhaustive_limit: int = EXHAUSTIVE_LIMIT, job_budget: int = JOB_BUDGET,
+) -> LayoutChoice:
+    """The layout and per-stage recomputation of ``base`` with the shortest predicted step that fits.
+
+    Args:
+        schedule: a registered schedule name (``"ZB-H2"``).
+        p, m, v: pipeline ranks, micro-batches per step, chunks (virtual stages) per rank.
+        base: the model; its ``layout``, ``layers_per_stage`` and ``recompute`` are what is searched, so they are ignored.
+        options: the builder's options (as a case's ``options``).
+        comm_model: the communication model (:mod:`harness.model.comm`).
+        memory_limit_bytes: device memory per rank (bytes); ``None`` searches the step time alone.
+        recompute: ``"search"`` (each stage none, selective or full), or one mode for every stage.
+        layout: ``"search"``, ``"even"`` (the even split: only the recomputation is searched) or a
+            Megatron-Core layout string (kept as given).
+        exhaustive_limit: a space of at most this many candidates is searched exhaustively.
+        job_budget: simulated jobs the local search may spend (:data:`JOB_BUDGET`).
+
+    Returns:
+        A :class:`LayoutChoice`; its ``best`` reproduces on ``sim`` through :meth:`Candidate.case`.
+
+    Raises:
+        ConfigError: the schedule refuses these sizes or options (the builder's own words), fewer
+            layers than stages, an unknown ``recompute`` or ``layout`` choice, a layout string that
+            does not parse or does not fit the stages, or a cost model that is not a TransformerCost.
+        ScheduleError: the schedule deadlocks.
+    """
+    search = _Search(schedule, p, m, v, base, options or {}, comm_model, memory_limit_bytes)
+    s, total = search.num_stages, base.num_layers
+    if recompute == "search":
+        modes: tuple[str, ...] = tuple(r for r in RECOMPUTE if not (r == "selective" and base.flash_attention))
+    elif recompute in RECOMPUTE:
+        modes = (recompute,)
+    else:
+        raise ConfigError(f"recompute must be 'search' or one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    lows = tuple(0 if (search.vocab and k == s - 1 and s > 1) else 1 for k in range(s))
+    if total < sum(lows):
+        raise ConfigError(f"{total} transformer layer(s) cannot fill {s} stages (p={p} x {s // p} chunk(s)): "
+                          "each stage needs at least one layer")
+    fixed: tuple[int, ...] | None = None
+    if layout not in ("search", "even"):
+        from harness.model.layout import parse_layout
+
+        parsed = parse_layout(layout, s, total)
+        fixed = parsed.layers
+    even = fixed or even_counts(total, s)
+    baselines_raw = {mode: search.evaluate(even, (mode,) * s) for mode in modes}
+    even_best = min(baselines_raw.values(), key=search.key)
+    baselines = {EVEN_NONE: baselines_raw.get("none", search.evaluate(even, ("none",) * s)), EVEN_BEST: even_best}
+    lin = search.linear(tuple(dict.fromkeys(("none", *modes))))
+    stages_per_rank = max(1, s // p)
+    # the lower bound: total work over p ranks, and the busiest stage at its least (no recomputation)
+    total_work = sum(_Linear.at(lin.work["none"][k], n) for k, n in enumerate(even))
+    dp_free = _bottleneck_dp(lin, lows, total, ("none",), None, None, stages_per_rank) if fixed is None else None
+    per_mb = max(math.ceil(total_work / p), dp_free[0] if dp_free else max(_Linear.at(lin.work["none"][k], n) for k, n in enumerate(even)))
+    slack = 4 * s  # rounding of each job's duration to whole ns
+    lower_bound = max(0, m * (per_mb - slack))
+    starts: list[tuple[tuple[int, ...], tuple[str, ...]]] = [(even, (mode,) * s) for mode in modes]
+    space = _space_size(total, lows, len(modes)) if fixed is None and layout == "search" else len(modes) ** s
+    if space * (REBUILD_WEIGHT if search.rebuild else 1) <= exhaustive_limit:
+        splits = list(_compositions(total, lows)) if fixed is None and layout == "search" else [even]
+        for counts in splits:
+            for combo in itertools.product(modes, repeat=s):
+                search.evaluate(tuple(counts), combo)
+        best_key = min((k for k in search.memo if set(k[1]) <= set(modes)), key=lambda k: search.key(search.memo[k]))
+        method = f"exhaustive: every one of {len(search.memo)} candidates ({len(splits)} split(s) x {len(modes)}^{s} mode choices) simulated"
+        return _choice(search, best_key, baselines, lower_bound, True, method)
+    if layout == "search" and fixed is None:
+        for mix in (modes, *((mode,) for mode in modes)):
+            found = _bottleneck_dp(lin, lows, total, mix, search.inflight, memory_limit_bytes, stages_per_rank)
+            if found is not None:
+                starts.append((found[1], found[2]))
+    for counts, combo in starts:
+        search.evaluate(counts, combo)
+    current = min(starts, key=lambda k: search.key(search.memo[k]))
+    jobs_per_eval = max(1, search.jobs_simulated // max(1, len(search.memo)))
+    if search.rebuild:  # time the moves on the even split's plan; rebuild only the finalists
+        search.exact = False
+        jobs_per_eval = max(1, len(search.plan.rank) if search.plan is not None else jobs_per_eval)
+        for start_key in starts:
+            search.evaluate(*start_key)
+    memo = search.memo if search.exact else search.rough
+    max_evals = max(MIN_EVALUATIONS + len(memo), job_budget // jobs_per_eval)
+    moved_layers = layout == "search" and fixed is None
+    improved = True
+    while improved and len(memo) < max_evals:
+        improved = False
+        for move in _moves(search, memo, current, modes, lows, moved_layers):
+            if len(memo) >= max_evals:
+                break
+            if search.key(search.evaluate(*move)) < search.key(memo[current]):
+                current = move
+                improved = True
+                break
+    rough = len(search.rough)
+    if not search.exact:
+        finalists = sorted(search.rough, key=lambda k: search.key(search.rough[k]))[:FINALISTS]
+        search.exact = True
+        for k in finalists:
+            search.evaluate(*k)
+        current = min((k for k in search.memo if set(k[1]) <= set(modes)), key=lambda k: search.key(search.memo[k]))
+    best = search.memo[current]
+    proven = best.fits and best.step_ns <= lower_bound
+    method = ("DP on the busiest stage's work (exact for the per-stage balance), then local search on the simulated step "
+              f"(one-layer moves{' and one-stage mode changes' if len(modes) > 1 else ''}): "
+              + (f"{rough} candidates timed on the even split's schedule, the best {FINALISTS} rebuilt for their own costs and "
+                 f"{len(search.memo)} simulated exactly, " if rough else f"{len(search.memo)} candidates simulated, ")
+              + ("stopped at its budget" if improved else "stopped at a local optimum"))
+    return _choice(search, current, baselines, lower_bound, proven, method)
+
+
+def _moves(search: _Search, memo: Mapping[tuple[tuple[int, ...], tuple[str, ...]], Candidate],
+           at: tuple[tuple[int, ...], tuple[str, ...]], modes: Sequence[str], lows: Sequence[int],
+           layers: bool) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
+    """Neighbours of ``at``: one layer to a neighbouring stage, one stage's mode changed; those touching the
+    busiest rank's stages (or the ranks over the limit) first."""
+    counts, combo = at
+    cand = memo[at]
+    s = len(counts)
+    stage_rank = _stage_to_rank(search)
+    if not cand.fits and search.limit is not None:
+        hot = {r for r, b in enumerate(cand.peak_bytes_per_rank) if b > search.limit}
+    else:
+        busy = search.busy_of[id(cand)]
+        hot = {max(range(len(busy)), key=lambda r: busy[r])}
+    out: list[tuple[int, tuple[tuple[int, ...], tuple[str, ...]]]] = []
+    if layers:
+        for k in range(s - 1):
+            for src, dst in ((k, k + 1), (k + 1, k)):
+                if counts[src] - 1 < lows[src]:
+                    continue
+                new = list(counts)
+                new[src] -= 1
+                new[dst] += 1
+                out.append((0 if stage_rank[src] in hot else 1, (tuple(new), combo)))
+    for k in range(s):
+        for mode in modes:
+            if mode != combo[k]:
+                new_modes = list(combo)
+                new_modes[k] = mode
+                out.append((0 if stage_rank[k] in hot else 1, (counts, tuple(new_modes))))
+    out.sort(key=lambda x: x[0])  # stable: hot stages first, in stage order
+    return [move for _, move in out]
+
+
+def _stage_to_rank(search: _Search) -> tuple[int, ...]:
+    assert search.plan is not None  # set by the first candidate simulated
+    return tuple(search.plan.schedule.stage_to_rank)
+
+
+def _choice(search: _Search, key: tuple[tuple[int, ...], tuple[str, ...]], baselines: dict[str, Candidate], lower_bound: int,
+            proven: bool, method: str) -> LayoutChoice:
+    best = search.memo[key]
+    return LayoutChoice(best, baselines, len(search.memo), min(lower_bound, best.step_ns), proven, method,
+                        search.decomposition(*key))

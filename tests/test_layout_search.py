@@ -1,0 +1,130 @@
+"""The layout and recomputation search (harness.choose.layout_search): its answers reproduce on sim,
+it is optimal where every split can be checked by brute force, and never worse than the even split."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from harness.case import PipelineCase
+from harness.choose.layout_search import EVEN_BEST, EVEN_NONE, even_counts, layout_text, search_layout
+from harness.errors import ConfigError
+from harness.model.transformer import TransformerCost
+from harness.runner import run_case
+
+SMALL = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=7, tflops=10, vocab_size=3000,
+                        num_attention_heads=4)
+GPT = TransformerCost(hidden_size=4096, seq_len=2048, micro_batch_size=1, num_layers=48, tflops=400, vocab_size=50304,
+                      num_attention_heads=32)
+GIB = 2**30
+
+
+def _splits(total: int, stages: int) -> list[tuple[int, ...]]:
+    """Every split of ``total`` layers, the last stage (with the LM head) allowed none, the others one or more."""
+    out = []
+    for cut in itertools.combinations(range(1, total + 1), stages - 1):
+        counts = [b - a for a, b in zip((0, *cut), (*cut, total))]
+        if all(c >= 1 for c in counts[:-1]):
+            out.append(tuple(counts))
+    return out
+
+
+def _brute(schedule: str, p: int, m: int, limit: int) -> tuple[tuple[int, int], dict[tuple, tuple[int, int]]]:
+    """Every split x per-stage modes, each run through run_case on sim: the best key and every candidate's (step, peak)."""
+    seen = {}
+    for counts in _splits(SMALL.num_layers, p):
+        for modes in itertools.product(("none", "selective", "full"), repeat=p):
+            cost = replace(SMALL, layout=layout_text(counts, True), recompute=modes[0] if len(set(modes)) == 1 else modes)
+            r = run_case(PipelineCase(schedule, stages=p, microbatches=m, cost=cost, memory_limit_bytes=limit), backend="sim")
+            seen[(counts, modes)] = (round(r.metrics.step_time_median_ns), max(r.memory.peak_bytes))
+    best = min((0, s) if pk <= limit else (1, pk) for s, pk in seen.values())
+    return best, seen
+
+
+@pytest.mark.parametrize("schedule,p", [("1F1B", 2), ("ZB-H1", 2), ("ZB-H2", 3)])
+def test_optimal_against_brute_force(schedule: str, p: int) -> None:
+    free = search_layout(schedule, p, 4, 1, SMALL)
+    limit = int(max(free.baselines[EVEN_NONE].peak_bytes_per_rank) * 0.97)  # the even split without recomputation does not fit
+    best, seen = _brute(schedule, p, 4, limit)
+    assert best[0] == 0  # some layout fits
+    exhaustive = search_layout(schedule, p, 4, 1, SMALL, memory_limit_bytes=limit, exhaustive_limit=len(seen))
+    assert exhaustive.proven_optimal and exhaustive.method.startswith("exhaustive")
+    assert exhaustive.evaluated == len(seen)
+    assert (0, exhaustive.best.step_ns) == best
+    # the local search alone (no exhaustive pass) reaches the same optimum on these sizes
+    local = search_layout(schedule, p, 4, 1, SMALL, memory_limit_bytes=limit, exhaustive_limit=0)
+    assert local.evaluated < len(seen)
+    assert local.best.fits and local.best.step_ns == best[1]
+    assert not local.baselines[EVEN_NONE].fits
+    assert local.lower_bound_ns <= local.best.step_ns
+
+
+@pytest.mark.parametrize("schedule,v,options,comm_model", [
+    ("1F1B", 1, {}, "stream"), ("ZB-H2", 1, {}, "stream"), ("Interleaved1F1B", 2, {}, "stream"), ("ZB-V", 2, {}, "stream"),
+    ("ZB-auto", 1, {"max_pending": 12}, "edge"), ("ZB-H1", 1, {}, "blocking"),
+])
+def test_candidates_reproduce_on_sim_and_beat_the_even_split(schedule: str, v: int, options: dict, comm_model: str) -> None:
+    base = replace(GPT, p2p_gbytes_per_s=25.0, p2p_latency_ns=5000)
+    limit = 80 * GIB
+    choice = search_layout(schedule, 8, 16, v, base, options=options, comm_model=comm_model, memory_limit_bytes=limit)
+    for cand in (choice.best, *choice.baselines.values()):
+        r = run_case(cand.case(schedule, 8, 16, v, base, options=options, comm_model=comm_model, memory_limit_bytes=limit),
+                     backend="sim")
+        assert round(r.metrics.step_time_median_ns) == cand.step_ns
+        assert tuple(r.memory.peak_bytes) == cand.peak_bytes_per_rank
+        assert cand.fits == (max(r.memory.peak_bytes) <= limit)
+    even = choice.baselines[EVEN_BEST]
+    assert choice.best.fits
+    if even.fits:
+        assert choice.best.step_ns <= even.step_ns
+    assert choice.baselines[EVEN_NONE].layout == layout_text(even_counts(48, len(choice.best.layout.split("|"))), True)
+    assert choice.lower_bound_ns <= choice.best.step_ns
+    assert choice.decomposition["step_ns"] == choice.best.step_ns
+
+
+def test_the_issue_question_zb_h2_fits_with_a_searched_layout() -> None:
+    """ZB-H2 at p=8, m=32 does not fit 80 GiB on the even split; the search finds a layout that does,
+    faster than the even split with uniform selective recomputation."""
+    choice = search_layout("ZB-H2", 8, 32, 1, GPT, memory_limit_bytes=80 * GIB)
+    assert not choice.baselines[EVEN_NONE].fits
+    assert choice.baselines[EVEN_NONE].step_ns == 1_476_609_710
+    assert choice.best.fits
+    assert choice.best.step_ns < choice.baselines[EVEN_BEST].step_ns
+    assert choice.best.layout.startswith("Et*7|") and choice.best.layout.endswith("|t*5L")
+
+
+def test_fixed_layout_and_mode_choices() -> None:
+    text = "Et*3|t*2|t*2L"
+    choice = search_layout("1F1B", 3, 6, 1, SMALL, layout=text)
+    assert choice.best.layout == text  # the given split
+    assert all(c.layout == choice.best.layout for c in choice.baselines.values())
+    only_full = search_layout("1F1B", 3, 6, 1, SMALL, recompute="full")
+    assert only_full.best.recompute == "full"
+    even = search_layout("1F1B", 3, 6, 1, SMALL, layout="even", recompute="none")
+    assert even.best.layout == layout_text(even_counts(7, 3), True) == "Et*2|t*3|t*2L"
+    assert even.best.recompute == "none" and even.proven_optimal
+
+
+def test_even_counts_put_extra_layers_in_the_middle() -> None:
+    assert even_counts(48, 8) == (6,) * 8
+    assert even_counts(10, 4) == (2, 3, 3, 2)
+    assert even_counts(9, 4) == (2, 3, 2, 2)
+    assert layout_text((7, 6, 0), True) == "Et*7|t*6|L"
+    assert layout_text((1, 2), False) == "t|t*2"
+
+
+def test_bad_input_is_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match=r"7 transformer layer.* cannot fill 16 stages"):
+        search_layout("Interleaved1F1B", 8, 8, 2, SMALL)
+    with pytest.raises(ConfigError, match="recompute must be 'search' or one of"):
+        search_layout("1F1B", 2, 4, 1, SMALL, recompute="some")
+    with pytest.raises(ConfigError, match="layout"):
+        search_layout("1F1B", 2, 4, 1, SMALL, layout="Et*3|t*3|tL")  # three stages for a two-stage pipeline
+    with pytest.raises(ConfigError, match="TransformerCost"):
+        from harness.model.cost import FixedCost
+
+        search_layout("1F1B", 2, 4, 1, FixedCost.ms(F=1, B=2))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="Interleaved1F1B needs v >= 2"):
+        search_layout("Interleaved1F1B", 2, 4, 1, SMALL)
