@@ -289,3 +289,49 @@ def test_choose_params_ids_on_known_rows() -> None:
     every = choose_params(doc, top=10, fitting_only=False)
     assert [p.id for p in every][-1] == "ZB-H2-v1-m32-none"
     assert [p.id for p in choose_params(doc, top=2)] == ids[:2]
+
+
+def test_a_rows_baselines_and_search_are_shown_with_their_values() -> None:
+    doc = _hand_made()
+    doc["rows"][0]["recompute"] = ["selective", "none"]
+    doc["rows"][0]["search"] = {
+        "evaluated": 63, "lower_bound_ns": 75_000_000, "proven_optimal": True, "method": "exhaustive: every one of 63 candidates",
+        "baselines": {"even split, no recomputation": {"layout": "Et*4|t*3L", "recompute": "none", "step_ns": 88_000_000,
+                                                       "peak_bytes": 50 * GIB, "fits": False},
+                      "even split, best uniform recomputation": {"layout": "Et*4|t*3L", "recompute": "full", "step_ns": 96_000_000,
+                                                                 "peak_bytes": 12 * GIB, "fits": True}}}
+    doc["rows"][0]["decomposition"] = {"step_ns": 80_000_000, "ideal_ns": 70_000_000, "imbalance_ns": 1_000_000, "recompute_ns": 4_000_000,
+                                       "comm_ns": 0, "schedule_ns": 5_000_000, "busiest_rank": 0}
+    html = render_choose_page(doc)
+    row = html[html.index('data-rank="1">\n<td>1'):]
+    row = row[:row.index("</tr>\n<tr")]
+    assert "<summary>63 evaluated, proven optimal</summary>" in row
+    assert ('<tr><td class="l">even split, no recomputation</td><td class="l"><code>Et*4|t*3L</code></td><td class="l">none</td>'
+            "<td>88.000</td><td>+10.0%</td><td>50.00</td><td>no</td></tr>") in row
+    assert ('<td class="l">full on every stage</td><td>96.000</td><td>+20.0%</td><td>12.00</td><td>yes</td></tr>') in row
+    assert "lower bound 75.000 ms; proven optimal; method: exhaustive: every one of 63 candidates" in row
+    assert ("step 80.000 ms = ideal 70.000 + imbalance 1.000 + recompute 4.000 + comm 0.000 + schedule bubble 5.000 ms") in row
+    assert '<td class="rec" title="per stage: 0: selective, 1: none">selective on stage 0, none elsewhere</td>' in row
+
+
+def test_a_minimal_document_with_one_row_and_no_memory_model() -> None:
+    doc = {"rows": [{"schedule": "1F1B", "v": 1, "m": 8, "layout": "t*4|t*4", "recompute": "none", "step_ns": 5_000_000,
+                     "peak_bytes": 0, "fits": True}]}
+    html = render_choose_page(doc)
+    assert "within <b id=\"limit\">no memory limit</b> per rank" in html
+    assert 'class="limit"' not in html  # no line without a limit
+    assert _points(html) == {1: {"pt", "front", "best"}}  # the only row: on the front, and (no "best" key) the best
+    assert "The document states none." in html and 'id="excluded"' not in html
+
+
+def test_choose_params_needs_p_and_a_model() -> None:
+    rows = [_row("1F1B", 1, 8, 10, 1, True, 1)]
+    with pytest.raises(ConfigError, match="give p"):
+        choose_params({"query": {}, "rows": rows})
+    with pytest.raises(ConfigError, match="give base"):
+        choose_params({"query": {"p": 2}, "rows": rows})
+    (param,) = choose_params({"query": {}, "rows": rows}, p=2, base=SMALL)
+    assert param.id == "1F1B-v1-m8-none" and param.values[0].memory_limit_bytes is None
+    del rows[0]["layout"]
+    with pytest.raises(ConfigError, match="row 1 has no 'layout' key"):
+        choose_params({"query": {}, "rows": rows}, p=2, base=SMALL)

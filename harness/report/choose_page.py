@@ -308,6 +308,13 @@ def _ms(ns: Any) -> str:
     return "—" if not isinstance(ns, (int, float)) or isinstance(ns, bool) else f"{ns / 1e6:,.3f}"
 
 
+def _slower(baseline_ns: Any, step_ns: Any) -> str:
+    """How much longer the baseline's step is than the row's, in percent (``"+12.3%"``), ``"—"`` where unknown."""
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (baseline_ns, step_ns)) or not step_ns:
+        return "—"
+    return f"{100 * (baseline_ns - step_ns) / step_ns:+.1f}%"
+
+
 def _decomposition_text(d: Any) -> str | None:
     keys = ("ideal_ns", "imbalance_ns", "recompute_ns", "comm_ns", "schedule_ns")
     if not isinstance(d, Mapping) or not all(isinstance(d.get(k), (int, float)) for k in (*keys, "step_ns")):
@@ -344,7 +351,7 @@ def _row_view(k: int, r: Mapping[str, Any], front: bool, best: bool) -> dict[str
         "baselines": [{"name": str(name), "layout": str(b.get("layout", "—")),
                        "recompute": recompute_text(b["recompute"]) if "recompute" in b else "—",
                        "step_ms": _ms(b.get("step_ns")), "peak": _gib(int(b["peak_bytes"])) if isinstance(b.get("peak_bytes"), (int, float)) else "—",
-                       "fits": b.get("fits")}
+                       "fits": b.get("fits"), "slower": _slower(b.get("step_ns"), r["step_ns"])}
                       for name, b in baselines.items() if isinstance(b, Mapping)],
         "search": {"evaluated": search.get("evaluated", "—"), "lower_bound": _ms(search.get("lower_bound_ns")),
                    "proven": search.get("proven_optimal"), "method": str(search.get("method", "—"))} if search else None,
