@@ -8,6 +8,8 @@ import dataclasses
 import json
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +337,58 @@ def test_choose_params_needs_p_and_a_model() -> None:
     del rows[0]["layout"]
     with pytest.raises(ConfigError, match="row 1 has no 'layout' key"):
         choose_params({"query": {}, "rows": rows}, p=2, base=SMALL)
+
+
+#: A stand-in for the browser's DOM, enough for the timeline scripts to build, wire and draw each timeline:
+#: every element answers any selector with an element of its own, the canvas's context ignores every call.
+_DOM_STUB = r"""
+const fs = require('fs');
+const [script, data, cases] = [0, 1, 2].map(i => fs.readFileSync(process.argv[2 + i], 'utf8'));
+const ctx = new Proxy({}, { get(t, p) { if (p === 'measureText') return () => ({ width: 10 }); return p in t ? t[p] : () => {}; },
+                            set(t, p, v) { t[p] = v; return true; } });
+class El {
+  constructor() { this.attrs = {}; this.style = {}; this.kids = {}; this.hidden = false; this.checked = false; this.value = '';
+    this.classList = { add() {}, remove() {}, contains() { return false; } }; this.parentNode = {}; this.clientWidth = 1200;
+    this.width = 0; this.height = 0; this.textContent = ''; }
+  querySelector(sel) { return this.kids[sel] || (this.kids[sel] = new El()); }
+  querySelectorAll() { return []; }
+  closest() { return this.section; }
+  addEventListener() {} focus() {} appendChild() {}
+  setAttribute(k, v) { this.attrs[k] = String(v); } getAttribute(k) { return this.attrs[k]; }
+  getBoundingClientRect() { return { left: 0, top: 0, width: 1200, height: 300 }; }
+  getContext() { return ctx; }
+}
+const tls = JSON.parse(cases).map(k => { const el = new El(); el.attrs['data-case'] = k; el.section = new El(); return el; });
+global.window = { addEventListener() {}, devicePixelRatio: 1, innerWidth: 1400, innerHeight: 900 };
+global.document = { getElementById(id) { return id === 'harness-data' ? { textContent: data } : new El(); },
+                    querySelectorAll(sel) { return sel === '.tl[data-case]' ? tls : []; },
+                    createElement() { return new El(); }, createDocumentFragment() { return new El(); } };
+global.requestAnimationFrame = () => {};
+eval(script);
+console.log(JSON.stringify({ timelines: window.__harness.timelines.length, errors: window.__harness.errors,
+                             drawn: tls.map(t => t.attrs['data-drawn']), t1: tls.map(t => +t.attrs['data-t1']) }));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="the page-script check needs Node.js (node)")
+def test_the_timeline_scripts_build_and_draw_each_timeline(tmp_path: Path) -> None:
+    """The review page's timeline scripts, run by Node.js on a stand-in DOM: every timeline of the page is
+    built, wired to its toolbar and drawn, opening on its step (no browser here: the drawing itself is not checked)."""
+    params = choose_params(DOC, top=2)
+    results = [(p.id, run_case(p.values[0], backend="sim")) for p in params]
+    html = render_choose_page(DOC, results)
+    script = re.findall(r"<script>(.*?)</script>", html, re.S)
+    data = re.search(r'<script type="application/json" id="harness-data">(.*?)</script>', html, re.S)
+    assert len(script) == 1 and data is not None
+    files = []
+    for name, text in (("page.js", script[0]), ("data.json", data.group(1)),
+                       ("cases.json", json.dumps(re.findall(r'<div class="tl" data-case="(\d+)"', html))), ("dom.js", _DOM_STUB)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        files.append(str(tmp_path / name))
+    out = subprocess.run(["node", files[3], *files[:3]], capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(out.stdout)
+    assert report["timelines"] == 2 and report["errors"] == [] and report["drawn"] == ["1", "1"]
+    # each view ends at or after its step's end (µs), within the step and a small margin
+    for t1, (_, result) in zip(report["t1"], results):
+        step_us = result.metrics.step_time_median_ns / 1e3
+        assert step_us <= t1 <= 1.1 * step_us
