@@ -346,6 +346,7 @@ def _row_view(k: int, r: Mapping[str, Any], front: bool, best: bool) -> dict[str
         "fits": bool(r["fits"]),
         "best": best,
         "front": front,
+        "classes": " ".join(c for c, on in (("best", best), ("nofit", not r["fits"]), ("front", front)) if on),
         "options": ", ".join(f"{key}={value!r}" for key, value in (r.get("options") or {}).items()) or "none",
         "comm_model": str(r.get("comm_model", "—")),
         "baselines": [{"name": str(name), "layout": str(b.get("layout", "—")),
