@@ -7,8 +7,12 @@ records, and :mod:`harness.report` writes traces, results and HTML (:func:`write
 :func:`run_case` does the whole chain for one case; :func:`analyze` gives a schedule's figures from
 its analytic timeline without running it.
 
-Everything here is importable from ``harness``. The report writers and the importers (which load
-numpy and jinja2) are imported on first use, so ``import harness`` stays quick.
+:func:`choose_configuration` (``python -m harness choose``) ranks schedules, micro-batch counts,
+chunks, stage layouts and recomputation by predicted step time under a memory limit, and
+:func:`choose_params` turns its top rows into parametrized cases.
+
+Everything here is importable from ``harness``. The report writers, the importers (which load
+numpy and jinja2) and the chooser are imported on first use, so ``import harness`` stays quick.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ _LAZY = {
     "import_torch_traces": "harness.imports.torch",
     "read_torch_traces": "harness.imports.torch",
     "torch_case": "harness.imports.torch",
+    "ChooseQuery": "harness.choose.query",
+    "ChooseResult": "harness.choose.rank",
+    "choose_configuration": "harness.choose.rank",
+    "choose_params": "harness.pytest.choose",
 }
 
 
@@ -74,6 +82,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BackendUnavailable",
     "CaseResult",
+    "ChooseQuery",
+    "ChooseResult",
     "ConfigError",
     "CostModel",
     "ExecutionError",
@@ -99,6 +109,8 @@ __all__ = [
     "build_plan",
     "build_schedule",
     "case_to_dict",
+    "choose_configuration",
+    "choose_params",
     "compute_metrics",
     "execute",
     "hta_idle_offset_us",

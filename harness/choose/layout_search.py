@@ -53,6 +53,7 @@ from harness.case import PipelineCase
 from harness.errors import ConfigError
 from harness.model.chains import check_cost_for_chains
 from harness.model.comm import check_comm_model, lower
+from harness.model.layout import parse_layout
 from harness.model.recompute import RECOMPUTE
 from harness.model.stage_costs import stage_costs
 from harness.model.transformer import TransformerCost
@@ -391,8 +392,6 @@ def search_layout(
                           "each stage needs at least one layer")
     fixed: tuple[int, ...] | None = None
     if layout not in ("search", "even"):
-        from harness.model.layout import parse_layout
-
         parsed = parse_layout(layout, s, total)
         fixed = parsed.layers
     even = fixed or even_counts(total, s)

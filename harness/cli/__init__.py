@@ -11,12 +11,14 @@ Commands::
     schedules                                  registered schedules and their parameters
     show SCHEDULE -p 4 -m 8 [-v 2]             the slot x rank grid and the schedule's figures (harness.cli.show)
     run SCHEDULE -p 4 -m 8 --backend mpi       run one schedule and write its report (under mpirun for mpi; harness.cli.run)
+    choose --hidden-size ... -p 8 -m 32 --memory-limit 80GiB
+                                               rank schedules, m, v, layouts and recomputation under a memory limit (harness.cli.choose)
     --version                                  the installed version
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
 Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
-line on stderr, no traceback), 130 interrupted. This module (with the ``run`` and ``show``
-subcommands', :mod:`harness.cli.run` and :mod:`harness.cli.show`) is the only one of the harness that prints.
+line on stderr, no traceback), 130 interrupted. This package (each subcommand's module, e.g.
+:mod:`harness.cli.run`, :mod:`harness.cli.show`, :mod:`harness.cli.choose`) is the only part of the harness that prints.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.cli import compare, export_paddle, import_paddle, import_torch, report, run, schedules, show
+from harness.cli import choose, compare, export_paddle, import_paddle, import_torch, report, run, schedules, show
 from harness.cli.common import err, package_version
 from harness.errors import ConfigError, HarnessError
 
 __all__ = ["build_parser", "main", "package_version"]
 
 #: The subcommands' modules, in the order ``--help`` lists them.
-_COMMANDS = (report, compare, import_paddle, import_torch, export_paddle, schedules, show, run)
+_COMMANDS = (report, compare, import_paddle, import_torch, export_paddle, schedules, show, run, choose)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -208,7 +208,7 @@ def builder_info(name: str) -> BuilderInfo:
     Raises:
         ConfigError: ``name`` is not a string; holds another character than a letter, a
             digit, ``-`` or ``_`` (``"1 f 1 b"``, ``"zb.h1"``), the message naming the
-            closest schedule; or is unknown, the message listing the valid ones.
+            closest schedule; or is unknown, the message listing the valid ones and the closest.
     """
     if not isinstance(name, str):
         raise ConfigError(f"a schedule name must be a string such as '1F1B', got {name!r}")
@@ -223,7 +223,9 @@ def builder_info(name: str) -> BuilderInfo:
     canonical = _ALIASES.get(_key(name))
     if canonical is None:
         valid = ", ".join(f"{n} ({', '.join(i.aliases)})" if i.aliases else n for n, i in sorted(_REGISTRY.items()))
-        raise ConfigError(f"unknown schedule {name!r}; valid schedules: {valid}")
+        closest = _closest_name(name)
+        hint = f"; did you mean {closest!r}?" if closest else ""
+        raise ConfigError(f"unknown schedule {name!r}; valid schedules: {valid}{hint}")
     return _REGISTRY[canonical]
 
 @gc_paused
