@@ -215,8 +215,10 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
         return "no schedule fits on the even split: the searched layout or recomputation is what makes it fit"
     step, schedule, v, m = min(evens)
     gain = 100 * (step - best["step_ns"]) / step
-    return (f"against the best even-split schedule ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms, "
-            f"{gain:.1f} % {'slower' if gain >= 0 else 'faster'} than the choice")
+    head = f"the best even-split schedule ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
+    if abs(gain) < 0.05:
+        return head + ", as fast as the choice: the layout and recomputation search gains nothing here"
+    return head + f", {gain:.1f} % {'slower' if gain >= 0 else 'faster'} than the choice"
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
