@@ -392,3 +392,22 @@ def test_the_timeline_scripts_build_and_draw_each_timeline(tmp_path: Path) -> No
     for t1, (_, result) in zip(report["t1"], results):
         step_us = result.metrics.step_time_median_ns / 1e3
         assert step_us <= t1 <= 1.1 * step_us
+
+
+def test_the_chooser_writes_the_document_the_page_and_choose_params_read(tmp_path: Path) -> None:
+    """The real chooser's document (harness.choose.rank) has the rows the hand-made DOC has, and the page and
+    choose_params read it alike."""
+    from harness.choose.query import ChooseQuery
+    from harness.choose.rank import choose
+
+    query = ChooseQuery(SMALL, P, (M,), chunks=(1, 2), schedules=tuple(s for s, _ in SCHEDULES), memory_limit_bytes=DOC["limit_bytes"])
+    real = json.loads(json.dumps(choose(query, executor="serial", progress=False).to_document()))
+    keys = ("rank", "schedule", "v", "m", "layout", "recompute", "step_ns", "peak_bytes", "peak_bytes_per_rank", "fits", "best")
+    assert [{k: r[k] for k in keys} for r in real["rows"]] == [{k: r[k] for k in keys} for r in DOC["rows"]]
+    assert [r["search"]["baselines"] for r in real["rows"]] == [r["search"]["baselines"] for r in DOC["rows"]]
+    assert real["query"]["base"] == DOC["query"]["base"] and real["limit_bytes"] == DOC["limit_bytes"]
+    assert [p.id for p in choose_params(real, top=3)] == [p.id for p in choose_params(DOC, top=3)]
+    page = write_choose_page(real, tmp_path).read_text(encoding="utf-8")
+    for row in real["rows"]:
+        assert f'data-rank="{row["rank"]}"' in page
+    assert "no tensor parallelism (TP=1)" in page  # the real assumptions, not DOC's hand-written ones

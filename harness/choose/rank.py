@@ -80,8 +80,7 @@ def evaluate_task(job: _Job) -> tuple[str, dict[str, Any]]:
            "decomposition": found.decomposition,
            "search": {"evaluated": found.evaluated, "lower_bound_ns": found.lower_bound_ns, "proven_optimal": found.proven_optimal,
                       "method": found.method,
-                      "baselines": {name: {"layout": c.layout, "recompute": _recompute_json(c.recompute), "step_ns": c.step_ns,
-                                           "peak_bytes": c.peak_bytes, "fits": c.fits} for name, c in found.baselines.items()}},
+                      "baselines": {name: c.to_dict() for name, c in found.baselines.items()}},
            "assumptions": assumptions}
     return "row", row
 
