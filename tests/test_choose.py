@@ -1,0 +1,296 @@
+"""The chooser (harness.choose): its ranking equals evaluating each combination one by one on sim, a
+memory limit puts what fits first, the no-fit answer gives the least limit that would fit, the
+combinations each schedule is tried at, unknown names, the pools (serial, process, MPI), the command
+line's outputs and the confirming runs."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.case import PipelineCase
+from harness.choose.confirm import confirm
+from harness.choose.layout_search import search_layout
+from harness.choose.query import ChooseQuery, Task, combinations
+from harness.choose.rank import ChooseResult, choose
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.model.transformer import TransformerCost
+from harness.runner import run_case
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = TransformerCost(hidden_size=1024, seq_len=1024, micro_batch_size=1, num_layers=8, tflops=100, vocab_size=8192,
+                       num_attention_heads=16)
+GRID = ("1F1B", "ZB-H1", "ZB-H2", "Interleaved1F1B", "ZB-V")
+MODEL_FLAGS = ["--hidden-size", "1024", "--num-layers", "8", "--seq-length", "1024", "--num-attention-heads", "16",
+               "--vocab-size", "8192", "--tflops", "100"]
+ROW_KEYS = {"rank", "schedule", "v", "m", "layout", "recompute", "options", "comm_model", "step_ns", "bubble", "peak_bytes",
+            "peak_bytes_per_rank", "fits", "decomposition", "search", "assumptions", "best"}
+EXCLUDED_KEYS = {"schedule", "v", "m", "reason"}
+
+
+def _serial(query: ChooseQuery) -> ChooseResult:
+    return choose(query, executor="serial", progress=False)
+
+
+def _rank_key(row: dict[str, Any]) -> tuple[bool, int, str, int, int]:
+    return (not row["fits"], row["step_ns"], row["schedule"], row["v"], row["m"])
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+# -- the ranking ---------------------------------------------------------------------------------
+
+# None: every row fits; 1.1e9 bytes: only full recomputation on two stages fits (1F1B, ZB-H1, ZB-H2),
+# the four-stage schedules do not; 2.1e9 bytes: all fit, with per-stage recomputation and a tie
+@pytest.mark.parametrize("limit", [None, 1_100_000_000, 2_100_000_000])
+def test_the_ranking_equals_each_combination_evaluated_on_its_own(limit: int | None) -> None:
+    query = ChooseQuery(BASE, 2, (4, 8), chunks=(1, 2), schedules=GRID, memory_limit_bytes=limit)
+    result = _serial(query)
+    assert result.excluded == []
+    assert sorted((r["schedule"], r["v"], r["m"]) for r in result.rows) == sorted(
+        (s, v, m) for s, v in (("1F1B", 1), ("ZB-H1", 1), ("ZB-H2", 1), ("Interleaved1F1B", 2), ("ZB-V", 2)) for m in (4, 8))
+    measured = {}
+    for row in result.rows:
+        assert set(row) == ROW_KEYS
+        # the chooser's own case, and the case built from the row's fields as docs/choose.md writes it
+        own = run_case(result.case(row), backend="sim")
+        rec = row["recompute"] if isinstance(row["recompute"], str) else tuple(row["recompute"])
+        cost = dataclasses.replace(BASE, layout=row["layout"], layers_per_stage=None, recompute=rec)
+        rebuilt = run_case(PipelineCase(row["schedule"], stages=2, microbatches=row["m"], chunks=row["v"], cost=cost,
+                                        options=row["options"], memory_limit_bytes=limit, comm_model=row["comm_model"]), backend="sim")
+        for run in (own, rebuilt):
+            assert round(run.metrics.step_time_median_ns) == row["step_ns"]
+            assert run.memory is not None and list(run.memory.peak_bytes) == row["peak_bytes_per_rank"]
+        assert row["peak_bytes"] == max(row["peak_bytes_per_rank"])
+        assert row["fits"] is (limit is None or row["peak_bytes"] <= limit)
+        # one layout search per combination, outside the chooser, finds the same answer
+        alone = search_layout(row["schedule"], 2, row["m"], row["v"], BASE, options=row["options"], memory_limit_bytes=limit).best
+        assert (alone.layout, alone.recompute if isinstance(alone.recompute, str) else list(alone.recompute), alone.step_ns,
+                alone.peak_bytes, alone.fits) == (row["layout"], row["recompute"], row["step_ns"], row["peak_bytes"], row["fits"])
+        measured[(row["schedule"], row["v"], row["m"])] = round(own.metrics.step_time_median_ns)
+    # fitting first, then the measured step time, ties by (schedule, v, m)
+    expected = sorted(result.rows, key=lambda r: (not r["fits"], measured[(r["schedule"], r["v"], r["m"])], r["schedule"], r["v"], r["m"]))
+    assert [(r["schedule"], r["v"], r["m"]) for r in result.rows] == [(r["schedule"], r["v"], r["m"]) for r in expected]
+    assert [r["rank"] for r in result.rows] == list(range(1, 11))
+    assert [r["best"] for r in result.rows] == [True] + [False] * 9
+    assert result.best is result.rows[0]
+    assert result.smallest_fitting_limit_bytes is None
+    if limit == 1_100_000_000:
+        assert [(r["schedule"], r["fits"]) for r in result.rows[:6]] == [(s, True) for s in ("ZB-H2", "ZB-H1", "1F1B") * 2]
+        assert {r["schedule"] for r in result.rows[6:]} == {"Interleaved1F1B", "ZB-V"}
+        assert not any(r["fits"] for r in result.rows[6:])
+    if limit == 2_100_000_000:  # ZB-H1 and ZB-H2 tie at m=4: the schedule name orders them
+        tied = [r for r in result.rows if r["m"] == 4 and r["schedule"] in ("ZB-H1", "ZB-H2")]
+        assert tied[0]["step_ns"] == tied[1]["step_ns"]
+        assert [r["schedule"] for r in tied] == ["ZB-H1", "ZB-H2"] and tied[1]["rank"] == tied[0]["rank"] + 1
+
+
+def test_a_limit_between_the_peaks_of_1f1b_and_zb_h2_ranks_zb_h2_below_every_row_that_fits() -> None:
+    fixed = {"recompute": "none", "layout": "even", "chunks": (1,), "schedules": ("1F1B", "ZB-H1", "ZB-H2")}
+    free = _serial(ChooseQuery(BASE, 2, (4, 8), **fixed))
+    peak = {(r["schedule"], r["m"]): r["peak_bytes"] for r in free.rows}
+    step = {(r["schedule"], r["m"]): r["step_ns"] for r in free.rows}
+    assert all(r["layout"] == "Et*4|t*4L" and r["recompute"] == "none" for r in free.rows)
+    for m in (4, 8):
+        assert peak[("1F1B", m)] < peak[("ZB-H2", m)]
+        assert step[("ZB-H2", m)] < step[("1F1B", m)]  # without a limit ZB-H2 is faster
+    # at m=4 ZB-H1 ties ZB-H2 on the even split: the name orders them, and ZB-H2 is ranked second, above 1F1B
+    assert [(r["schedule"], r["m"], r["rank"]) for r in free.rows[:2]] == [("ZB-H1", 4, 1), ("ZB-H2", 4, 2)]
+    assert free.rows[0]["step_ns"] == free.rows[1]["step_ns"] and free.rows[0]["best"] is True
+    limit = (max(peak[("1F1B", m)] for m in (4, 8)) + min(peak[("ZB-H2", m)] for m in (4, 8))) // 2
+
+    result = _serial(ChooseQuery(BASE, 2, (4, 8), memory_limit_bytes=limit, **fixed))
+    zb_h2 = [r for r in result.rows if r["schedule"] == "ZB-H2"]
+    fitting = [r for r in result.rows if r["fits"]]
+    assert len(zb_h2) == 2 and len(fitting) == 4
+    assert {(r["schedule"], r["m"]) for r in fitting} == {("1F1B", 4), ("1F1B", 8), ("ZB-H1", 4), ("ZB-H1", 8)}
+    for row in zb_h2:
+        assert row["fits"] is False and row["best"] is False and row["rank"] > max(r["rank"] for r in fitting)
+        assert row["step_ns"] == step[("ZB-H2", row["m"])] and row["peak_bytes"] == peak[("ZB-H2", row["m"])]
+    assert [r["rank"] for r in zb_h2] == [5, 6]
+    assert result.best is result.rows[0] and result.best["schedule"] != "ZB-H2" and result.best["fits"] is True
+    assert result.best["step_ns"] == min(r["step_ns"] for r in fitting)
+
+
+def test_nothing_fits_lists_every_row_and_the_least_limit_that_would_fit() -> None:
+    schedules = ("1F1B", "ZB-H2", "Interleaved1F1B", "ZB-auto")
+    result = _serial(ChooseQuery(BASE, 2, (4,), chunks=(1, 2), schedules=schedules, memory_limit_bytes=2**20))
+    assert sorted((r["schedule"], r["v"]) for r in result.rows) == [("1F1B", 1), ("Interleaved1F1B", 2), ("ZB-H2", 1)]
+    assert all(r["fits"] is False and r["best"] is False for r in result.rows)
+    assert result.best is None
+    # ZB-auto is built for the limit itself, and refuses one below its minimum: excluded with its words
+    assert [(e["schedule"], e["v"], e["m"]) for e in result.excluded] == [("ZB-auto", 1, 4)]
+    assert result.excluded[0]["reason"].startswith(
+        "case 'ZB-auto p=2 m=4': schedule 'ZB-auto': memory_limit_bytes=1,048,576 is below what one micro-batch needs on stage ")
+    least = min(r["peak_bytes"] for r in result.rows)
+    assert result.smallest_fitting_limit_bytes == least == 1_098_907_648  # the two-stage schedules, full recomputation
+    doc = result.to_document()
+    assert doc["smallest_fitting_limit_bytes"] == least and doc["limit_bytes"] == 2**20
+
+    again = _serial(ChooseQuery(BASE, 2, (4,), chunks=(1, 2), schedules=schedules, memory_limit_bytes=least))
+    fitting = [r for r in again.rows if r["fits"]]
+    assert sorted(r["schedule"] for r in fitting) == ["1F1B", "ZB-H2"]
+    assert all(r["peak_bytes"] == least for r in fitting)
+    assert again.best is again.rows[0] and again.best["schedule"] == "ZB-H2"
+    assert again.smallest_fitting_limit_bytes is None
+
+
+@pytest.mark.parametrize(("name", "closest"), [("ZB-H3", "ZB-H2"), ("zb-v2", "ZB-V"), ("Interleaved1F1C", "Interleaved1F1B")])
+def test_an_unknown_schedule_is_refused_with_the_closest_name(name: str, closest: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ChooseQuery(BASE, 2, (4,), schedules=("1F1B", name))
+    message = str(info.value)
+    assert message.startswith(f"unknown schedule {name!r}; valid schedules: 1F1B (PipeDream-Flush, OneFOneB), ")
+    assert message.endswith(f"; did you mean {closest!r}?")
+
+
+# -- the pools -----------------------------------------------------------------------------------
+
+def _pool_query() -> ChooseQuery:
+    # p=3: DualPipeV refuses m=4 < 2p when evaluated; Interleaved1F1B at v=8 (24 stages) has too few layers
+    return ChooseQuery(BASE, 3, (4, 8), chunks=(1, 2, 8), schedules=("1F1B", "ZB-H2", "Interleaved1F1B", "DualPipeV"),
+                       memory_limit_bytes=1_600_000_000)
+
+
+def test_serial_and_process_pool_rank_alike() -> None:
+    query = _pool_query()
+    serial = _serial(query)
+    pooled = choose(query, executor="process", workers=2, progress=False)
+    assert (serial.executor, pooled.executor) == ("serial", "process")
+    assert pooled.to_document()["rows"] == serial.to_document()["rows"]
+    assert pooled.to_document()["excluded"] == serial.to_document()["excluded"]
+    assert [(e["schedule"], e["v"], e["m"]) for e in serial.excluded] == [
+        ("Interleaved1F1B", 8, 4), ("Interleaved1F1B", 8, 8), ("DualPipeV", 2, 4)]
+    assert serial.excluded[2]["reason"] == "case 'DualPipeV p=3 m=4 v=2': DualPipeV needs m >= 2p micro-batches (one per stage); got p=3, m=4"
+    assert serial.excluded[0]["reason"].startswith("8 transformer layer(s) cannot fill 24 stages (p=3 x 8 chunk(s))")
+    assert len(serial.rows) == 7
+
+
+def test_the_mpi_executor_outside_mpi4py_futures_says_how_to_start_it() -> None:
+    with pytest.raises(ConfigError, match=r"'mpirun -n N python -m mpi4py\.futures -m harness choose \.\.\.'"):
+        choose(ChooseQuery(BASE, 2, (4,), chunks=(1,), schedules=("1F1B",)), executor="mpi", progress=False)
+
+
+MPIRUN = shutil.which("mpirun")
+
+
+@pytest.mark.skipif(MPIRUN is None or importlib.util.find_spec("mpi4py") is None,
+                    reason="needs mpirun and mpi4py (apt-get install openmpi-bin libopenmpi-dev; pip install mpi4py)")
+def test_an_mpi_pool_ranks_as_the_serial_run(tmp_path: Path) -> None:
+    assert MPIRUN is not None
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    out = tmp_path / "out.json"
+    cmd = [MPIRUN, "-n", "3", "--oversubscribe", *root, sys.executable, "-m", "mpi4py.futures", "-m", "harness", "choose",
+           *MODEL_FLAGS, "-p", "3", "-m", "4", "8", "-v", "1", "2", "8", "--schedules", "1F1B,ZB-H2,Interleaved1F1B,DualPipeV",
+           "--memory-limit", "1600000000B", "--json", str(out), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "7 evaluated, 3 excluded" in proc.stdout and ", mpi)" in proc.stdout
+    doc = json.loads(out.read_text())
+    serial = _serial(_pool_query()).to_document()
+    assert doc["rows"] == _jsonable(serial["rows"])
+    assert doc["excluded"] == _jsonable(serial["excluded"])
+
+
+# -- the combinations ----------------------------------------------------------------------------
+
+def test_each_schedule_is_tried_at_its_own_chunks_and_zb_auto_at_the_limit() -> None:
+    names = ("1F1B", "Interleaved1F1B", "ZB-V", "ZB-auto")
+    tasks, excluded = combinations(ChooseQuery(BASE, 3, (4, 8), chunks=(1, 2, 3), schedules=names))
+    assert excluded == []
+    assert tasks == [Task("1F1B", 1, 4), Task("1F1B", 1, 8),
+                     Task("Interleaved1F1B", 2, 4), Task("Interleaved1F1B", 2, 8),
+                     Task("Interleaved1F1B", 3, 4), Task("Interleaved1F1B", 3, 8),
+                     Task("ZB-V", 2, 4), Task("ZB-V", 2, 8),
+                     Task("ZB-auto", 1, 4, {"max_pending": 6}), Task("ZB-auto", 1, 8, {"max_pending": 6})]
+    limited, _ = combinations(ChooseQuery(BASE, 3, (4, 8), chunks=(1, 2, 3), schedules=names, memory_limit_bytes=80 * 2**30))
+    assert [t.options for t in limited if t.schedule == "ZB-auto"] == [{}, {}]
+    assert [(t.schedule, t.v, t.m) for t in limited] == [(t.schedule, t.v, t.m) for t in tasks]
+
+    only_one, excluded = combinations(ChooseQuery(BASE, 2, (4,), chunks=(1,), schedules=("1F1B", "Interleaved1F1B", "ZB-V")))
+    assert only_one == [Task("1F1B", 1, 4), Task("ZB-V", 2, 4)]
+    assert excluded == [{"schedule": "Interleaved1F1B", "v": None, "m": None,
+                         "reason": "Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks are [1]"}]
+
+
+def test_a_fixed_layout_with_another_stage_count_is_excluded_naming_both() -> None:
+    query = ChooseQuery(BASE, 2, (4, 8), chunks=(1, 2), schedules=("1F1B", "Interleaved1F1B"), layout="Et*5|t*3L")
+    tasks, excluded = combinations(query)
+    assert tasks == [Task("1F1B", 1, 4), Task("1F1B", 1, 8)]
+    reason = "the layout 'Et*5|t*3L' has 2 stage(s); Interleaved1F1B at p=2, v=2 has 4"
+    assert excluded == [{"schedule": "Interleaved1F1B", "v": 2, "m": m, "reason": reason} for m in (4, 8)]
+    result = _serial(query)
+    assert result.excluded == excluded
+    assert [(r["schedule"], r["m"], r["layout"]) for r in result.rows] == [("1F1B", 4, "Et*5|t*3L"), ("1F1B", 8, "Et*5|t*3L")]
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["choose", *MODEL_FLAGS, "-p", "2", "-m", "4", "8", "-v", "1", "2", "--schedules", "1F1B", "ZB-H2", "Interleaved1F1B",
+            "--memory-limit", "2GiB", "--json", str(tmp_path / "c.json"), "--csv", str(tmp_path / "c.csv"),
+            "--out", str(tmp_path / "page"), "--timelines", "1", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    api = _serial(ChooseQuery(BASE, 2, (4, 8), chunks=(1, 2), schedules=("1F1B", "ZB-H2", "Interleaved1F1B"),
+                              memory_limit_bytes=2 * 2**30))
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert set(doc) >= {"query", "rows", "excluded", "limit_bytes", "smallest_fitting_limit_bytes"}
+    assert doc["limit_bytes"] == 2 * 2**30 and doc["excluded"] == []
+    assert len(doc["rows"]) == 6 and all(set(r) == ROW_KEYS for r in doc["rows"])
+    assert doc["rows"] == _jsonable(api.to_document()["rows"])
+    with (tmp_path / "c.csv").open(newline="") as f:
+        lines = list(csv.reader(f))
+    assert lines[0] == ["rank", "schedule", "v", "m", "step_ns", "bubble", "peak_bytes", "fits", "best", "layout", "recompute",
+                        "options", "comm_model", "peak_bytes_per_rank"]
+    assert [(int(c[0]), c[1], int(c[2]), int(c[3]), int(c[4])) for c in lines[1:]] == [
+        (r["rank"], r["schedule"], r["v"], r["m"], r["step_ns"]) for r in api.rows]
+    best = api.best
+    assert best is not None
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert best["schedule"] in page
+    assert json.loads((tmp_path / "page" / "choose.json").read_text())["rows"] == doc["rows"]
+    chosen = [line for line in out.splitlines() if line.startswith("chosen: ")]
+    assert len(chosen) == 1
+    assert chosen[0].startswith(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute ")
+    assert chosen[0].endswith(f"peak {best['peak_bytes'] / 2**30:.2f} GiB of 2.00")
+    assert out.startswith("choose: 6 combination(s) at p=2, 6 evaluated, 0 excluded (")
+
+
+def test_a_memory_limit_without_a_unit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["choose", *MODEL_FLAGS, "-p", "2", "-m", "4", "--memory-limit", "80"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: pipeline-harness choose ")  # argparse's usage, then its one error line
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert errors == ["pipeline-harness choose: error: argument --memory-limit: '80' has no unit: "
+                      "write e.g. 80GiB (2^30 bytes) or 80GB (10^9 bytes)"]
+    assert err.endswith(errors[0] + "\n") and "Traceback" not in err
+
+
+# -- confirming runs -----------------------------------------------------------------------------
+
+def test_confirming_on_sim_measures_what_was_predicted() -> None:
+    result = _serial(ChooseQuery(BASE, 2, (4, 8), chunks=(1, 2), schedules=GRID, memory_limit_bytes=1_100_000_000))
+    done = confirm(result, "sim", top=2)
+    assert [(c.rank, c.label, c.backend, c.error) for c in done] == [
+        (1, "ZB-H2 v=1 m=4", "sim", None), (2, "ZB-H1 v=1 m=4", "sim", None)]
+    for c, row in zip(done, result.rows):
+        assert c.predicted_ns == row["step_ns"]
+        assert c.measured_ns == row["step_ns"] and c.ratio == 1.0
+        assert c.steps >= 1
