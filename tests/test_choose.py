@@ -34,7 +34,7 @@ BASE = TransformerCost(hidden_size=1024, seq_len=1024, micro_batch_size=1, num_l
 GRID = ("1F1B", "ZB-H1", "ZB-H2", "Interleaved1F1B", "ZB-V")
 MODEL_FLAGS = ["--hidden-size", "1024", "--num-layers", "8", "--seq-length", "1024", "--num-attention-heads", "16",
                "--vocab-size", "8192", "--tflops", "100"]
-ROW_KEYS = {"rank", "schedule", "v", "m", "layout", "recompute", "options", "comm_model", "step_ns", "bubble", "peak_bytes",
+ROW_KEYS = {"rank", "schedule", "v", "m", "layout", "recompute", "options", "comm_model", "step_ns", "ns_per_microbatch", "bubble", "peak_bytes",
             "peak_bytes_per_rank", "fits", "decomposition", "search", "assumptions", "best"}
 EXCLUDED_KEYS = {"schedule", "v", "m", "reason"}
 
@@ -43,8 +43,8 @@ def _serial(query: ChooseQuery) -> ChooseResult:
     return choose(query, executor="serial", progress=False)
 
 
-def _rank_key(row: dict[str, Any]) -> tuple[bool, int, str, int, int]:
-    return (not row["fits"], row["step_ns"], row["schedule"], row["v"], row["m"])
+def _rank_key(row: dict[str, Any]) -> tuple[bool, float, int, str, int, int]:
+    return (not row["fits"], row["step_ns"] / row["m"], row["step_ns"], row["schedule"], row["v"], row["m"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -75,21 +75,27 @@ def test_the_ranking_equals_each_combination_evaluated_on_its_own(limit: int | N
             assert round(run.metrics.step_time_median_ns) == row["step_ns"]
             assert run.memory is not None and list(run.memory.peak_bytes) == row["peak_bytes_per_rank"]
         assert row["peak_bytes"] == max(row["peak_bytes_per_rank"])
+        assert row["ns_per_microbatch"] == row["step_ns"] / row["m"]
         assert row["fits"] is (limit is None or row["peak_bytes"] <= limit)
         # one layout search per combination, outside the chooser, finds the same answer
         alone = search_layout(row["schedule"], 2, row["m"], row["v"], BASE, options=row["options"], memory_limit_bytes=limit).best
         assert (alone.layout, alone.recompute if isinstance(alone.recompute, str) else list(alone.recompute), alone.step_ns,
                 alone.peak_bytes, alone.fits) == (row["layout"], row["recompute"], row["step_ns"], row["peak_bytes"], row["fits"])
         measured[(row["schedule"], row["v"], row["m"])] = round(own.metrics.step_time_median_ns)
-    # fitting first, then the measured step time, ties by (schedule, v, m)
-    expected = sorted(result.rows, key=lambda r: (not r["fits"], measured[(r["schedule"], r["v"], r["m"])], r["schedule"], r["v"], r["m"]))
+    # fitting first, then the measured step time per micro-batch, then the step time, ties by (schedule, v, m)
+    def measured_key(r: dict[str, Any]) -> tuple[bool, float, int, str, int, int]:
+        step = measured[(r["schedule"], r["v"], r["m"])]
+        return (not r["fits"], step / r["m"], step, r["schedule"], r["v"], r["m"])
+
+    expected = sorted(result.rows, key=measured_key)
     assert [(r["schedule"], r["v"], r["m"]) for r in result.rows] == [(r["schedule"], r["v"], r["m"]) for r in expected]
     assert [r["rank"] for r in result.rows] == list(range(1, 11))
     assert [r["best"] for r in result.rows] == [True] + [False] * 9
     assert result.best is result.rows[0]
     assert result.smallest_fitting_limit_bytes is None
     if limit == 1_100_000_000:
-        assert [(r["schedule"], r["fits"]) for r in result.rows[:6]] == [(s, True) for s in ("ZB-H2", "ZB-H1", "1F1B") * 2]
+        assert [(r["schedule"], r["m"], r["fits"]) for r in result.rows[:6]] == [
+            ("ZB-H2", 8, True), ("ZB-H1", 8, True), ("ZB-H2", 4, True), ("ZB-H1", 4, True), ("1F1B", 8, True), ("1F1B", 4, True)]
         assert {r["schedule"] for r in result.rows[6:]} == {"Interleaved1F1B", "ZB-V"}
         assert not any(r["fits"] for r in result.rows[6:])
     if limit == 2_100_000_000:  # ZB-H1 and ZB-H2 tie at m=4: the schedule name orders them
@@ -107,8 +113,9 @@ def test_a_limit_between_the_peaks_of_1f1b_and_zb_h2_ranks_zb_h2_below_every_row
     for m in (4, 8):
         assert peak[("1F1B", m)] < peak[("ZB-H2", m)]
         assert step[("ZB-H2", m)] < step[("1F1B", m)]  # without a limit ZB-H2 is faster
-    # at m=4 ZB-H1 ties ZB-H2 on the even split: the name orders them, and ZB-H2 is ranked second, above 1F1B
-    assert [(r["schedule"], r["m"], r["rank"]) for r in free.rows[:2]] == [("ZB-H1", 4, 1), ("ZB-H2", 4, 2)]
+    # ZB-H1 ties ZB-H2 on the even split: the name orders them; m=8 has the shorter step per micro-batch
+    assert [(r["schedule"], r["m"], r["rank"]) for r in free.rows] == [
+        ("ZB-H1", 8, 1), ("ZB-H2", 8, 2), ("ZB-H1", 4, 3), ("ZB-H2", 4, 4), ("1F1B", 8, 5), ("1F1B", 4, 6)]
     assert free.rows[0]["step_ns"] == free.rows[1]["step_ns"] and free.rows[0]["best"] is True
     limit = (max(peak[("1F1B", m)] for m in (4, 8)) + min(peak[("ZB-H2", m)] for m in (4, 8))) // 2
 
@@ -122,7 +129,7 @@ def test_a_limit_between_the_peaks_of_1f1b_and_zb_h2_ranks_zb_h2_below_every_row
         assert row["step_ns"] == step[("ZB-H2", row["m"])] and row["peak_bytes"] == peak[("ZB-H2", row["m"])]
     assert [r["rank"] for r in zb_h2] == [5, 6]
     assert result.best is result.rows[0] and result.best["schedule"] != "ZB-H2" and result.best["fits"] is True
-    assert result.best["step_ns"] == min(r["step_ns"] for r in fitting)
+    assert result.best["ns_per_microbatch"] == min(r["ns_per_microbatch"] for r in fitting)
 
 
 def test_nothing_fits_lists_every_row_and_the_least_limit_that_would_fit() -> None:
@@ -142,7 +149,8 @@ def test_nothing_fits_lists_every_row_and_the_least_limit_that_would_fit() -> No
 
     again = _serial(ChooseQuery(BASE, 2, (4,), chunks=(1, 2), schedules=schedules, memory_limit_bytes=least))
     fitting = [r for r in again.rows if r["fits"]]
-    assert sorted(r["schedule"] for r in fitting) == ["1F1B", "ZB-H2"]
+    # ZB-auto too: the search finds the recomputation that meets the limit its builder is given
+    assert sorted(r["schedule"] for r in fitting) == ["1F1B", "ZB-H2", "ZB-auto"]
     assert all(r["peak_bytes"] == least for r in fitting)
     assert again.best is again.rows[0] and again.best["schedule"] == "ZB-H2"
     assert again.smallest_fitting_limit_bytes is None
@@ -235,7 +243,7 @@ def test_a_fixed_layout_with_another_stage_count_is_excluded_naming_both() -> No
     assert excluded == [{"schedule": "Interleaved1F1B", "v": 2, "m": m, "reason": reason} for m in (4, 8)]
     result = _serial(query)
     assert result.excluded == excluded
-    assert [(r["schedule"], r["m"], r["layout"]) for r in result.rows] == [("1F1B", 4, "Et*5|t*3L"), ("1F1B", 8, "Et*5|t*3L")]
+    assert [(r["schedule"], r["m"], r["layout"]) for r in result.rows] == [("1F1B", 8, "Et*5|t*3L"), ("1F1B", 4, "Et*5|t*3L")]
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -267,7 +275,7 @@ def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: p
     chosen = [line for line in out.splitlines() if line.startswith("chosen: ")]
     assert len(chosen) == 1
     assert chosen[0].startswith(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute ")
-    assert chosen[0].endswith(f"peak {best['peak_bytes'] / 2**30:.2f} GiB of 2.00")
+    assert chosen[0].endswith(f"peak {best['peak_bytes'] / 2**30:.2f} GiB of 2.00 GiB")
     assert out.startswith("choose: 6 combination(s) at p=2, 6 evaluated, 0 excluded (")
 
 
@@ -289,7 +297,7 @@ def test_confirming_on_sim_measures_what_was_predicted() -> None:
     result = _serial(ChooseQuery(BASE, 2, (4, 8), chunks=(1, 2), schedules=GRID, memory_limit_bytes=1_100_000_000))
     done = confirm(result, "sim", top=2)
     assert [(c.rank, c.label, c.backend, c.error) for c in done] == [
-        (1, "ZB-H2 v=1 m=4", "sim", None), (2, "ZB-H1 v=1 m=4", "sim", None)]
+        (1, "ZB-H2 v=1 m=8", "sim", None), (2, "ZB-H1 v=1 m=8", "sim", None)]
     for c, row in zip(done, result.rows):
         assert c.predicted_ns == row["step_ns"]
         assert c.measured_ns == row["step_ns"] and c.ratio == 1.0

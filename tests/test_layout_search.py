@@ -128,3 +128,20 @@ def test_bad_input_is_refused_with_the_reason() -> None:
         search_layout("1F1B", 2, 4, 1, FixedCost.ms(F=1, B=2))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="Interleaved1F1B needs v >= 2"):
         search_layout("Interleaved1F1B", 2, 4, 1, SMALL)
+
+
+def test_zb_auto_refused_without_recomputation_is_searched_into_the_limit_with_it() -> None:
+    """ZB-auto is built for the case's limit; its builder refuses a limit below static + one micro-batch's activations
+    without recomputation, but full recomputation meets it: the search must not give up on the refused candidates."""
+    base = TransformerCost(hidden_size=1024, seq_len=1024, micro_batch_size=1, num_layers=8, tflops=100, vocab_size=8192,
+                           num_attention_heads=16)
+    limit = 1_200_000_000
+    for recompute in ("full", "search"):
+        found = search_layout("ZB-auto", 2, 4, 1, base, memory_limit_bytes=limit, recompute=recompute)
+        assert (found.best.layout, found.best.recompute, found.best.fits) == ("Et*4|t*4L", "full", True)
+        assert (found.best.step_ns, found.best.peak_bytes) == (20_272_248, 1_098_907_648)
+        assert EVEN_NONE not in found.baselines and found.baselines[EVEN_BEST].recompute == "full"
+        run = run_case(found.best.case("ZB-auto", 2, 4, 1, base, memory_limit_bytes=limit), backend="sim")
+        assert round(run.metrics.step_time_median_ns) == found.best.step_ns
+    with pytest.raises(ConfigError, match=r"memory_limit_bytes=100,000,000 is below what one micro-batch needs on stage 1"):
+        search_layout("ZB-auto", 2, 4, 1, base, memory_limit_bytes=100_000_000)

@@ -76,6 +76,9 @@ EXHAUSTIVE_LIMIT = 256
 #: A cost-built schedule's local search is timed on one shared plan; this many of its best are then rebuilt exactly.
 FINALISTS = 3
 
+#: The step (ns) and peak (bytes) of a candidate a cost-built schedule's builder refuses: it ranks after every built one.
+REFUSED = 2**62
+
 #: Names of the two baselines shown beside the answer, as mindformers' SAPP prints its naive plan.
 EVEN_NONE = "even split, no recomputation"
 EVEN_BEST = "even split, best uniform recomputation"
@@ -126,7 +129,8 @@ class LayoutChoice:
 
     Attributes:
         best: the fastest candidate that fits; where none fits, the one with the lowest peak.
-        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split with each uniform mode, best one).
+        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split with each uniform mode, best one); a
+            baseline a cost-built schedule's builder refuses (ZB-auto under a limit it cannot meet) is left out.
         evaluated: candidates simulated.
         lower_bound_ns: no layout or recomputation can give a shorter step (ns).
         proven_optimal: ``best`` is optimal: every candidate was simulated, or it meets the lower bound.
@@ -196,6 +200,8 @@ class _Search:
         #: candidates timed on the shared plan while ``exact`` is off (a cost-built schedule's local search)
         self.rough: dict[tuple[tuple[int, ...], tuple[str, ...]], Candidate] = {}
         self.jobs_simulated = 0
+        #: what a cost-built schedule's builder said of the candidates it refused
+        self.refusals: list[str] = []
         self.inflight: list[int] | None = None
         self.busy_of: dict[int, list[int]] = {}  # id(candidate) -> per rank busy ns
 
@@ -227,7 +233,18 @@ class _Search:
         if key in memo:
             return memo[key]
         cost = self.cost_of(counts, modes)
-        plan = self.plan_for(cost)
+        try:
+            plan = self.plan_for(cost)
+        except ConfigError as exc:
+            if not self.info.takes_costs:
+                raise
+            # a builder planning from the costs refuses this candidate (e.g. ZB-auto: the limit is below what one
+            # micro-batch needs without recomputation); others may fit, so it only ranks last
+            self.refusals.append(str(exc))
+            cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
+            memo[key] = cand
+            self.busy_of[id(cand)] = [REFUSED] * self.p
+            return cand
         figures = analyze(plan, cost, comm_model=self.comm_model)
         memory = analytic_memory(plan, cost, self.limit)
         self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
@@ -397,7 +414,8 @@ def search_layout(
     even = fixed or even_counts(total, s)
     baselines_raw = {mode: search.evaluate(even, (mode,) * s) for mode in modes}
     even_best = min(baselines_raw.values(), key=search.key)
-    baselines = {EVEN_NONE: baselines_raw.get("none", search.evaluate(even, ("none",) * s)), EVEN_BEST: even_best}
+    none = baselines_raw["none"] if "none" in baselines_raw else search.evaluate(even, ("none",) * s)
+    baselines = {name: c for name, c in ((EVEN_NONE, none), (EVEN_BEST, even_best)) if c.step_ns != REFUSED}
     lin = search.linear(tuple(dict.fromkeys(("none", *modes))))
     stages_per_rank = max(1, s // p)
     # the lower bound: total work over p ranks, and the busiest stage at its least (no recomputation)
@@ -423,6 +441,8 @@ def search_layout(
                 starts.append((found[1], found[2]))
     for counts, combo in starts:
         search.evaluate(counts, combo)
+    if search.plan is None:  # a cost-built schedule's builder refused every start: its own words
+        raise ConfigError(search.refusals[0])
     current = min(starts, key=lambda k: search.key(search.memo[k]))
     jobs_per_eval = max(1, search.jobs_simulated // max(1, len(search.memo)))
     if search.rebuild:  # time the moves on the even split's plan; rebuild only the finalists
@@ -502,5 +522,7 @@ def _stage_to_rank(search: _Search) -> tuple[int, ...]:
 def _choice(search: _Search, key: tuple[tuple[int, ...], tuple[str, ...]], baselines: dict[str, Candidate], lower_bound: int,
             proven: bool, method: str) -> LayoutChoice:
     best = search.memo[key]
+    if best.step_ns == REFUSED:  # the builder refused every candidate: its own words
+        raise ConfigError(search.refusals[0])
     return LayoutChoice(best, baselines, len(search.memo), min(lower_bound, best.step_ns), proven, method,
                         search.decomposition(*key))

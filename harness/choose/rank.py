@@ -6,8 +6,10 @@ shortest predicted step that fits), on the exact analytic path a ``sim`` run tak
 pool (:mod:`harness.choose.parallel`). Combinations a builder refuses, or that cannot be laid out, are
 listed as excluded with the builder's or the search's own words.
 
-The ranking: rows that fit the limit first, then by predicted step time (ns), ties by (schedule,
-``v``, ``m``); rows that do not fit follow, in the same order. ``best`` marks the first row when it
+The ranking: rows that fit the limit first, then by predicted step time per micro-batch (ns; with one
+``m`` in the query that is the step time; across several it is the throughput at the model's
+micro-batch size, since a step of ``m`` micro-batches trains ``m x b`` sequences), then by step time,
+ties by (schedule, ``v``, ``m``); rows that do not fit follow, in the same order. ``best`` marks the first row when it
 fits. Where nothing fits, every row is still listed with its peak, and
 ``smallest_fitting_limit_bytes`` says the least limit (bytes) at which one of them would fit.
 
@@ -75,7 +77,8 @@ def evaluate_task(job: _Job) -> tuple[str, dict[str, Any]]:
         return "excluded", {"schedule": t.schedule, "v": t.v, "m": t.m,
                             "reason": f"evaluation failed ({type(exc).__name__}: {exc}); please report it"}
     row = {"schedule": t.schedule, "v": t.v, "m": t.m, "layout": best.layout, "recompute": _recompute_json(best.recompute),
-           "options": dict(t.options), "comm_model": job.comm_model, "step_ns": best.step_ns, "bubble": best.bubble,
+           "options": dict(t.options), "comm_model": job.comm_model, "step_ns": best.step_ns,
+           "ns_per_microbatch": best.step_ns / t.m, "bubble": best.bubble,
            "peak_bytes": best.peak_bytes, "peak_bytes_per_rank": list(best.peak_bytes_per_rank), "fits": best.fits,
            "decomposition": found.decomposition,
            "search": {"evaluated": found.evaluated, "lower_bound_ns": found.lower_bound_ns, "proven_optimal": found.proven_optimal,
@@ -95,8 +98,10 @@ def _assumptions(best: Candidate, job: _Job) -> list[str]:
     return case_assumptions(source, lowered, cost, job.comm_model, case.comm_placement)
 
 
-def _rank_key(row: Mapping[str, Any]) -> tuple[int, int, str, int, int]:
-    return (0 if row["fits"] else 1, row["step_ns"], row["schedule"], row["v"], row["m"])
+def _rank_key(row: Mapping[str, Any]) -> tuple[int, float, int, str, int, int]:
+    """Fitting first; then the step time per micro-batch (ns: the throughput at the query's micro-batch size, which
+    at one ``m`` orders as the step time does); then the step time, the schedule, ``v`` and ``m``."""
+    return (0 if row["fits"] else 1, row["step_ns"] / row["m"], row["step_ns"], row["schedule"], row["v"], row["m"])
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,8 @@ class ChooseResult:
         query: the question asked.
         rows: one dict per evaluated combination, ranked (see the module doc); keys ``rank``, ``schedule``,
             ``v``, ``m``, ``layout``, ``recompute`` (one mode or one per stage), ``options``, ``comm_model``,
-            ``step_ns`` (ns), ``bubble`` (:data:`BUBBLE_NORMALIZATION`), ``peak_bytes`` (bytes, max over
+            ``step_ns`` (ns), ``ns_per_microbatch`` (``step_ns / m``, what rows are ranked by), ``bubble``
+            (:data:`BUBBLE_NORMALIZATION`), ``peak_bytes`` (bytes, max over
             ranks), ``peak_bytes_per_rank`` (bytes), ``fits``, ``decomposition`` (the step's bubble
             decomposition, ns), ``search`` (how the layout was found, with its lower bound in ns and the
             even-split baselines), ``assumptions`` (sentences) and ``best``.

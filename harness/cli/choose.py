@@ -175,15 +175,19 @@ def _recompute_text(value: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], limit: int | None) -> str:
-    """The ranked rows as a fixed-width text table (times in ms, memory in GiB)."""
-    head = ("#", "schedule", "v", "m", "step ms", "bubble", "peak GiB", "fits", "recompute", "layout")
+    """The ranked rows as a fixed-width text table (times in ms, memory in GiB); where the rows differ in ``m``,
+    with the step time per micro-batch (``ms/m``) they are ranked by."""
+    per_mb = len({r["m"] for r in rows}) > 1
+    head: tuple[str, ...] = ("#", "schedule", "v", "m", "step ms", *(("ms/m",) if per_mb else ()), "bubble", "peak GiB", "fits",
+                             "recompute", "layout")
     lines = [head]
     for r in rows:
         lines.append((str(r["rank"]) + ("*" if r["best"] else ""), r["schedule"], str(r["v"]), str(r["m"]), f"{r['step_ns'] / 1e6:,.1f}",
+                      *((f"{r['step_ns'] / r['m'] / 1e6:,.2f}",) if per_mb else ()),
                       f"{100 * r['bubble']:.1f}%", _gib(r["peak_bytes"]), ("yes" if r["fits"] else "NO") if limit is not None else "-",
                       _recompute_text(r["recompute"]), r["layout"]))
     widths = [max(len(line[k]) for line in lines) for k in range(len(head) - 1)]
-    right = {0, 2, 3, 4, 5, 6}
+    right = {0, 2, 3, 4, 5, 6, 7} if per_mb else {0, 2, 3, 4, 5, 6}
     out = []
     for line in lines:
         cells = [c.rjust(w) if k in right else c.ljust(w) for k, (c, w) in enumerate(zip(line, widths))]
@@ -261,7 +265,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if best is not None:
         print(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute "
               f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_gib(best['peak_bytes'])} GiB"
-              + (f" of {_gib(query.memory_limit_bytes)}" if query.memory_limit_bytes is not None else ""))
+              + (f" of {_gib(query.memory_limit_bytes)} GiB" if query.memory_limit_bytes is not None else ""))
         line = _even_baseline_line(rows)
         if line:
             print(line)

@@ -98,7 +98,8 @@ def render_choose_page(document: Mapping[str, Any], timelines: Sequence[tuple[st
     query: Mapping[str, Any] = document["query"] if isinstance(document.get("query"), Mapping) else {}
     limit = document.get("limit_bytes", query.get("memory_limit_bytes"))
     limit = int(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
-    points = [(int(r["peak_bytes"]), int(r["step_ns"])) for r in raw_rows]
+    per_mb = _per_microbatch(raw_rows)
+    points = [(int(r["peak_bytes"]), _y_ns(r, per_mb)) for r in raw_rows]
     front = set(pareto_front(points))
     marked = [bool(r.get("best")) for r in raw_rows]
     if not any(marked):  # a document without "best": the first fitting row, as the ranking puts it first
@@ -117,6 +118,7 @@ def render_choose_page(document: Mapping[str, Any], timelines: Sequence[tuple[st
         limit_text=_limit_text(limit),
         rows=rows,
         chart=scatter_chart(raw_rows, limit, front=front, best=[k for k, b in enumerate(marked) if b]),
+        per_microbatch=per_mb,
         none_fit=bool(rows) and not any(r["fits"] for r in rows),
         smallest=int(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
         smallest_text=_bytes_text(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
@@ -196,9 +198,20 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float, float, list[float]]
     return start, end, step, ticks
 
 
+def _per_microbatch(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Rows of several micro-batch counts are compared by step time per micro-batch (as the chooser ranks them)."""
+    return len({r["m"] for r in rows}) > 1
+
+
+def _y_ns(row: Mapping[str, Any], per_mb: bool) -> int:
+    """The chart's y value of ``row`` (ns): its step time, or per micro-batch where rows differ in ``m``."""
+    return round(int(row["step_ns"]) / int(row["m"])) if per_mb else int(row["step_ns"])
+
+
 def scatter_chart(rows: Sequence[Mapping[str, Any]], limit_bytes: int | None, *, front: set[int] | None = None,
                   best: Sequence[int] = ()) -> dict[str, Any] | None:
-    """SVG geometry of the scatter: x the row's peak memory (GiB, its fullest rank), y its step time (ms).
+    """SVG geometry of the scatter: x the row's peak memory (GiB, its fullest rank), y its step time (ms), or
+    its step time per micro-batch where the rows differ in ``m`` (the chooser ranks by it then).
 
     Args:
         rows: the document's rows (``peak_bytes`` in bytes, ``step_ns`` in ns).
@@ -217,9 +230,10 @@ def scatter_chart(rows: Sequence[Mapping[str, Any]], limit_bytes: int | None, *,
         return None
     width, height, left, right, top_pad, bottom_pad = 680, 340, 78, 24, 18, 46
     peaks = [int(r["peak_bytes"]) / _GIB for r in rows]
-    steps = [int(r["step_ns"]) / 1e6 for r in rows]
+    per_mb = _per_microbatch(rows)
+    steps = [_y_ns(r, per_mb) / 1e6 for r in rows]
     if front is None:
-        front = set(pareto_front([(int(r["peak_bytes"]), int(r["step_ns"])) for r in rows]))
+        front = set(pareto_front([(int(r["peak_bytes"]), _y_ns(r, per_mb)) for r in rows]))
     xs = peaks + ([limit_bytes / _GIB] if limit_bytes is not None else [])
     x0, x1, xstep, xticks = _nice_range(min(xs), max(xs))
     y0, y1, ystep, yticks = _nice_range(min(steps), max(steps))
@@ -236,7 +250,8 @@ def scatter_chart(rows: Sequence[Mapping[str, Any]], limit_bytes: int | None, *,
     for k, r in enumerate(rows):
         name = f"{r['schedule']} v={r['v']} m={r['m']}"
         notes = [w for w, on in (("best", k in best_set), ("on the Pareto front", k in front), ("does not fit", not r["fits"])) if on]
-        title = (f"#{r.get('rank', k + 1)} {isolated(name)}: step {steps[k]:,.3f} ms, peak {_gib(int(r['peak_bytes']))} GiB"
+        title = (f"#{r.get('rank', k + 1)} {isolated(name)}: step {int(r['step_ns']) / 1e6:,.3f} ms"
+                 + (f" ({steps[k]:,.3f} ms per micro-batch)" if per_mb else "") + f", peak {_gib(int(r['peak_bytes']))} GiB"
                  + (f" ({', '.join(notes)})" if notes else ""))
         points.append({"x": px(peaks[k]), "y": py(steps[k]), "k": k, "rank": r.get("rank", k + 1), "fits": bool(r["fits"]),
                        "front": k in front, "best": k in best_set, "title": title, "label": f"{r['schedule']} v{r['v']} m{r['m']}"})
