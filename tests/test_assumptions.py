@@ -159,3 +159,37 @@ def test_show_names_the_placement_of_the_send_receive_jobs_it_inserted(capsys, m
     assert main(["show", "1F1B", "-p", "4", "-m", "8", "--comm-model", model, "--p2p-latency-ms", "0.1"]) == 0
     assumed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("assumes: ")]
     assert assumed[-1].endswith(f"; send/receive jobs placed {placed!r}, 0.1 ms per transfer")
+
+
+DUALPIPE_P4_M8 = ("per-stage durations: F and B (stage 0: 1 and 2 ms) are one stage's, 1/4 of a model copy, as at v=1; a rank holds 2 "
+                  "stages across the 2 chains (DualPipe's two directions), each stage running only its chain's micro-batches (4 of the "
+                  "8), so m x (F + B) of work per step, as a v=1 schedule's (not v x m x (F + B))")
+
+
+def test_dualpipe_durations_are_per_stage_and_a_rank_runs_m_times_f_plus_b():
+    r = run_case(PipelineCase("DualPipe", 4, 8, cost=COST), "sim")
+    assert [a for a in r.assumptions if a.startswith(("per-stage durations:", "per-chunk durations:"))] == [DUALPIPE_P4_M8]
+    # what the sentence claims: every rank's jobs (F, I and W, B split in half) add up to m x (F + B) = 8 x 3 ms
+    n = r.schedule.num_stages
+    work = [sum(COST.duration_ns(job, n) for rank, _, job in r.schedule.jobs() if rank == k) for k in range(4)]
+    assert work == [24_000_000] * 4
+    # DualPipeV, one chain over 2p half-size chunks: the per-chunk sentence, v x m x (F + B) = 48 ms of these durations
+    v = run_case(PipelineCase("DualPipeV", 4, 8, cost=COST), "sim")
+    assert [a for a in v.assumptions if a.startswith(("per-stage durations:", "per-chunk durations:"))] == [
+        "per-chunk durations: F and B (stage 0: 1 and 2 ms) are one stage's, one chunk's, and a rank runs v=2 chunks, so "
+        "v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by 2"]
+    # a cost model without an assumptions method gets the same basis
+    custom = run_case(PipelineCase("DualPipe", 2, 4, cost=_Custom()), "sim").assumptions
+    assert custom[:2] == [
+        "durations as the cost model _Custom gives them, per job kind and stage",
+        "per-stage durations: the durations _Custom gives are one stage's, 1/2 of a model copy, as at v=1; a rank holds 2 stages "
+        "across the 2 chains (DualPipe's two directions), each stage running only its chain's micro-batches (2 of the 4), so "
+        "m x (F + B) of work per step, as a v=1 schedule's (not v x m x (F + B))"]
+
+
+def test_the_run_line_of_a_dualpipe_case_says_its_durations_are_per_stage(tmp_path: Path, capsys):
+    assert main(["run", "DualPipe", "-p", "4", "-m", "8", "--backend", "sim", "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "durations" in line and "per job kind" not in line] == [f"  assumes: {DUALPIPE_P4_M8}"]
+    (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
+    assert DUALPIPE_P4_M8 in case["assumptions"]
