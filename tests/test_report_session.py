@@ -80,3 +80,25 @@ def test_a_sound_session_re_renders(folder, capsys):
     assert session_problem(None) is None  # a document without a session
     assert main(["report", str(path), "-q", "--no-hta"]) == 0
     assert capsys.readouterr().out == f"{folder / 'index.html'} (1 case(s); traces in {folder / 'traces'})\n"
+
+
+def test_the_page_warns_of_the_pytest_xdist_workers_lost_and_names_them(tmp_path):
+    from harness.report.html import render_index
+
+    case = case_to_dict(run_case(PipelineCase("1F1B", stages=2, microbatches=4), "sim", range(0, 2), case_id="c/1F1B"))
+    many = [f"cases/t.py::test[{m}]" for m in range(7)]
+    lost = [*LOST, {"worker": "gw3", "error": "its session ended without them", "tests": many}]
+    page = render_index(results_document([case], {"workers_lost": lost}))
+    assert ('<div class="failnote" id="workers-lost">⚠ 2 pytest-xdist worker(s) went down before sending their cases: the cases of '
+            "the tests each ran are missing from this report:\n"
+            "<ul><li>worker <bdi>gw1</bdi> sent no cases (<bdi>went down: node down: Not properly terminated</bdi>): 1 test(s): "
+            "<bdi>cases/t.py::test[1F1B]</bdi></li>"
+            "<li>worker <bdi>gw3</bdi> sent no cases (<bdi>its session ended without them</bdi>): 7 test(s): "
+            "<bdi>cases/t.py::test[0], cases/t.py::test[1], cases/t.py::test[2], cases/t.py::test[3], cases/t.py::test[4]</bdi> "
+            "and 2 more</li></ul></div>") in page
+    # a session without lost workers: no such warning
+    assert 'id="workers-lost"' not in render_index(results_document([case], {"backend": "sim"}))
+    # and the page written by report re-renders it from results.json
+    out = tmp_path / "rep"
+    write_report(out, results_document([case], {"workers_lost": LOST}), hta=False)
+    assert "worker <bdi>gw1</bdi> sent no cases" in (out / "index.html").read_text()
