@@ -150,7 +150,12 @@ def test_show_prints_the_assumptions(capsys):
     assumed = [line for line in out if line.startswith("assumes: ")]
     assert assumed[-1] == ("assumes: comm model 'edge': a consumer on another rank starts the transfer time after its producer "
                            "ends; transfers never queue; 0.1 ms per transfer")
-    assert any(line.startswith("assumes: per-chunk durations: ") for line in assumed)
+    # the per-chunk basis is said once, in show's own line with the work figure, not again among the assumes: lines
+    assert not [line for line in assumed if "per-chunk" in line]
+    assert [line for line in out if line.startswith("durations are ")] == [
+        "durations are per chunk: each rank runs v*m*(F+B) = 2*8*(1+2) ms = 48 ms of work per step (2 chunks per rank, each half of "
+        "a v=1 schedule's stage: for the same model as a v=1 schedule, divide F and B by 2, and a rank runs m*(F+B) of that "
+        "schedule's per-stage F and B)"]
 
 
 @pytest.mark.parametrize(("model", "placed"), [("stream", "just-in-time"), ("blocking", "timed")])
@@ -159,3 +164,61 @@ def test_show_names_the_placement_of_the_send_receive_jobs_it_inserted(capsys, m
     assert main(["show", "1F1B", "-p", "4", "-m", "8", "--comm-model", model, "--p2p-latency-ms", "0.1"]) == 0
     assumed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("assumes: ")]
     assert assumed[-1].endswith(f"; send/receive jobs placed {placed!r}, 0.1 ms per transfer")
+
+
+DUALPIPE_P4_M8 = ("per-stage durations: F and B (stage 0: 1 and 2 ms) are one stage's, 1/4 of a model copy, as at v=1; a rank holds 2 "
+                  "stages across the 2 chains (DualPipe's two directions), each stage running only its chain's micro-batches (4 of the "
+                  "8), so m x (F + B) of work per step, as a v=1 schedule's (not v x m x (F + B))")
+
+
+def test_dualpipe_durations_are_per_stage_and_a_rank_runs_m_times_f_plus_b():
+    r = run_case(PipelineCase("DualPipe", 4, 8, cost=COST), "sim")
+    assert [a for a in r.assumptions if a.startswith(("per-stage durations:", "per-chunk durations:"))] == [DUALPIPE_P4_M8]
+    # what the sentence claims: every rank's jobs (F, I and W, B split in half) add up to m x (F + B) = 8 x 3 ms
+    n = r.schedule.num_stages
+    work = [sum(COST.duration_ns(job, n) for rank, _, job in r.schedule.jobs() if rank == k) for k in range(4)]
+    assert work == [24_000_000] * 4
+    # DualPipeV, one chain over 2p half-size chunks: the per-chunk sentence, v x m x (F + B) = 48 ms of these durations
+    v = run_case(PipelineCase("DualPipeV", 4, 8, cost=COST), "sim")
+    assert [a for a in v.assumptions if a.startswith(("per-stage durations:", "per-chunk durations:"))] == [
+        "per-chunk durations: F and B (stage 0: 1 and 2 ms) are one stage's, one chunk's, and a rank runs v=2 chunks, so "
+        "v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by 2"]
+    # a cost model without an assumptions method gets the same basis
+    custom = run_case(PipelineCase("DualPipe", 2, 4, cost=_Custom()), "sim").assumptions
+    assert custom[:2] == [
+        "durations as the cost model _Custom gives them, per job kind and stage",
+        "per-stage durations: the durations _Custom gives are one stage's, 1/2 of a model copy, as at v=1; a rank holds 2 stages "
+        "across the 2 chains (DualPipe's two directions), each stage running only its chain's micro-batches (2 of the 4), so "
+        "m x (F + B) of work per step, as a v=1 schedule's (not v x m x (F + B))"]
+
+
+def test_the_run_line_of_a_dualpipe_case_says_its_durations_are_per_stage(tmp_path: Path, capsys):
+    assert main(["run", "DualPipe", "-p", "4", "-m", "8", "--backend", "sim", "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "durations" in line and "per job kind" not in line] == [f"  assumes: {DUALPIPE_P4_M8}"]
+    (case,) = json.loads((tmp_path / "rep" / "results.json").read_text())["cases"]
+    assert DUALPIPE_P4_M8 in case["assumptions"]
+
+
+@pytest.mark.parametrize(("argv", "v"), [(["ZB-V"], 2), (["Interleaved1F1B", "-v", "2"], 2), (["Interleaved1F1B", "-v", "3"], 3)])
+def test_run_with_several_chunks_per_rank_says_once_that_its_durations_are_per_chunk(tmp_path: Path, capsys, argv, v):
+    assert main(["run", *argv, "-p", "2", "-m", "6", "--backend", "sim", "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "per chunk" in line or "per-chunk" in line] == [
+        f"  assumes: per-chunk durations: F and B (stage 0: 1 and 2 ms) are one stage's, one chunk's, and a rank runs v={v} chunks, "
+        f"so v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by {v}"]
+
+
+def test_show_states_a_dualpipe_schedule_s_duration_basis_once(capsys):
+    assert main(["show", "DualPipe", "-p", "4", "-m", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "durations" in line] == [
+        "durations are per stage: each rank runs m*(F+B) = 8*(1+2) ms = 24 ms of work per step (DualPipe: its 2 stages run m/2 "
+        "micro-batches each, one per direction; each stage is 1/p of the model, as a v=1 schedule's)"]
+    assert main(["show", "DualPipeV", "-p", "4", "-m", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "durations" in line or "chunk" in line] == [
+        "durations are per chunk: each rank runs v*m*(F+B) = 2*8*(1+2) ms = 48 ms of work per step (2 chunks per rank, each half of "
+        "a v=1 schedule's stage: for the same model as a v=1 schedule, divide F and B by 2, and a rank runs m*(F+B) of that "
+        "schedule's per-stage F and B)"]
+    assert "the busiest rank is busy 48 ms per step" in "\n".join(out)

@@ -150,6 +150,10 @@ def test_a_worker_that_dies_costs_only_its_own_cases_and_is_named(pytester):
     assert reported, "the other worker's cases are in the report"
     assert sorted([*reported, *lost["tests"]]) == sorted([*(f"test_cases.py::test_case[{m}]" for m in range(2, 8)), "test_cases.py::test_crash"])
     assert reported == sorted(reported, key=lambda cid: int(cid[-2]))  # still in the serial order
+    page = (pytester.path / "reports" / "index.html").read_text()  # the page warns of the lost worker, by name
+    assert (f"<li>worker <bdi>{lost['worker']}</bdi> sent no cases (<bdi>went down: Not properly terminated</bdi>): "
+            f"{len(lost['tests'])} test(s): ") in page
+    assert "⚠ 1 pytest-xdist worker(s) went down before sending their cases" in page
     unwrapped = "\n".join(result.outlines).replace("\n  ", " ").splitlines()  # the summary wraps long lines at pytest's width
     assert fnmatch.filter(unwrapped, f"pytest-xdist worker {lost['worker']} sent no cases (went down: Not properly terminated): the cases "
                                      f"of the {len(lost['tests'])} test(s) it ran are missing here and from the report: *test_crash")

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.cli.common import err, positive_count
 from harness.errors import ConfigError
+from harness.model.assumptions import DURATION_BASIS_PREFIXES
 from harness.model.cost import CostModel
 from harness.model.values import MAX_DURATION_NS
 from harness.schedule.chains import CHAINS_PARAM
@@ -90,16 +91,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     split = f" (I={i_ns / 1e6:g} ms, W={w_ns / 1e6:g} ms" + ("" if args.weight_ms is not None else ": B split in half; --weight-ms sets W") + ")"
     print(f"{schedule.name}: p={p}, m={m}, v={v}, {schedule.num_jobs} jobs per step; "
           f"cost F={args.forward_ms:g} ms, B={args.backward_ms:g} ms" + (split if splits else ""))
+    # What a job's duration covers, said once: the cost model's own sentence on it is left out of the assumes: lines below.
     if schedule.params.get(CHAINS_PARAM):  # DualPipe: each stage runs its direction's m/2 micro-batches
         work = m * (args.forward_ms + args.backward_ms)
         print(f"durations are per stage: each rank runs m*(F+B) = {m}*({args.forward_ms:g}+{args.backward_ms:g}) ms = {work:g} ms "
               f"of work per step ({schedule.name}: its {v} stages run m/2 micro-batches each, one per direction; each stage is "
               "1/p of the model, as a v=1 schedule's)")
-    else:
+    elif v > 1:  # ZB-V, DualPipeV, interleaved: a job is one chunk's, 1/v of a v=1 stage
         work = v * m * (args.forward_ms + args.backward_ms)
-        print(f"durations are per stage (chunk): each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
-              f"= {work:g} ms of work per step" + (f" ({v} chunks per rank: for the same model as a v=1 schedule, divide F and B by {v})"
-                 if v > 1 else ""))
+        part = "half" if v == 2 else f"1/{v}"
+        print(f"durations are per chunk: each rank runs v*m*(F+B) = {v}*{m}*({args.forward_ms:g}+{args.backward_ms:g}) ms "
+              f"= {work:g} ms of work per step ({v} chunks per rank, each {part} of a v=1 schedule's stage: for the same model as a "
+              f"v=1 schedule, divide F and B by {v}, and a rank runs m*(F+B) of that schedule's per-stage F and B)")
+    else:
+        work = m * (args.forward_ms + args.backward_ms)
+        print(f"durations are per stage: each rank runs m*(F+B) = {m}*({args.forward_ms:g}+{args.backward_ms:g}) ms = {work:g} ms "
+              "of work per step")
     if groups_of(schedule):
         print(_groups_line(schedule, cost, args.overlap_ratio, max(a.busy_ns)))
     elif args.overlap_ratio is not None:
@@ -127,7 +134,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     # the schedule before the comm model's lowering, so that inserted send/receive jobs are not taken for the schedule's own
     for line in case_assumptions(case.compute_schedule(), schedule, cost, comm_model, case.comm_placement):
-        print(f"assumes: {line}")
+        if not line.startswith(DURATION_BASIS_PREFIXES):  # the "durations are per ..." line above says it, with its figure
+            print(f"assumes: {line}")
     return 0
 
 

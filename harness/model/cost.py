@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from harness.errors import ConfigError
 
 # Optional cost-model methods and the fields that answer them, each in its concept's module.
+from harness.model.assumptions import chained_durations
 from harness.model.data_parallel import _data_parallel_fields, _dp_duration, _drop_zero_dp_fields
 from harness.model.overlap import _overlap_fields, _overlap_group_ns
 from harness.model.values import (
@@ -424,8 +425,10 @@ class FixedCost:
         v = schedule.chunks_per_rank
         if v > 1:
             f, b = (self.duration_ns(Job(0, kind, 0), schedule.num_stages) for kind in (JobKind.F, JobKind.B))
-            out.append(f"per-chunk durations: F and B (stage 0: {f / 1e6:g} and {b / 1e6:g} ms) are one stage's, one chunk's, and a "
-                       f"rank runs v={v} chunks, so v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by {v}")
+            # DualPipe: two stages per rank, each running its direction's half of the micro-batches
+            chained = chained_durations(schedule, f"F and B (stage 0: {f / 1e6:g} and {b / 1e6:g} ms) are")
+            out.append(chained or f"per-chunk durations: F and B (stage 0: {f / 1e6:g} and {b / 1e6:g} ms) are one stage's, one chunk's, "
+                       f"and a rank runs v={v} chunks, so v x m x (F + B) of work per step; for the same model as at v=1, divide F and B by {v}")
         return out
 
     def describe(self) -> dict[str, Any]:

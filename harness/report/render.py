@@ -416,7 +416,9 @@ def write_report(
         InputFormatError: a case lacks fields the reports need, or has one of a
             wrong type (names the case and the field); nothing is written then,
             and a report folder created for this call is removed again. With
-            ``left_out``, only when every case is damaged.
+            ``left_out``, only when every case is damaged. Also a ``session``
+            field of a wrong type (:func:`harness.report.session_fields.session_problem`),
+            whatever ``left_out``.
         DiskFullError: no room to write a file (a full device or quota, or the file-size limit):
             names the report folder, the file and the bytes it needed where known; nothing is
             published and the files already in place are unchanged.
@@ -437,6 +439,7 @@ def write_report(
     from harness.report.hta import write_hta_traces
     from harness.report.html import render_index
     from harness.report.jobtable import JobTable
+    from harness.report.session_fields import session_problem
     from harness.report.trace import first_steps, write_trace
 
     opts = trace_options or TraceOptions()
@@ -447,6 +450,9 @@ def write_report(
     trim_heap()  # a run's freed memory, fragmented, slows every allocation of the render (harness.report.heap)
     tables: list[JobTable | None] = []
     # wrong-typed fields: refuse (or leave the case out) before creating anything; each case's job columns, once
+    problem = session_problem(doc.get("session"))
+    if problem:  # the page reads the session: a damaged one is the whole report's, not one case's
+        raise InputFormatError(f"{source}: {problem}; nothing written")
     check_cases(doc, source, tables, left_out)
     if left_out:
         if not doc["cases"]:
