@@ -92,7 +92,8 @@ class RunMetrics:
     enqueue_ns_per_job: float
     span_bubble_ratio: float = 0.0
     peak_inflight_per_stage: list[int] = field(default_factory=list)
-    normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time)")
+    normalization: str = field(default="idle share of total: sum of compute-stream idle / (p x step time); "
+                                        "recomputation, where the cost model charges it, counts as busy work")
     step_time_stats: SampleStats | None = None
     bubble_stats: SampleStats | None = None
     busy_stats: list[SampleStats] = field(default_factory=list)

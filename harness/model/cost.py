@@ -384,7 +384,8 @@ class FixedCost:
 
     def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
         """Wall time (ns) of an overlapped group whose jobs last ``durations_ns`` alone: ``overlap_ns``,
-        or ``max + overlap_ratio * (sum - max)``, or ``max`` (:data:`harness.model.overlap.GROUP_METHOD`)."""
+        or ``max + overlap_ratio * (sum - max)``, or, with neither set, ``sum`` (no overlap, as PyTorch's
+        runtime runs ``OVERLAP_F_B``; :data:`harness.model.overlap.GROUP_METHOD`)."""
         return _overlap_group_ns(self, durations_ns)
 
     def models_memory(self) -> bool:

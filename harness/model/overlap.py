@@ -110,8 +110,11 @@ def overlap_assumptions(cost: Any, schedule: Schedule) -> list[str]:
     else:
         source = "the default; overlap_ratio or overlap_ns set it"
 
+    # one unit for the whole sentence: the largest in which the members' summed duration is at least 1
+    scale, unit = next(((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")) if max(sum(durations), 1) >= s), (1, "ns"))
+
     def ms(ns: float) -> str:
-        return f"{ns / 1e6:.4g}"
+        return f"{ns / scale:.4g}"
 
     names = "&".join(job.kind.value for job in jobs)
     if wall == max(durations) and wall != sum(durations):
@@ -119,8 +122,8 @@ def overlap_assumptions(cost: Any, schedule: Schedule) -> list[str]:
     elif wall == sum(durations):
         how = f"no overlap, a group lasts {' + '.join(job.kind.value for job in jobs)}"
     else:
-        how = f"a group lasts {ms(wall)} ms against {' + '.join(job.kind.value for job in jobs)} = {ms(sum(durations))} ms"
+        how = f"a group lasts {ms(wall)} {unit} against {' + '.join(job.kind.value for job in jobs)} = {ms(sum(durations))} {unit}"
     shown = ";".join(map(str, jobs))
     return [f"overlapped {names} groups ({len(groups)} per step): {how} ({source}; e.g. ({shown}): "
-            f"{' + '.join(ms(d) for d in durations)} ms -> {ms(wall)} ms); a group starts when the inputs of all its members "
+            f"{' + '.join(ms(d) for d in durations)} {unit} -> {ms(wall)} {unit}); a group starts when the inputs of all its members "
             "are in (the rule of DualPipe)"]

@@ -94,4 +94,5 @@ def recompute_assumption(modes: tuple[str, ...], attention_counted: bool, backwa
         shown = ", ".join(modes) if len(modes) <= 16 else ", ".join(modes[:16]) + f", ... ({len(modes)} stages)"
         head = f"recomputation per stage (stage 0 first): {shown}"
     tail = "" if attention_counted else " (the attention products charged there though attention=False leaves them out of F and B)"
-    return f"{head}{': ' if len(set(modes)) == 1 else '; '}{'; '.join(costs)}{tail}"
+    return (f"{head}{': ' if len(set(modes)) == 1 else '; '}{'; '.join(costs)}{tail}; counted as busy time in the bubble "
+            "figures (mindformers' normalization counts it as bubble)")
