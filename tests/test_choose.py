@@ -302,3 +302,128 @@ def test_confirming_on_sim_measures_what_was_predicted() -> None:
         assert c.predicted_ns == row["step_ns"]
         assert c.measured_ns == row["step_ns"] and c.ratio == 1.0
         assert c.steps >= 1
+
+
+# -- confirming runs from the command line (--run) ------------------------------------------------
+
+SMALL_FLAGS = ["--hidden-size", "256", "--num-layers", "8", "--seq-length", "128", "--num-attention-heads", "4",
+               "--vocab-size", "1000", "--tflops", "10", "-p", "2", "-m", "4", "--schedules", "1F1B", "ZB-H1", "--no-progress"]
+SMALL = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=8, tflops=10, vocab_size=1000,
+                        num_attention_heads=4)
+
+
+def _confirm_lines(out: str) -> list[tuple[int, str, str]]:
+    """``(rank, label, what)`` of each confirmation line: ``what`` is the predicted figure's text or ``failed``."""
+    found = []
+    for line in out.splitlines():
+        if line.startswith("  #") and (": predicted " in line or ": failed: " in line):
+            head, _, rest = line.strip().partition(": ")
+            rank, _, label = head.partition(" ")
+            found.append((int(rank[1:]), label, "failed" if rest.startswith("failed: ") else rest.split(",")[0]))
+    return found
+
+
+def _small_rows() -> list[dict[str, Any]]:
+    return _serial(ChooseQuery(SMALL, 2, (4,), schedules=("1F1B", "ZB-H1"))).rows
+
+
+def test_run_takes_only_the_backends_a_row_can_be_confirmed_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.choose.confirm import BACKENDS
+    from harness.cli.choose import _RUN_BACKENDS
+
+    assert _RUN_BACKENDS == BACKENDS == ("sim", "cpu", "cuda", "mpi", "torch")
+    with pytest.raises(SystemExit) as info:
+        main(["choose", *SMALL_FLAGS, "--run", "foo"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert ("error: argument --run: invalid choice: 'foo' (choose from 'sim', 'cpu', 'cuda', 'mpi', 'torch')") in err
+    with pytest.raises(ConfigError, match=r"confirm: unknown backend 'foo'; a row can be confirmed on sim, cpu, cuda, mpi, torch"):
+        confirm(_serial(ChooseQuery(SMALL, 2, (4,), schedules=("1F1B",))), "foo")
+
+
+def test_run_cpu_confirms_the_top_rows_in_rank_order(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *SMALL_FLAGS, "--run", "cpu", "--top", "2", "--steps", "1:3"]) == 0
+    out = capsys.readouterr().out
+    rows = _small_rows()
+    assert [(r["schedule"], r["step_ns"]) for r in rows] == [("ZB-H1", 1_125_539), ("1F1B", 1_286_600)]
+    assert "running the top 2 fitting row(s) on cpu:" in out
+    assert _confirm_lines(out) == [(1, "ZB-H1 v=1 m=4", "predicted 1.1 ms"), (2, "1F1B v=1 m=4", "predicted 1.3 ms")]
+    assert out.count(" over 2 step(s): ") == 2
+
+
+def _fake_launcher(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-mpirun"
+    script.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_row_that_fails_to_confirm_makes_the_command_fail_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    launcher = _fake_launcher(tmp_path, "print('no slots for', sys.argv[1:3]); sys.exit(3)")
+    assert main(["choose", *SMALL_FLAGS, "--run", "mpi", "--top", "2", "--mpirun", launcher]) == 2
+    captured = capsys.readouterr()
+    assert _confirm_lines(captured.err) == [(1, "ZB-H1 v=1 m=4", "failed"), (2, "1F1B v=1 m=4", "failed")]
+    assert ("#1 ZB-H1 v=1 m=4: the mpirun job confirming it on mpi exited with status 3: no slots for ['-n', '2']"
+            in captured.err)
+    assert captured.err.rstrip().endswith(
+        "error: 2 of 2 confirming run(s) on mpi failed: #1 ZB-H1 v=1 m=4, #2 1F1B v=1 m=4 (their errors are above)")
+    assert "chosen: ZB-H1 v=1 m=4" in captured.out  # the answer is still printed
+    # a launcher that is not there, and one that never ends: stopped at the timeout
+    assert main(["choose", *SMALL_FLAGS, "--run", "mpi", "--top", "1", "--mpirun", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert f"#1 ZB-H1 v=1 m=4: cannot confirm on mpi: '{tmp_path / 'nowhere'}' is not found" in err
+    assert err.rstrip().endswith("error: 1 of 1 confirming run(s) on mpi failed: #1 ZB-H1 v=1 m=4 (their errors are above)")
+    sleeper = _fake_launcher(tmp_path, "time.sleep(600)")
+    assert main(["choose", *SMALL_FLAGS, "--run", "mpi", "--top", "1", "--mpirun", sleeper, "--run-timeout", "1"]) == 2
+    assert "#1 ZB-H1 v=1 m=4: the mpirun job confirming it on mpi did not end within 1 s and was stopped" in capsys.readouterr().err
+
+
+def test_run_options_are_checked_before_anything_is_evaluated(capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [
+        (["--run", "mpi", "--comm-model", "edge"], "error: --run mpi moves data with send/receive jobs, which comm model 'edge' has none "
+                                                   "of: choose with --comm-model stream (or blocking) to confirm on mpi"),
+        (["--mpirun", "mpirun"], "error: --mpirun is for --run mpi (the mpirun job each confirmed row runs as)"),
+        (["--run", "cpu", "--run-timeout", "5"], "error: --run-timeout is for --run mpi (the mpirun job each confirmed row runs as)"),
+        (["--run", "mpi", "--run-timeout", "0"], "error: --run-timeout must be above 0 seconds, got 0"),
+    ]
+    for extra, message in cases:
+        assert main(["choose", *SMALL_FLAGS, *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""  # refused before the chooser ran
+        assert captured.err.strip() == message
+
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@pytest.mark.skipif(MPIRUN is None or importlib.util.find_spec("mpi4py") is None,
+                    reason="needs mpirun and mpi4py (apt-get install openmpi-bin libopenmpi-dev; pip install mpi4py)")
+def test_run_mpi_launches_each_row_as_its_own_mpirun_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    for key, value in MPI_ENV.items():
+        monkeypatch.setenv(key, value)
+    expected = [(1, "ZB-H1 v=1 m=4", "predicted 1.1 ms"), (2, "1F1B v=1 m=4", "predicted 1.3 ms")]
+    # from a plain process
+    assert main(["choose", *SMALL_FLAGS, "--run", "mpi", "--top", "2", "--steps", "1:3"]) == 0
+    out = capsys.readouterr().out
+    assert _confirm_lines(out) == expected and out.count(" over 2 step(s): ") == 2
+    # from rank 0 of an mpi4py.futures pool: the row's job is started apart from the pool's ranks
+    assert MPIRUN is not None
+    cmd = [MPIRUN, "-n", "2", "--oversubscribe", sys.executable, "-m", "mpi4py.futures", "-m", "harness", "choose", *SMALL_FLAGS,
+           "--run", "mpi", "--top", "2", "--steps", "1:3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ", mpi)" in proc.stdout.splitlines()[0]
+    assert _confirm_lines(proc.stdout) == expected and proc.stdout.count(" over 2 step(s): ") == 2
+
+
+def test_the_mpi_job_environment_leaves_out_the_launcher_that_started_the_chooser() -> None:
+    from harness.choose.mpi_confirm import job_env
+
+    outer = {"PATH": "/usr/bin", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_MCA_orte_hnp_uri": "x",
+             "OMPI_MCA_ess": "^singleton", "OMPI_MCA_mpi_oversubscribe": "0", "PMIX_RANK": "0", "PMIX_NAMESPACE": "1",
+             "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_MCA_btl_base_verbose": "0"}
+    assert job_env(outer) == {"PATH": "/usr/bin", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_MCA_btl_base_verbose": "0",
+                              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    plain = {"PATH": "/usr/bin", "PMI_PORT": "user's", "OMPI_MCA_rmaps_base_oversubscribe": "0"}
+    assert job_env(plain) == plain  # not under a launcher: nothing is taken out, and the user's setting kept

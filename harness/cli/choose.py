@@ -8,7 +8,8 @@ fastest and fits the memory limit (:mod:`harness.choose`, docs/choose.md).
 Model flags carry Megatron-LM's argument names. The ranked table goes to standard output, with the
 assumptions every figure rests on; ``--json``/``--csv`` write every row, ``--out`` the HTML page (the
 ranked table, step time against peak memory with the limit and the Pareto front, and the top rows'
-timelines on ``sim``), and ``--run BACKEND`` runs the top rows there: predicted against measured.
+timelines on ``sim``), and ``--run BACKEND`` runs the top rows there (on ``mpi`` each as its own ``mpirun -n p`` job):
+predicted against measured; a row whose run fails makes the command exit 2.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from harness.cli.common import check_out, err, positive_count
 from harness.errors import ConfigError
 
 __all__ = ["add_parser", "cmd_choose", "parse_size"]
+
+#: What ``--run`` takes (:data:`harness.choose.confirm.BACKENDS`, repeated here so that the parser needs no import of it;
+#: tests/test_choose.py checks that the two agree).
+_RUN_BACKENDS = ("sim", "cpu", "cuda", "mpi", "torch")
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -103,8 +108,14 @@ def add_parser(sub: Any) -> None:
     out.add_argument("--csv", default=None, metavar="FILE", help="write every row as CSV")
     out.add_argument("--out", default=None, metavar="DIR", help="write the HTML page (index.html and choose.json) there")
     out.add_argument("--timelines", type=int, default=3, metavar="K", help="timelines of the top K rows on the page (default 3; 0: none)")
-    out.add_argument("--run", default=None, metavar="BACKEND", help="run the top rows on BACKEND (cpu, cuda, mpi, sim): predicted vs measured")
+    out.add_argument("--run", default=None, choices=_RUN_BACKENDS, metavar="BACKEND",
+                     help=f"run the top fitting rows on BACKEND ({', '.join(_RUN_BACKENDS)}): predicted vs measured; on mpi each row "
+                          "runs as its own 'mpirun -n p' job; exit 2 when a row's run fails")
     out.add_argument("--steps", default=None, metavar="START:END", help="with --run: recorded steps (default: until stable)")
+    out.add_argument("--mpirun", default=None, metavar="COMMAND",
+                     help="with --run mpi: the launcher before '-n p' (default 'mpirun'; e.g. 'mpirun --hostfile hosts')")
+    out.add_argument("--run-timeout", type=float, default=None, metavar="SECONDS",
+                     help="with --run mpi: the longest one row's mpirun job may take (default 300)")
     out.add_argument("--workers", type=positive_count("workers"), default=None, help="pool size (default: every CPU)")
     out.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "mpi"),
                      help="what evaluates the combinations (default auto: mpi under mpi4py.futures, else a process pool)")
@@ -236,7 +247,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
         0 (also when nothing fits: the table says so, and the least limit that would fit).
 
     Raises:
-        HarnessError: bad arguments (named), an executor that cannot run here, an unwritable output.
+        HarnessError: bad arguments (named), an executor that cannot run here, an unwritable output; with
+            ``--run``, a row whose confirming run failed (:class:`~harness.errors.ExecutionError`, after the
+            table, the files and every row's run; the command then exits 2).
     """
     from harness.choose.rank import choose
     from harness.report.atomic import atomic_write_json, atomic_write_text
@@ -254,7 +267,17 @@ def cmd_choose(args: argparse.Namespace) -> int:
         from harness.run.window import parse_steps
 
         steps = parse_steps(args.steps)
+    for option, value in (("--mpirun", args.mpirun), ("--run-timeout", args.run_timeout)):
+        if value is not None and args.run != "mpi":
+            raise ConfigError(f"{option} is for --run mpi (the mpirun job each confirmed row runs as)")
+    if args.mpirun is not None and not args.mpirun.strip():
+        raise ConfigError("--mpirun is empty; give the launcher command, e.g. 'mpirun'")
+    if args.run_timeout is not None and not args.run_timeout > 0:
+        raise ConfigError(f"--run-timeout must be above 0 seconds, got {args.run_timeout:g}")
     query = query_of(args)
+    if args.run == "mpi" and query.comm_model not in ("stream", "blocking"):
+        raise ConfigError(f"--run mpi moves data with send/receive jobs, which comm model {query.comm_model!r} has none of: "
+                          "choose with --comm-model stream (or blocking) to confirm on mpi")
     result = choose(query, workers=args.workers, executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())
     doc = result.to_document()
     rows = result.rows
@@ -301,13 +324,21 @@ def cmd_choose(args: argparse.Namespace) -> int:
         atomic_write_json(Path(args.out) / "choose.json", doc, indent=1)
         print(f"wrote {page}")
     if args.run:
-        _confirm(result, args.run, args.top, steps)
+        _confirm(result, args, steps)
     return 0
 
 
-def _confirm(result: Any, backend: str, top: int, steps: Any) -> None:
-    from harness.choose.confirm import Confirmation, confirm
+def _confirm(result: Any, args: argparse.Namespace, steps: Any) -> None:
+    """Run the top fitting rows on ``args.run`` and print predicted against measured.
 
+    Raises:
+        ExecutionError: a row's run failed (after every row was tried; names each failed row).
+    """
+    from harness.choose import mpi_confirm
+    from harness.choose.confirm import Confirmation, confirm
+    from harness.errors import ExecutionError
+
+    backend, top = args.run, args.top
     print(f"running the top {min(top, sum(1 for r in result.rows if r['fits']))} fitting row(s) on {backend}:")
 
     def show(c: Confirmation) -> None:
@@ -318,4 +349,9 @@ def _confirm(result: Any, backend: str, top: int, steps: Any) -> None:
         print(f"  #{c.rank} {c.label}: predicted {c.predicted_ns / 1e6:,.1f} ms, measured {c.measured_ns / 1e6:,.1f} ms{ci} "
               f"over {c.steps} step(s): {c.ratio:.3f}x")
 
-    confirm(result, backend, top, steps=steps, on_row=show)
+    done = confirm(result, backend, top, steps=steps, on_row=show, mpirun=args.mpirun or mpi_confirm.MPIRUN,
+                   timeout_s=args.run_timeout or mpi_confirm.DEFAULT_TIMEOUT_S)
+    failed = [c for c in done if c.measured_ns is None]
+    if failed:
+        raise ExecutionError(f"{len(failed)} of {len(done)} confirming run(s) on {backend} failed: "
+                             + ", ".join(f"#{c.rank} {c.label}" for c in failed) + " (their errors are above)")
