@@ -34,6 +34,10 @@ BASE = TransformerCost(hidden_size=1024, seq_len=1024, micro_batch_size=1, num_l
 GRID = ("1F1B", "ZB-H1", "ZB-H2", "Interleaved1F1B", "ZB-V")
 MODEL_FLAGS = ["--hidden-size", "1024", "--num-layers", "8", "--seq-length", "1024", "--num-attention-heads", "16",
                "--vocab-size", "8192", "--tflops", "100"]
+SMALL_FLAGS = ["--hidden-size", "256", "--num-layers", "8", "--seq-length", "128", "--num-attention-heads", "4",
+               "--vocab-size", "1000", "--tflops", "10", "-p", "2", "-m", "4", "--schedules", "1F1B", "ZB-H1", "--no-progress"]
+SMALL = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=8, tflops=10, vocab_size=1000,
+                        num_attention_heads=4)
 ROW_KEYS = {"rank", "schedule", "v", "m", "layout", "recompute", "options", "comm_model", "step_ns", "ns_per_microbatch", "bubble", "peak_bytes",
             "peak_bytes_per_rank", "fits", "decomposition", "search", "assumptions", "best"}
 EXCLUDED_KEYS = {"schedule", "v", "m", "reason"}
@@ -135,13 +139,22 @@ def test_a_limit_between_the_peaks_of_1f1b_and_zb_h2_ranks_zb_h2_below_every_row
 def test_nothing_fits_lists_every_row_and_the_least_limit_that_would_fit() -> None:
     schedules = ("1F1B", "ZB-H2", "Interleaved1F1B", "ZB-auto")
     result = _serial(ChooseQuery(BASE, 2, (4,), chunks=(1, 2), schedules=schedules, memory_limit_bytes=2**20))
-    assert sorted((r["schedule"], r["v"]) for r in result.rows) == [("1F1B", 1), ("Interleaved1F1B", 2), ("ZB-H2", 1)]
+    assert [(r["schedule"], r["v"], r["step_ns"], r["peak_bytes"], r["options"], r["recompute"]) for r in result.rows] == [
+        ("ZB-H2", 1, 20_272_248, 1_098_907_648, {}, "full"), ("Interleaved1F1B", 2, 21_388_940, 1_103_101_952, {}, "full"),
+        ("1F1B", 1, 23_536_423, 1_098_907_648, {}, "full"),
+        # ZB-auto is built for the limit itself and refuses one below what a micro-batch needs: listed as its
+        # least-memory build (one micro-batch pending at a time, full recomputation) with its peak
+        ("ZB-auto", 1, 31_610_960, 1_098_907_648, {"max_pending": 1}, "full")]
     assert all(r["fits"] is False and r["best"] is False for r in result.rows)
-    assert result.best is None
-    # ZB-auto is built for the limit itself, and refuses one below its minimum: excluded with its words
-    assert [(e["schedule"], e["v"], e["m"]) for e in result.excluded] == [("ZB-auto", 1, 4)]
-    assert result.excluded[0]["reason"].startswith(
-        "case 'ZB-auto p=2 m=4': schedule 'ZB-auto': memory_limit_bytes=1,048,576 is below what one micro-batch needs on stage ")
+    assert result.best is None and result.excluded == []
+    zb_auto = result.rows[3]
+    assert zb_auto["search"]["method"].endswith(
+        "; nothing tried fits: ZB-auto's builder refuses the limit for this layout and recomputation (below what one micro-batch "
+        "needs on a stage), so it is shown as its least-memory build (max_pending=1)")
+    run = run_case(result.case(zb_auto), backend="sim")
+    assert round(run.metrics.step_time_median_ns) == zb_auto["step_ns"]
+    assert run.memory is not None and list(run.memory.peak_bytes) == zb_auto["peak_bytes_per_rank"]
+    assert run.metrics.peak_inflight_per_stage == [1, 1]
     least = min(r["peak_bytes"] for r in result.rows)
     assert result.smallest_fitting_limit_bytes == least == 1_098_907_648  # the two-stage schedules, full recomputation
     doc = result.to_document()
@@ -149,11 +162,40 @@ def test_nothing_fits_lists_every_row_and_the_least_limit_that_would_fit() -> No
 
     again = _serial(ChooseQuery(BASE, 2, (4,), chunks=(1, 2), schedules=schedules, memory_limit_bytes=least))
     fitting = [r for r in again.rows if r["fits"]]
-    # ZB-auto too: the search finds the recomputation that meets the limit its builder is given
-    assert sorted(r["schedule"] for r in fitting) == ["1F1B", "ZB-H2", "ZB-auto"]
+    # ZB-auto too, now built for the limit (no max_pending): the search finds the recomputation that meets it
+    assert sorted((r["schedule"], tuple(r["options"])) for r in fitting) == [("1F1B", ()), ("ZB-H2", ()), ("ZB-auto", ())]
     assert all(r["peak_bytes"] == least for r in fitting)
     assert again.best is again.rows[0] and again.best["schedule"] == "ZB-H2"
     assert again.smallest_fitting_limit_bytes is None
+
+
+def test_zb_auto_s_least_memory_build_gives_the_least_limit_where_it_needs_less_than_the_others() -> None:
+    """The audit's find: at p=4, m=8 ZB-auto was excluded with 'the minimum is 36,315,136 bytes' (no recomputation),
+    yet with full recomputation it fits 33,562,624 bytes; it is now a row with that peak, and fits that limit."""
+    small = dataclasses.replace(SMALL, num_layers=8)
+    query = ChooseQuery(small, 4, (8,), chunks=(1,), schedules=("ZB-auto",), memory_limit_bytes=2**20)
+    result = _serial(query)
+    (row,) = result.rows
+    assert (row["options"], row["fits"], row["peak_bytes"], row["layout"]) == ({"max_pending": 1}, False, 33_562_624, "Et*2|t*2|t*2|t*2L")
+    assert result.smallest_fitting_limit_bytes == 33_562_624 and result.excluded == []
+    at = _serial(dataclasses.replace(query, memory_limit_bytes=33_562_624))
+    (fit,) = at.rows
+    assert (fit["options"], fit["fits"], fit["peak_bytes"]) == ({}, True, 33_562_624)
+    assert fit["step_ns"] < row["step_ns"]  # built for the limit, it holds more than one micro-batch where it can
+
+
+def test_the_nothing_fits_line_names_the_rows_that_need_the_least_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["choose", *SMALL_FLAGS[:-4], "--schedules", "DualPipeV", "ZB-H1", "1F1B", "ZB-auto", "--memory-limit", "1MiB",
+            "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    result = _serial(ChooseQuery(SMALL, 2, (4,), schedules=("DualPipeV", "ZB-H1", "1F1B", "ZB-auto"), memory_limit_bytes=2**20))
+    assert [(r["schedule"], r["peak_bytes"]) for r in result.rows] == [
+        ("DualPipeV", 67_006_464), ("ZB-H1", 62_005_248), ("1F1B", 62_005_248), ("ZB-auto", 62_005_248)]
+    assert result.rows[3]["options"] == {"max_pending": 1}
+    (line,) = [line for line in out.splitlines() if line.startswith("nothing fits ")]
+    # the rows that need the least limit, not the first row (DualPipeV needs more)
+    assert line.endswith("(62,005,248 bytes: #2 ZB-H1 v=1 m=4, #3 1F1B v=1 m=4, #4 ZB-auto v=1 m=4)")
 
 
 def test_no_row_is_beaten_by_another_rows_answer_given_to_its_schedule() -> None:
@@ -359,12 +401,6 @@ def test_confirming_on_sim_measures_what_was_predicted() -> None:
 
 
 # -- confirming runs from the command line (--run) ------------------------------------------------
-
-SMALL_FLAGS = ["--hidden-size", "256", "--num-layers", "8", "--seq-length", "128", "--num-attention-heads", "4",
-               "--vocab-size", "1000", "--tflops", "10", "-p", "2", "-m", "4", "--schedules", "1F1B", "ZB-H1", "--no-progress"]
-SMALL = TransformerCost(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=8, tflops=10, vocab_size=1000,
-                        num_attention_heads=4)
-
 
 def _confirm_lines(out: str) -> list[tuple[int, str, str]]:
     """``(rank, label, what)`` of each confirmation line: ``what`` is the predicted figure's text or ``failed``."""

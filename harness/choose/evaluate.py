@@ -65,7 +65,8 @@ def _recompute_json(value: str | tuple[str, ...]) -> str | list[str]:
 def _figures(best: Candidate, found: LayoutChoice, job: Job) -> dict[str, Any]:
     """The row's fields that come from its answer ``best``."""
     t = job.task
-    return {"layout": best.layout, "recompute": _recompute_json(best.recompute), "step_ns": best.step_ns,
+    return {"layout": best.layout, "recompute": _recompute_json(best.recompute),
+            "options": dict(best.options) if best.options is not None else dict(t.options), "step_ns": best.step_ns,
             "ns_per_microbatch": best.step_ns / t.m, "bubble": best.bubble, "peak_bytes": best.peak_bytes,
             "peak_bytes_per_rank": list(best.peak_bytes_per_rank), "fits": best.fits, "decomposition": found.decomposition,
             "assumptions": _assumptions(best, job)}
@@ -88,7 +89,7 @@ def evaluate_task(job: Job) -> tuple[str, dict[str, Any]]:
     except Exception as exc:  # a defect in one combination's evaluation must not cost the others theirs
         return "excluded", {"schedule": t.schedule, "v": t.v, "m": t.m,
                             "reason": f"evaluation failed ({type(exc).__name__}: {exc}); please report it"}
-    row = {"schedule": t.schedule, "v": t.v, "m": t.m, "options": dict(t.options), "comm_model": job.comm_model, **figures,
+    row = {"schedule": t.schedule, "v": t.v, "m": t.m, "comm_model": job.comm_model, **figures,
            "search": {"evaluated": found.evaluated, "lower_bound_ns": found.lower_bound_ns, "proven_optimal": found.proven_optimal,
                       "method": found.method,
                       "baselines": {name: c.to_dict() for name, c in found.baselines.items()}}}
@@ -128,7 +129,7 @@ def reseed_task(seed: SeedJob) -> dict[str, Any] | None:
 
 def _assumptions(best: Candidate, job: Job) -> list[str]:
     t = job.task
-    case = best.case(t.schedule, job.p, t.m, t.v, job.base, options=t.options, comm_model=job.comm_model,
+    case = best.case(t.schedule, job.p, t.m, t.v, job.base, options=t.options, comm_model=job.comm_model,  # best.options first
                      memory_limit_bytes=job.limit)
     cost = best.cost(job.base)
     source = case.compute_schedule(job.comm_model)

@@ -83,6 +83,12 @@ FINALISTS = 3
 #: The step (ns) and peak (bytes) of a candidate a cost-built schedule's builder refuses: it ranks after every built one.
 REFUSED = 2**62
 
+#: Per cost-built schedule, the options of its least-memory build: where its builder refuses the limit for a
+#: candidate (below what one micro-batch needs on some stage), the candidate is built so instead, and shows its
+#: peak over the limit (it cannot fit: the least build still holds one micro-batch). ZB-auto: one micro-batch
+#: pending per stage at a time (:func:`harness.schedule.zb_auto.zb_auto_schedule`).
+LEAST_MEMORY_OPTIONS: dict[str, dict[str, Any]] = {"ZB-auto": {"max_pending": 1}}
+
 #: Names of the two baselines shown beside the answer, as mindformers' SAPP prints its naive plan.
 EVEN_NONE = "even split, no recomputation"
 EVEN_BEST = "even split, best uniform recomputation"
@@ -100,6 +106,9 @@ class Candidate:
         peak_bytes: the largest memory peak over ranks (bytes: static + live activations).
         peak_bytes_per_rank: each rank's peak (bytes), rank 0 first.
         fits: every rank's peak is within the limit (``True`` without one).
+        options: the builder options it was built with where they are not the search's: a cost-built
+            schedule's least-memory build (:data:`LEAST_MEMORY_OPTIONS`), where its builder refuses the
+            limit for this layout and recomputation; ``None`` otherwise.
     """
 
     layout: str
@@ -109,6 +118,7 @@ class Candidate:
     peak_bytes: int
     peak_bytes_per_rank: tuple[int, ...]
     fits: bool
+    options: dict[str, Any] | None = None
 
     def cost(self, base: TransformerCost) -> TransformerCost:
         """``base`` with this candidate's layout and recomputation."""
@@ -116,8 +126,10 @@ class Candidate:
 
     def case(self, schedule: str, p: int, m: int, v: int, base: TransformerCost, *, options: Mapping[str, Any] | None = None,
              comm_model: str | None = None, memory_limit_bytes: int | None = None) -> PipelineCase:
-        """The case that reproduces this candidate: ``run_case(case, backend="sim")`` measures :attr:`step_ns`."""
-        return PipelineCase(schedule, stages=p, microbatches=m, chunks=v, cost=self.cost(base), options=dict(options or {}),
+        """The case that reproduces this candidate: ``run_case(case, backend="sim")`` measures :attr:`step_ns`
+        (with :attr:`options` where set, else ``options``)."""
+        chosen = self.options if self.options is not None else options
+        return PipelineCase(schedule, stages=p, microbatches=m, chunks=v, cost=self.cost(base), options=dict(chosen or {}),
                             memory_limit_bytes=memory_limit_bytes, comm_model=comm_model)
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,16 +194,17 @@ class _Search:
         uniform = modes[0] if len(set(modes)) == 1 else modes
         return replace(self.base, layout=layout_text(counts, self.vocab), layers_per_stage=None, recompute=uniform)
 
-    def case_of(self, cost: TransformerCost) -> PipelineCase:
-        return PipelineCase(self.schedule, stages=self.p, microbatches=self.m, chunks=self.v, cost=cost, options=self.options,
-                            memory_limit_bytes=self.limit, comm_model=self.comm_model)
+    def case_of(self, cost: TransformerCost, options: Mapping[str, Any] | None = None) -> PipelineCase:
+        return PipelineCase(self.schedule, stages=self.p, microbatches=self.m, chunks=self.v, cost=cost,
+                            options=self.options if options is None else dict(options), memory_limit_bytes=self.limit,
+                            comm_model=self.comm_model)
 
-    def plan_for(self, cost: TransformerCost) -> Plan:
-        """The plan of ``cost``: built once and shared, or (``exact`` and a schedule built from the costs)
-        built for ``cost`` itself."""
+    def plan_for(self, cost: TransformerCost, options: Mapping[str, Any] | None = None) -> Plan:
+        """The plan of ``cost`` (with ``options`` instead of the search's, where given): built once and shared,
+        or (``exact`` and a schedule built from the costs) built for ``cost`` itself."""
         if self.plan is not None and not (self.rebuild and self.exact):
             return self.plan
-        case = self.case_of(cost)
+        case = self.case_of(cost, options)
         source = case.compute_schedule(self.comm_model)
         check_cost_for_chains(cost, source)
         plan = build_plan(lower(source, cost, self.comm_model, case.comm, case.comm_placement))
@@ -205,18 +218,26 @@ class _Search:
         if key in memo:
             return memo[key]
         cost = self.cost_of(counts, modes)
+        options: dict[str, Any] | None = None
         try:
             plan = self.plan_for(cost)
         except ConfigError as exc:
             if not self.info.takes_costs:
                 raise
             # a builder planning from the costs refuses this candidate (e.g. ZB-auto: the limit is below what one
-            # micro-batch needs without recomputation); others may fit, so it only ranks last
+            # micro-batch needs on some stage); its least-memory build, where it has one, says how far over the limit
+            # this candidate is, so the search can walk toward less memory; else it only ranks last
             self.refusals.append(str(exc))
-            cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
-            memo[key] = cand
-            self.busy_of[id(cand)] = [REFUSED] * self.p
-            return cand
+            options = self.least_memory_options()
+            try:
+                if options is None:
+                    raise
+                plan = self.plan_for(cost, options)
+            except ConfigError:
+                cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
+                memo[key] = cand
+                self.busy_of[id(cand)] = [REFUSED] * self.p
+                return cand
         figures = analyze(plan, cost, comm_model=self.comm_model)
         memory = analytic_memory(plan, cost, self.limit)
         self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
@@ -225,7 +246,7 @@ class _Search:
         if self.inflight is None:
             self.inflight = list(figures.peak_inflight_per_stage)
         cand = Candidate(layout_text(counts, self.vocab), cost.recompute, figures.makespan_ns, figures.bubble_ratio, peak, peaks,
-                         self.limit is None or peak <= self.limit)
+                         self.limit is None or peak <= self.limit, options)
         memo[key] = cand
         self.busy_of[id(cand)] = list(figures.busy_ns)
         return cand
@@ -241,10 +262,19 @@ class _Search:
         """Each stage's work and bytes as linear functions of its layer count, per mode (:func:`~harness.choose.layout_dp.stage_lines`)."""
         return stage_lines(self.base, self.num_stages, self.vocab, self.info.splits_backward, modes)
 
+    def least_memory_options(self) -> dict[str, Any] | None:
+        """The options of this schedule's least-memory build (:data:`LEAST_MEMORY_OPTIONS`), where it has one and
+        the search's options do not already bound its memory; else ``None``."""
+        least = LEAST_MEMORY_OPTIONS.get(self.schedule)
+        if least is None or self.limit is None or any(k in self.options for k in least):
+            return None
+        return {**self.options, **least}
+
     def decomposition(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> dict[str, Any]:
         cost = self.cost_of(counts, modes)
-        plan = self.plan_for(cost)
-        step = self.evaluate(counts, modes).step_ns
+        cand = self.evaluate(counts, modes)
+        plan = self.plan_for(cost, cand.options)
+        step = cand.step_ns
         return decompose(step, plan, cost, makespan_ns=None if self.comm_model == "edge" else step).to_dict()
 
 def search_layout(
@@ -288,7 +318,8 @@ def search_layout(
     baselines_raw = {mode: search.evaluate(even, (mode,) * s) for mode in modes}
     even_best = min(baselines_raw.values(), key=search.key)
     none = baselines_raw["none"] if "none" in baselines_raw else search.evaluate(even, ("none",) * s)
-    baselines = {name: c for name, c in ((EVEN_NONE, none), (EVEN_BEST, even_best)) if c.step_ns != REFUSED}
+    # a baseline the builder refuses (built only as its least-memory build, or not at all) is left out
+    baselines = {name: c for name, c in ((EVEN_NONE, none), (EVEN_BEST, even_best)) if c.step_ns != REFUSED and c.options is None}
     lin = search.linear(tuple(dict.fromkeys(("none", *modes))))
     stages_per_rank = max(1, s // p)
     # the lower bound: total work over p ranks, and the busiest stage at its least (no recomputation)
@@ -501,5 +532,9 @@ def _choice(search: _Search, key: tuple[tuple[int, ...], tuple[str, ...]], basel
     best = search.memo[key]
     if best.step_ns == REFUSED:  # the builder refused every candidate: its own words
         raise ConfigError(search.refusals[0])
+    if best.options is not None:
+        given = ", ".join(f"{k}={v}" for k, v in best.options.items() if search.options.get(k) != v)
+        method += (f"; nothing tried fits: {search.schedule}'s builder refuses the limit for this layout and recomputation (below "
+                   f"what one micro-batch needs on a stage), so it is shown as its least-memory build ({given})")
     return LayoutChoice(best, baselines, len(search.memo), min(lower_bound, best.step_ns), proven, method,
                         search.decomposition(*key))

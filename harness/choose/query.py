@@ -17,6 +17,9 @@ Which ``v`` a schedule is tried at:
 ``ZB-auto`` (:mod:`harness.schedule.zb_auto`) is built for the memory limit itself when there is one
 (the case's ``memory_limit_bytes``); without a limit it holds at most ``2p`` micro-batches' activations
 per stage (``max_pending = 2p``, where its schedule reaches ZB-H2's, Qi et al., arXiv:2401.10241 §3.2).
+Where its builder refuses the limit for a layout and recomputation, the search judges that candidate as
+its least-memory build (``max_pending = 1``; :data:`harness.choose.layout_search.LEAST_MEMORY_OPTIONS`),
+and a row whose best is one carries those options.
 """
 
 from __future__ import annotations

@@ -240,6 +240,17 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
 
 
+def _nothing_fits_line(rows: list[dict[str, Any]], limit: int | None, least: int | None) -> str:
+    """Where no row fits: the limit, the least limit at which one would (bytes), and the rows that need exactly it."""
+    if limit is None or least is None:
+        return "nothing fits"
+    at_least = [r for r in rows if r["peak_bytes"] == least]
+    names = ", ".join(f"#{r['rank']} {r['schedule']} v={r['v']} m={r['m']}" for r in at_least[:3])
+    more = f" and {len(at_least) - 3} more" if len(at_least) > 3 else ""
+    return (f"nothing fits {_gib(limit)} GiB: the least limit at which one would is {_gib(least)} GiB ({least:,} bytes: "
+            f"{names}{more})")
+
+
 def cmd_choose(args: argparse.Namespace) -> int:
     """Rank, print, and write what the arguments ask.
 
@@ -297,9 +308,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         if line:
             print(line)
     elif rows:
-        print(f"nothing fits {_gib(query.memory_limit_bytes or 0)} GiB: the least limit at which one would is "
-              f"{_gib(doc['smallest_fitting_limit_bytes'])} GiB ({rows[0]['schedule']} v={rows[0]['v']} m={rows[0]['m']} at "
-              f"{doc['smallest_fitting_limit_bytes']} bytes)" if doc["smallest_fitting_limit_bytes"] else "nothing fits")
+        print(_nothing_fits_line(rows, query.memory_limit_bytes, doc["smallest_fitting_limit_bytes"]))
     if result.excluded:
         print("excluded:")
         for e in result.excluded[: max(args.top, 10)]:
