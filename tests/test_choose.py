@@ -342,6 +342,27 @@ def test_a_fixed_layout_with_another_stage_count_is_excluded_naming_both() -> No
     assert [(r["schedule"], r["m"], r["layout"]) for r in result.rows] == [("1F1B", 8, "Et*5|t*3L"), ("1F1B", 4, "Et*5|t*3L")]
 
 
+def test_a_given_layout_s_baselines_are_named_for_it_not_the_even_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["choose", *SMALL_FLAGS[:-4], "-m", "8", "--schedules", "1F1B", "ZB-H1", "--layout", "Et*5|t*3L",
+            "--memory-limit", "76042240B", "--json", str(tmp_path / "l.json"), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    doc = json.loads((tmp_path / "l.json").read_text())
+    got = [(r["schedule"], r["step_ns"], r["recompute"], {name: (b["layout"], b["recompute"], b["step_ns"], b["fits"])
+                                                          for name, b in r["search"]["baselines"].items()}) for r in doc["rows"]]
+    assert got == [
+        ("ZB-H1", 3_321_569, ["full", "none"], {"given layout, no recomputation": ("Et*5|t*3L", "none", 2_449_153, False),
+                                                "given layout, best uniform recomputation": ("Et*5|t*3L", "full", 3_387_000, True)}),
+        ("1F1B", 3_388_520, ["full", "none"], {"given layout, no recomputation": ("Et*5|t*3L", "none", 2_516_112, False),
+                                               "given layout, best uniform recomputation": ("Et*5|t*3L", "full", 3_453_951, True)})]
+    assert "even split" not in out and "even-split" not in out
+    assert ("the best schedule on the given layout Et*5|t*3L (ZB-H1 v=1 m=8, best uniform recomputation): 3.4 ms, 1.9 % slower "
+            "than the choice") in out.splitlines()
+    # the layout searched or evened: the even split's names, and the line compares against the even split
+    assert set(search_layout("1F1B", 2, 8, 1, SMALL, layout="even").baselines) == {
+        "even split, no recomputation", "even split, best uniform recomputation"}
+
+
 # -- the command line ----------------------------------------------------------------------------
 
 def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

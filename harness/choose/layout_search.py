@@ -65,7 +65,8 @@ from harness.plan.build import build_plan
 from harness.plan.graph import Plan
 from harness.schedule.registry import builder_info
 
-__all__ = ["JOB_BUDGET", "Candidate", "LayoutChoice", "even_counts", "layout_text", "reseed_layout", "search_layout"]
+__all__ = ["EVEN_BEST", "EVEN_NONE", "GIVEN_BEST", "GIVEN_NONE", "JOB_BUDGET", "LEAST_MEMORY_OPTIONS", "Candidate", "LayoutChoice",
+           "even_counts", "layout_text", "reseed_layout", "search_layout"]
 
 #: Simulated jobs the local search may spend on one (schedule, p, m, v): about 2-3 s on one core.
 JOB_BUDGET = 600_000
@@ -92,6 +93,9 @@ LEAST_MEMORY_OPTIONS: dict[str, dict[str, Any]] = {"ZB-auto": {"max_pending": 1}
 #: Names of the two baselines shown beside the answer, as mindformers' SAPP prints its naive plan.
 EVEN_NONE = "even split, no recomputation"
 EVEN_BEST = "even split, best uniform recomputation"
+#: Their names where the layout is given (``layout`` a layout string): the given split, not the even one.
+GIVEN_NONE = "given layout, no recomputation"
+GIVEN_BEST = "given layout, best uniform recomputation"
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,9 @@ class LayoutChoice:
 
     Attributes:
         best: the fastest candidate that fits; where none fits, the one with the lowest peak.
-        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split with each uniform mode, best one); a
-            baseline a cost-built schedule's builder refuses (ZB-auto under a limit it cannot meet) is left out.
+        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split without recomputation, and with the best
+            uniform mode); where the layout is given, :data:`GIVEN_NONE` and :data:`GIVEN_BEST` (the given split
+            so). A baseline a cost-built schedule's builder refuses (ZB-auto under a limit it cannot meet) is left out.
         evaluated: candidates simulated.
         lower_bound_ns: no layout or recomputation can give a shorter step (ns).
         proven_optimal: ``best`` is optimal: every candidate was simulated, or it meets the lower bound.
@@ -319,7 +324,8 @@ def search_layout(
     even_best = min(baselines_raw.values(), key=search.key)
     none = baselines_raw["none"] if "none" in baselines_raw else search.evaluate(even, ("none",) * s)
     # a baseline the builder refuses (built only as its least-memory build, or not at all) is left out
-    baselines = {name: c for name, c in ((EVEN_NONE, none), (EVEN_BEST, even_best)) if c.step_ns != REFUSED and c.options is None}
+    names = (EVEN_NONE, EVEN_BEST) if fixed is None else (GIVEN_NONE, GIVEN_BEST)
+    baselines = {name: c for name, c in zip(names, (none, even_best)) if c.step_ns != REFUSED and c.options is None}
     lin = search.linear(tuple(dict.fromkeys(("none", *modes))))
     stages_per_rank = max(1, s // p)
     # the lower bound: total work over p ranks, and the busiest stage at its least (no recomputation)

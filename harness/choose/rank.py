@@ -61,7 +61,7 @@ class ChooseResult:
             (:data:`BUBBLE_NORMALIZATION`), ``peak_bytes`` (bytes, max over
             ranks), ``peak_bytes_per_rank`` (bytes), ``fits``, ``decomposition`` (the step's bubble
             decomposition, ns), ``search`` (how the layout was found, with its lower bound in ns and the
-            even-split baselines), ``assumptions`` (sentences) and ``best``.
+            baselines: the even split, or the given layout), ``assumptions`` (sentences) and ``best``.
         excluded: ``{"schedule", "v", "m", "reason"}`` per combination left out.
         executor: what evaluated the tasks (``serial``, ``process`` or ``mpi``).
         elapsed_s: wall time of the evaluation (seconds).

@@ -221,22 +221,31 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
 
 def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     """The chosen row against the best schedule on the even split (the layout most people start from), compared as
-    the rows are ranked: by step time, or per micro-batch where the rows differ in ``m``."""
-    from harness.choose.layout_search import EVEN_BEST
+    the rows are ranked: by step time, or per micro-batch where the rows differ in ``m``. Where the layout was given,
+    against the best schedule on that layout with one recomputation mode for every stage (what the per-stage
+    recomputation gains)."""
+    from harness.choose.layout_search import EVEN_BEST, GIVEN_BEST
 
     best = rows[0]
     per_mb = len({r["m"] for r in rows}) > 1
+    given = not any(EVEN_BEST in r["search"]["baselines"] for r in rows) and any(GIVEN_BEST in r["search"]["baselines"] for r in rows)
+    name = GIVEN_BEST if given else EVEN_BEST
+    where = f"on the given layout {best['layout']}" if given else "on the even split"
     evens = [(b["step_ns"] / r["m"] if per_mb else b["step_ns"], b["step_ns"], r["schedule"], r["v"], r["m"]) for r in rows
-             for name, b in r["search"]["baselines"].items() if name == EVEN_BEST and b["fits"]]
+             for label, b in r["search"]["baselines"].items() if label == name and b["fits"]]
     if not evens:
+        if given:
+            return (f"no schedule fits {where} with one recomputation mode for every stage: the per-stage recomputation is what "
+                    "makes it fit")
         return "no schedule fits on the even split: the searched layout or recomputation is what makes it fit"
     key, step, schedule, v, m = min(evens)
     mine = best["step_ns"] / best["m"] if per_mb else best["step_ns"]
     gain = 100 * (key - mine) / key
-    head = (f"the best even-split schedule ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
+    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
             + (f" ({key / 1e6:,.2f} ms per micro-batch)" if per_mb else ""))
     if abs(gain) < 0.05:
-        return head + ", as fast as the choice: the layout and recomputation search gains nothing here"
+        searched = "recomputation search" if given else "layout and recomputation search"
+        return head + f", as fast as the choice: the {searched} gains nothing here"
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
 
 
