@@ -363,6 +363,37 @@ def test_a_given_layout_s_baselines_are_named_for_it_not_the_even_split(tmp_path
         "even split, no recomputation", "even split, best uniform recomputation"}
 
 
+@pytest.mark.parametrize(("layout", "message"), [
+    ("Et*3|t*4L", "stage layout 'Et*3|t*4L' holds 7 transformer layer(s), but the model has 8"),
+    ("Et*4|Lt*4", "stage layout 'Et*4|Lt*4': stage 1 ('Ltttt') must end with its one LM head and loss L"),
+    ("t*4|t*4", "cost model: vocab_size=1000 puts the embedding and the LM head on the end stages, but the layout 't*4|t*4' has no "
+                "E (the embedding, first stage) and no L (the LM head and loss, last stage): add them (e.g. 'Etttt|ttttL'), or give "
+                "vocab_size=0 to leave them out"),
+])
+def test_a_bad_layout_string_is_refused_before_anything_is_evaluated(layout: str, message: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *SMALL_FLAGS, "--layout", layout]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no row, no exclusion: refused as an argument
+    assert captured.err.splitlines()[0] == f"error: --layout: {message}"
+    with pytest.raises(ConfigError) as info:
+        ChooseQuery(SMALL, 2, (4,), layout=layout)
+    assert str(info.value) == f"choose: {message}"
+    # a syntax error names the position in the string
+    assert main(["choose", *SMALL_FLAGS, "--layout", "Et*4|x*4L"]) == 2
+    assert capsys.readouterr().err.startswith("error: --layout: stage layout 'Et*4|x*4L', position 5: unknown symbol 'x'")
+
+
+def test_a_layout_with_groups_counts_its_stages_as_megatron_does() -> None:
+    # '(tt|)*2' is two stages; counting '|' in the text would say one
+    query = ChooseQuery(SMALL, 2, (4,), chunks=(1, 2), schedules=("1F1B", "Interleaved1F1B"), layout="E(tt|)*3ttL")
+    assert query.fixed_stages == 4
+    tasks, excluded = combinations(query)
+    assert tasks == [Task("Interleaved1F1B", 2, 4)]
+    assert excluded == [{"schedule": "1F1B", "v": 1, "m": 4,
+                         "reason": "the layout 'E(tt|)*3ttL' has 4 stage(s); 1F1B at p=2, v=1 has 2"}]
+
+
 # -- the command line ----------------------------------------------------------------------------
 
 def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

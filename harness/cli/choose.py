@@ -160,6 +160,12 @@ def query_of(args: argparse.Namespace) -> Any:
         bytes_per_param=6 + 12 / args.data_parallel_size if args.use_distributed_optimizer else 18.0,
         tensor_parallel_size=args.tensor_model_parallel_size, sequence_parallel=args.sequence_parallel,
         flash_attention=args.use_flash_attn)
+    from harness.choose.query import check_layout
+
+    try:
+        check_layout(args.layout, base)
+    except ConfigError as exc:
+        raise ConfigError(f"--layout: {exc}") from None
     return ChooseQuery(base, args.p, _microbatches(args), tuple(args.v), _names(args.schedules), args.comm_model, args.recompute,
                        args.layout, args.memory_limit)
 
