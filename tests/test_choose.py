@@ -195,7 +195,13 @@ def test_the_nothing_fits_line_names_the_rows_that_need_the_least_limit(capsys: 
     assert result.rows[3]["options"] == {"max_pending": 1}
     (line,) = [line for line in out.splitlines() if line.startswith("nothing fits ")]
     # the rows that need the least limit, not the first row (DualPipeV needs more)
-    assert line.endswith("(62,005,248 bytes: #2 ZB-H1 v=1 m=4, #3 1F1B v=1 m=4, #4 ZB-auto v=1 m=4)")
+    from harness.cli.choose import _size
+
+    assert [_size(n) for n in (512, 2**20, 62_005_248, 80 * 2**30, 3 * 2**40)] == [
+        "512 B", "1.00 MiB", "59.13 MiB", "80.00 GiB", "3.00 TiB"]
+    # in units that show a 1 MiB limit (it printed as 0.00 GiB)
+    assert line == ("nothing fits 1.00 MiB: the least limit at which one would is 59.13 MiB "
+                    "(62,005,248 bytes: #2 ZB-H1 v=1 m=4, #3 1F1B v=1 m=4, #4 ZB-auto v=1 m=4)")
 
 
 def test_no_row_is_beaten_by_another_rows_answer_given_to_its_schedule() -> None:
@@ -424,6 +430,7 @@ def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: p
     assert len(chosen) == 1
     assert chosen[0].startswith(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute ")
     assert chosen[0].endswith(f"peak {best['peak_bytes'] / 2**30:.2f} GiB of 2.00 GiB")
+    assert best["peak_bytes"] >= 2**30  # so GiB is the unit that shows it
     assert out.startswith("choose: 6 combination(s) at p=2, 6 evaluated, 0 excluded (")
 
 

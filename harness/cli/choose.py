@@ -174,6 +174,15 @@ def _gib(value: int) -> str:
     return f"{value / 2**30:.2f}"
 
 
+def _size(value: int) -> str:
+    """``value`` bytes in the largest binary unit it holds at least one of (``"80.00 GiB"``, ``"1.00 MiB"``, ``"512 B"``),
+    so that a small limit does not print as ``0.00 GiB``."""
+    for unit, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if value >= unit:
+            return f"{value / unit:.2f} {name}"
+    return f"{value} B"
+
+
 def _recompute_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -262,7 +271,7 @@ def _nothing_fits_line(rows: list[dict[str, Any]], limit: int | None, least: int
     at_least = [r for r in rows if r["peak_bytes"] == least]
     names = ", ".join(f"#{r['rank']} {r['schedule']} v={r['v']} m={r['m']}" for r in at_least[:3])
     more = f" and {len(at_least) - 3} more" if len(at_least) > 3 else ""
-    return (f"nothing fits {_gib(limit)} GiB: the least limit at which one would is {_gib(least)} GiB ({least:,} bytes: "
+    return (f"nothing fits {_size(limit)}: the least limit at which one would is {_size(least)} ({least:,} bytes: "
             f"{names}{more})")
 
 
@@ -317,8 +326,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
     best = result.best
     if best is not None:
         print(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute "
-              f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_gib(best['peak_bytes'])} GiB"
-              + (f" of {_gib(query.memory_limit_bytes)} GiB" if query.memory_limit_bytes is not None else ""))
+              f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_size(best['peak_bytes'])}"
+              + (f" of {_size(query.memory_limit_bytes)}" if query.memory_limit_bytes is not None else ""))
         line = _even_baseline_line(rows)
         if line:
             print(line)
