@@ -434,6 +434,58 @@ def test_the_command_line_writes_json_csv_and_the_page(tmp_path: Path, capsys: p
     assert out.startswith("choose: 6 combination(s) at p=2, 6 evaluated, 0 excluded (")
 
 
+VOCAB = dataclasses.replace(SMALL, vocab_size=32000)  # a large LM head: the layout search moves layers off the last stage
+VOCAB_FLAGS = ["--hidden-size", "256", "--num-layers", "8", "--seq-length", "128", "--num-attention-heads", "4",
+               "--vocab-size", "32000", "--tflops", "10", "-p", "2", "--schedules", "1F1B", "ZB-H1", "--no-progress"]
+
+
+@pytest.mark.parametrize(("flags", "base", "query", "top"), [
+    (["-m", "4"], {}, {}, (2_677_641, "Et*8|L", "none")),
+    # m = global batch / (micro-batch size x data-parallel size) = 16 / (2 x 2) = 4, at b = 2
+    (["--global-batch-size", "16", "--data-parallel-size", "2", "--micro-batch-size", "2"], {"micro_batch_size": 2}, {},
+     (5_355_283, "Et*8|L", "none")),
+    (["-m", "4", "--ffn-hidden-size", "512"], {"ffn_hidden_size": 512}, {}, (2_623_954, "Et*8|L", "none")),
+    (["-m", "4", "--num-query-groups", "2"], {"num_query_groups": 2}, {}, (2_664_220, "Et*8|L", "none")),
+    (["-m", "4", "--comm-model", "edge"], {}, {"comm_model": "edge"}, (2_677_641, "Et*8|L", "none")),
+    (["-m", "4", "--recompute", "full"], {}, {"recompute": "full"}, (2_889_033, "Et*8|L", "full")),
+    (["-m", "4", "--layout", "even"], {}, {"layout": "even"}, (3_563_483, "Et*4|t*4L", "none")),
+], ids=["default", "global-batch-size", "ffn-hidden-size", "num-query-groups", "comm-model", "recompute", "layout"])
+def test_each_model_and_search_flag_reaches_the_answer(flags: list[str], base: dict[str, Any], query: dict[str, Any],
+                                                       top: tuple[int, str, str], tmp_path: Path) -> None:
+    """Each flag's answer equals the API's with the field it names set, and its top row has the exact sim figures."""
+    out = tmp_path / "c.json"
+    assert main(["choose", *VOCAB_FLAGS, *flags, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    api = _serial(ChooseQuery(dataclasses.replace(VOCAB, **base), 2, (4,), schedules=("1F1B", "ZB-H1"), **query))
+    assert doc["rows"] == _jsonable(api.to_document()["rows"])
+    assert doc["query"]["base"] == _jsonable(api.query.to_dict()["base"])
+    first = doc["rows"][0]
+    assert (first["schedule"], first["m"], first["step_ns"], first["layout"], first["recompute"]) == ("ZB-H1", 4, *top)
+    assert {r["comm_model"] for r in doc["rows"]} == {query.get("comm_model", "stream")}
+    run = run_case(api.case(1), backend="sim")
+    assert round(run.metrics.step_time_median_ns) == first["step_ns"]
+    if query.get("comm_model") == "edge":  # transfers cost nothing here: the same steps, under the model named
+        assert any(a.startswith("comm model 'edge'") for a in doc["assumptions"])
+
+
+def test_a_global_batch_that_does_not_divide_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *VOCAB_FLAGS, "--global-batch-size", "15", "--data-parallel-size", "2"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --global-batch-size 15 is not a multiple of --micro-batch-size x "
+                                               "--data-parallel-size = 1 x 2 = 2")
+
+
+def test_top_prints_that_many_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *VOCAB_FLAGS, "-m", "4", "8", "--top", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(k for k, line in enumerate(lines) if line.lstrip().startswith("#  schedule"))
+    rows = _serial(ChooseQuery(VOCAB, 2, (4, 8), schedules=("1F1B", "ZB-H1"))).rows
+    assert [(r["schedule"], r["m"], r["step_ns"]) for r in rows] == [
+        ("ZB-H1", 8, 5_194_221), ("ZB-H1", 4, 2_677_641), ("1F1B", 8, 5_516_344), ("1F1B", 4, 2_999_764)]
+    # one row (ms, and ms per micro-batch across two m), then the count of the others
+    assert lines[head + 1].split()[:6] == ["1*", "ZB-H1", "1", "8", "5.2", "0.65"]
+    assert lines[head + 2] == "... 3 more row(s) (--top, --json, --csv)"
+
+
 def test_a_memory_limit_without_a_unit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["choose", *MODEL_FLAGS, "-p", "2", "-m", "4", "--memory-limit", "80"])

@@ -200,10 +200,12 @@ def _recompute_text(value: Any) -> str:
     return ",".join(runs)
 
 
-def table(rows: list[dict[str, Any]], limit: int | None) -> str:
+def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = None) -> str:
     """The ranked rows as a fixed-width text table (times in ms, memory in GiB); where the rows differ in ``m``,
-    with the step time per micro-batch (``ms/m``) they are ranked by."""
-    per_mb = len({r["m"] for r in rows}) > 1
+    with the step time per micro-batch (``ms/m``) they are ranked by; ``per_mb`` says so for a part of the ranking
+    (``--top``), from all its rows."""
+    if per_mb is None:
+        per_mb = len({r["m"] for r in rows}) > 1
     head: tuple[str, ...] = ("#", "schedule", "v", "m", "step ms", *(("ms/m",) if per_mb else ()), "bubble", "peak GiB", "fits",
                              "recompute", "layout")
     lines = [head]
@@ -320,7 +322,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     print(f"choose: {n_comb} combination(s) at p={query.p}, {len(rows)} evaluated, {len(result.excluded)} excluded "
           f"({result.elapsed_s:.1f} s, {result.executor})")
     if rows:
-        print(table(rows[: args.top], query.memory_limit_bytes))
+        print(table(rows[: args.top], query.memory_limit_bytes, per_mb=len({r["m"] for r in rows}) > 1))
         if len(rows) > args.top:
             print(f"... {len(rows) - args.top} more row(s) (--top, --json, --csv)")
     best = result.best
