@@ -143,5 +143,13 @@ def test_zb_auto_refused_without_recomputation_is_searched_into_the_limit_with_i
         assert EVEN_NONE not in found.baselines and found.baselines[EVEN_BEST].recompute == "full"
         run = run_case(found.best.case("ZB-auto", 2, 4, 1, base, memory_limit_bytes=limit), backend="sim")
         assert round(run.metrics.step_time_median_ns) == found.best.step_ns
-    with pytest.raises(ConfigError, match=r"memory_limit_bytes=100,000,000 is below what one micro-batch needs on stage 1"):
-        search_layout("ZB-auto", 2, 4, 1, base, memory_limit_bytes=100_000_000)
+    # a limit no candidate meets: the builder refuses every one, and the answer is its least-memory build (one
+    # micro-batch pending at a time) with the least-memory recomputation, with its peak, not fitting
+    least = search_layout("ZB-auto", 2, 4, 1, base, memory_limit_bytes=100_000_000)
+    assert (least.best.layout, least.best.recompute, least.best.options, least.best.fits) == ("Et*4|t*4L", "full", {"max_pending": 1}, False)
+    assert (least.best.step_ns, least.best.peak_bytes_per_rank) == (31_610_960, (1_065_353_216, 1_098_907_648))
+    assert least.baselines == {}  # the even splits are refused too: no baseline of the limit's build to show
+    assert least.method.endswith("so it is shown as its least-memory build (max_pending=1)")
+    run = run_case(least.best.case("ZB-auto", 2, 4, 1, base, memory_limit_bytes=100_000_000), backend="sim")
+    assert run.schedule.params["max_pending"] == 1
+    assert (round(run.metrics.step_time_median_ns), max(run.memory.peak_bytes)) == (31_610_960, 1_098_907_648)

@@ -508,6 +508,30 @@ def test_byte_limit_through_the_case_fits_and_is_refused_below_the_minimum() -> 
     assert any("is below what 1F1B holds on stage 0" in n for n in one.warnings)
 
 
+def test_max_pending_with_a_byte_limit_is_built_for_max_pending_and_says_the_limit_is_only_checked_after() -> None:
+    p, m, f, b, w, c = ICLR[0]
+    h, a, s = 2304, 24, 1024
+    mf, mw = 34 * h + 5 * a * s, -32 * h
+    static = 10**7
+    cost = _cost(f, b, w, c, mem_F=mf, mem_W=mw, mem_static=static)
+    alone = run_case(PipelineCase("ZB-auto", stages=p, microbatches=m, cost=cost, comm_model="edge", options={"max_pending": p}),
+                     backend="sim")
+    for limit, fits in ((static + 2 * p * mf, True), (static + mf, False)):  # above its peak, and below it
+        both = run_case(PipelineCase("ZB-auto", stages=p, microbatches=m, cost=cost, comm_model="edge", options={"max_pending": p},
+                                     memory_limit_bytes=limit), backend="sim")
+        assert both.schedule.params["max_pending"] == p and "memory_limit_bytes" not in both.schedule.params
+        assert both.metrics.steps[0].step_time_ns == alone.metrics.steps[0].step_time_ns  # the same build: the limit is not planned for
+        assert max(both.metrics.peak_inflight_per_stage) == p
+        assert both.memory.fits is fits and list(both.memory.peak_bytes) == list(alone.memory.peak_bytes)
+        notes = [n for n in both.warnings if "takes precedence" in n]
+        assert notes == [f"ZB-auto: built for option max_pending={p}, which takes precedence over memory_limit_bytes={limit:,}: the "
+                         "byte limit is not planned against, only checked after, against the run's memory peaks"]
+    assert not [n for n in alone.warnings if "takes precedence" in n]
+    plain = run_case(PipelineCase("ZB-auto", stages=p, microbatches=m, cost=_cost(f, b, w, c), comm_model="edge",
+                                  options={"max_pending": p}, memory_limit_bytes=10**9), backend="sim")
+    assert any(n.endswith("(this cost model has no memory model, so nothing checks it)") for n in plain.warnings)
+
+
 # ---------------------------------------------------------------------------- the builder's inputs
 
 

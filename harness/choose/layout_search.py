@@ -33,6 +33,10 @@ The search (the plan is a sequence of stages, each holding a contiguous run of l
 4. **Exhaustive** when the space (splits x modes) is at most ``exhaustive_limit`` candidates:
    every one is simulated and the result is proven optimal.
 
+:func:`reseed_layout` starts the same local search from other answers (the chooser's second pass gives
+each row the answers of the other rows, :mod:`harness.choose.seeding`). The per-stage models and the DP
+are in :mod:`harness.choose.layout_dp`.
+
 A lower bound (ns) comes with the answer: no layout can beat ``m x max(total work / p, the DP's
 busiest stage without recomputation)``, since every rank runs all ``m`` micro-batches of its
 stages and the total work does not depend on the layout (recomputation only adds to it).
@@ -50,18 +54,19 @@ from harness.analysis.analytic import analyze
 from harness.analysis.bubble import decompose
 from harness.analysis.memory import analytic_memory
 from harness.case import PipelineCase
+from harness.choose.layout_dp import StageLines, bottleneck_dp, compositions, even_counts, layout_text, space_size, stage_lines
 from harness.errors import ConfigError
 from harness.model.chains import check_cost_for_chains
 from harness.model.comm import check_comm_model, lower
 from harness.model.layout import parse_layout
 from harness.model.recompute import RECOMPUTE
-from harness.model.stage_costs import stage_costs
 from harness.model.transformer import TransformerCost
 from harness.plan.build import build_plan
 from harness.plan.graph import Plan
 from harness.schedule.registry import builder_info
 
-__all__ = ["JOB_BUDGET", "Candidate", "LayoutChoice", "layout_text", "search_layout"]
+__all__ = ["EVEN_BEST", "EVEN_NONE", "GIVEN_BEST", "GIVEN_NONE", "JOB_BUDGET", "LEAST_MEMORY_OPTIONS", "Candidate", "LayoutChoice",
+           "even_counts", "layout_text", "reseed_layout", "search_layout"]
 
 #: Simulated jobs the local search may spend on one (schedule, p, m, v): about 2-3 s on one core.
 JOB_BUDGET = 600_000
@@ -79,9 +84,18 @@ FINALISTS = 3
 #: The step (ns) and peak (bytes) of a candidate a cost-built schedule's builder refuses: it ranks after every built one.
 REFUSED = 2**62
 
+#: Per cost-built schedule, the options of its least-memory build: where its builder refuses the limit for a
+#: candidate (below what one micro-batch needs on some stage), the candidate is built so instead, and shows its
+#: peak over the limit (it cannot fit: the least build still holds one micro-batch). ZB-auto: one micro-batch
+#: pending per stage at a time (:func:`harness.schedule.zb_auto.zb_auto_schedule`).
+LEAST_MEMORY_OPTIONS: dict[str, dict[str, Any]] = {"ZB-auto": {"max_pending": 1}}
+
 #: Names of the two baselines shown beside the answer, as mindformers' SAPP prints its naive plan.
 EVEN_NONE = "even split, no recomputation"
 EVEN_BEST = "even split, best uniform recomputation"
+#: Their names where the layout is given (``layout`` a layout string): the given split, not the even one.
+GIVEN_NONE = "given layout, no recomputation"
+GIVEN_BEST = "given layout, best uniform recomputation"
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,9 @@ class Candidate:
         peak_bytes: the largest memory peak over ranks (bytes: static + live activations).
         peak_bytes_per_rank: each rank's peak (bytes), rank 0 first.
         fits: every rank's peak is within the limit (``True`` without one).
+        options: the builder options it was built with where they are not the search's: a cost-built
+            schedule's least-memory build (:data:`LEAST_MEMORY_OPTIONS`), where its builder refuses the
+            limit for this layout and recomputation; ``None`` otherwise.
     """
 
     layout: str
@@ -105,6 +122,7 @@ class Candidate:
     peak_bytes: int
     peak_bytes_per_rank: tuple[int, ...]
     fits: bool
+    options: dict[str, Any] | None = None
 
     def cost(self, base: TransformerCost) -> TransformerCost:
         """``base`` with this candidate's layout and recomputation."""
@@ -112,8 +130,10 @@ class Candidate:
 
     def case(self, schedule: str, p: int, m: int, v: int, base: TransformerCost, *, options: Mapping[str, Any] | None = None,
              comm_model: str | None = None, memory_limit_bytes: int | None = None) -> PipelineCase:
-        """The case that reproduces this candidate: ``run_case(case, backend="sim")`` measures :attr:`step_ns`."""
-        return PipelineCase(schedule, stages=p, microbatches=m, chunks=v, cost=self.cost(base), options=dict(options or {}),
+        """The case that reproduces this candidate: ``run_case(case, backend="sim")`` measures :attr:`step_ns`
+        (with :attr:`options` where set, else ``options``)."""
+        chosen = self.options if self.options is not None else options
+        return PipelineCase(schedule, stages=p, microbatches=m, chunks=v, cost=self.cost(base), options=dict(chosen or {}),
                             memory_limit_bytes=memory_limit_bytes, comm_model=comm_model)
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,8 +149,9 @@ class LayoutChoice:
 
     Attributes:
         best: the fastest candidate that fits; where none fits, the one with the lowest peak.
-        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split with each uniform mode, best one); a
-            baseline a cost-built schedule's builder refuses (ZB-auto under a limit it cannot meet) is left out.
+        baselines: :data:`EVEN_NONE` and :data:`EVEN_BEST` (the even split without recomputation, and with the best
+            uniform mode); where the layout is given, :data:`GIVEN_NONE` and :data:`GIVEN_BEST` (the given split
+            so). A baseline a cost-built schedule's builder refuses (ZB-auto under a limit it cannot meet) is left out.
         evaluated: candidates simulated.
         lower_bound_ns: no layout or recomputation can give a shorter step (ns).
         proven_optimal: ``best`` is optimal: every candidate was simulated, or it meets the lower bound.
@@ -145,38 +166,6 @@ class LayoutChoice:
     proven_optimal: bool
     method: str
     decomposition: dict[str, Any] = field(default_factory=dict)
-
-
-def layout_text(counts: Sequence[int], vocab: bool) -> str:
-    """The Megatron-Core layout string of ``counts`` transformer layers per stage (stage 0 first);
-    with ``vocab`` the embedding on the first stage and the LM head on the last (``"Et*7|t*6|t*5L"``)."""
-    last = len(counts) - 1
-    parts = []
-    for k, n in enumerate(counts):
-        body = f"t*{n}" if n > 1 else "t" * n
-        parts.append(("E" if vocab and k == 0 else "") + body + ("L" if vocab and k == last else ""))
-    return "|".join(parts)
-
-
-def even_counts(num_layers: int, num_stages: int) -> tuple[int, ...]:
-    """``num_layers`` split as evenly as possible over ``num_stages``, the extra layers on the middle
-    stages (the first and last hold the embedding and the LM head)."""
-    q, r = divmod(num_layers, num_stages)
-    start = (num_stages - r) // 2
-    return tuple(q + (1 if start <= k < start + r else 0) for k in range(num_stages))
-
-
-@dataclass(frozen=True)
-class _Linear:
-    """Per stage and mode, ``value = a + b * layers``: work (ns per micro-batch), static and activation bytes."""
-
-    work: dict[str, tuple[tuple[int, int], ...]]
-    static: dict[str, tuple[tuple[int, int], ...]]
-    act: dict[str, tuple[tuple[int, int], ...]]
-
-    @staticmethod
-    def at(pair: tuple[int, int], n: int) -> int:
-        return pair[0] + pair[1] * n
 
 
 class _Search:
@@ -210,16 +199,17 @@ class _Search:
         uniform = modes[0] if len(set(modes)) == 1 else modes
         return replace(self.base, layout=layout_text(counts, self.vocab), layers_per_stage=None, recompute=uniform)
 
-    def case_of(self, cost: TransformerCost) -> PipelineCase:
-        return PipelineCase(self.schedule, stages=self.p, microbatches=self.m, chunks=self.v, cost=cost, options=self.options,
-                            memory_limit_bytes=self.limit, comm_model=self.comm_model)
+    def case_of(self, cost: TransformerCost, options: Mapping[str, Any] | None = None) -> PipelineCase:
+        return PipelineCase(self.schedule, stages=self.p, microbatches=self.m, chunks=self.v, cost=cost,
+                            options=self.options if options is None else dict(options), memory_limit_bytes=self.limit,
+                            comm_model=self.comm_model)
 
-    def plan_for(self, cost: TransformerCost) -> Plan:
-        """The plan of ``cost``: built once and shared, or (``exact`` and a schedule built from the costs)
-        built for ``cost`` itself."""
+    def plan_for(self, cost: TransformerCost, options: Mapping[str, Any] | None = None) -> Plan:
+        """The plan of ``cost`` (with ``options`` instead of the search's, where given): built once and shared,
+        or (``exact`` and a schedule built from the costs) built for ``cost`` itself."""
         if self.plan is not None and not (self.rebuild and self.exact):
             return self.plan
-        case = self.case_of(cost)
+        case = self.case_of(cost, options)
         source = case.compute_schedule(self.comm_model)
         check_cost_for_chains(cost, source)
         plan = build_plan(lower(source, cost, self.comm_model, case.comm, case.comm_placement))
@@ -233,18 +223,26 @@ class _Search:
         if key in memo:
             return memo[key]
         cost = self.cost_of(counts, modes)
+        options: dict[str, Any] | None = None
         try:
             plan = self.plan_for(cost)
         except ConfigError as exc:
             if not self.info.takes_costs:
                 raise
             # a builder planning from the costs refuses this candidate (e.g. ZB-auto: the limit is below what one
-            # micro-batch needs without recomputation); others may fit, so it only ranks last
+            # micro-batch needs on some stage); its least-memory build, where it has one, says how far over the limit
+            # this candidate is, so the search can walk toward less memory; else it only ranks last
             self.refusals.append(str(exc))
-            cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
-            memo[key] = cand
-            self.busy_of[id(cand)] = [REFUSED] * self.p
-            return cand
+            options = self.least_memory_options()
+            try:
+                if options is None:
+                    raise
+                plan = self.plan_for(cost, options)
+            except ConfigError:
+                cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
+                memo[key] = cand
+                self.busy_of[id(cand)] = [REFUSED] * self.p
+                return cand
         figures = analyze(plan, cost, comm_model=self.comm_model)
         memory = analytic_memory(plan, cost, self.limit)
         self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
@@ -253,7 +251,7 @@ class _Search:
         if self.inflight is None:
             self.inflight = list(figures.peak_inflight_per_stage)
         cand = Candidate(layout_text(counts, self.vocab), cost.recompute, figures.makespan_ns, figures.bubble_ratio, peak, peaks,
-                         self.limit is None or peak <= self.limit)
+                         self.limit is None or peak <= self.limit, options)
         memo[key] = cand
         self.busy_of[id(cand)] = list(figures.busy_ns)
         return cand
@@ -265,106 +263,24 @@ class _Search:
         work = sum(self.busy_of[id(c)])
         return (0, c.step_ns, work, c.peak_bytes) if c.fits else (1, c.peak_bytes, c.step_ns, work)
 
+    def linear(self, modes: Sequence[str]) -> StageLines:
+        """Each stage's work and bytes as linear functions of its layer count, per mode (:func:`~harness.choose.layout_dp.stage_lines`)."""
+        return stage_lines(self.base, self.num_stages, self.vocab, self.info.splits_backward, modes)
+
+    def least_memory_options(self) -> dict[str, Any] | None:
+        """The options of this schedule's least-memory build (:data:`LEAST_MEMORY_OPTIONS`), where it has one and
+        the search's options do not already bound its memory; else ``None``."""
+        least = LEAST_MEMORY_OPTIONS.get(self.schedule)
+        if least is None or self.limit is None or any(k in self.options for k in least):
+            return None
+        return {**self.options, **least}
+
     def decomposition(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> dict[str, Any]:
         cost = self.cost_of(counts, modes)
-        plan = self.plan_for(cost)
-        step = self.evaluate(counts, modes).step_ns
+        cand = self.evaluate(counts, modes)
+        plan = self.plan_for(cost, cand.options)
+        step = cand.step_ns
         return decompose(step, plan, cost, makespan_ns=None if self.comm_model == "edge" else step).to_dict()
-
-    # -- models of one stage ------------------------------------------------------------------
-    def linear(self, modes: Sequence[str]) -> _Linear:
-        s = self.num_stages
-        split = self.info.splits_backward
-        work: dict[str, tuple[tuple[int, int], ...]] = {}
-        static: dict[str, tuple[tuple[int, int], ...]] = {}
-        act: dict[str, tuple[tuple[int, int], ...]] = {}
-        for mode in modes:
-            probes = []
-            for n in (1, 2):
-                cost = replace(self.base, num_layers=n * s, layout=layout_text((n,) * s, self.vocab), layers_per_stage=None,
-                               recompute=mode)
-                probes.append(stage_costs(cost, s, "free"))
-            w = [[(f + i + wt) if split else (f + b) for f, b, i, wt in
-                  zip(pc.forward_ns, pc.backward_ns, pc.backward_input_ns, pc.backward_weight_ns)] for pc in probes]
-            st = [list(pc.static_bytes or (0,) * s) for pc in probes]
-            ac = [[a[0] for a in (pc.activation_bytes or ((0, 0, 0),) * s)] for pc in probes]
-            work[mode] = tuple((2 * w[0][k] - w[1][k], w[1][k] - w[0][k]) for k in range(s))
-            static[mode] = tuple((2 * st[0][k] - st[1][k], st[1][k] - st[0][k]) for k in range(s))
-            act[mode] = tuple((2 * ac[0][k] - ac[1][k], ac[1][k] - ac[0][k]) for k in range(s))
-        return _Linear(work, static, act)
-
-
-def _bottleneck_dp(lin: _Linear, lows: Sequence[int], num_layers: int, modes: Sequence[str], inflight: Sequence[int] | None,
-                   limit: int | None, stages_per_rank: int) -> tuple[int, tuple[int, ...], tuple[str, ...]] | None:
-    """The split and per-stage modes minimising the busiest stage's work per micro-batch (ns), each stage's
-    memory estimate within ``limit / stages_per_rank``; ``None`` when no split meets it.
-
-    ``best[k][l]``: the least bottleneck of stages ``0..k-1`` holding ``l`` layers. ``O(S L^2 |modes|)``.
-    """
-    s = len(lows)
-    inf = math.inf
-    best: list[list[float]] = [[inf] * (num_layers + 1) for _ in range(s + 1)]
-    how: list[list[tuple[int, str] | None]] = [[None] * (num_layers + 1) for _ in range(s + 1)]
-    best[0][0] = 0
-    rest_low = [sum(lows[k:]) for k in range(s + 1)]
-    cap = None if limit is None else limit / stages_per_rank
-    for k in range(s):
-        # the cheapest feasible mode per layer count of this stage
-        options: list[tuple[float, int, str]] = []
-        for n in range(lows[k], num_layers - rest_low[k + 1] + 1):
-            pick: tuple[float, str] | None = None
-            for mode in modes:
-                if cap is not None and inflight is not None:
-                    held = _Linear.at(lin.static[mode][k], n) + inflight[k] * _Linear.at(lin.act[mode][k], n)
-                    if held > cap:
-                        continue
-                w = _Linear.at(lin.work[mode][k], n)
-                if pick is None or w < pick[0]:
-                    pick = (w, mode)
-            if pick is not None:
-                options.append((pick[0], n, pick[1]))
-        row, nxt, nhow = best[k], best[k + 1], how[k + 1]
-        for used in range(num_layers + 1):
-            here = row[used]
-            if here == inf:
-                continue
-            for work, n, mode in options:
-                total = used + n
-                if total > num_layers:
-                    break
-                value = here if here > work else work
-                if value < nxt[total]:
-                    nxt[total] = value
-                    nhow[total] = (n, mode)
-    if best[s][num_layers] == inf:
-        return None
-    counts: list[int] = []
-    picked: list[str] = []
-    left = num_layers
-    for k in range(s, 0, -1):
-        step = how[k][left]
-        assert step is not None
-        counts.append(step[0])
-        picked.append(step[1])
-        left -= step[0]
-    return int(best[s][num_layers]), tuple(reversed(counts)), tuple(reversed(picked))
-
-
-def _space_size(num_layers: int, lows: Sequence[int], modes: int) -> int:
-    free = num_layers - sum(lows)
-    return math.comb(free + len(lows) - 1, len(lows) - 1) * modes ** len(lows)
-
-
-def _compositions(total: int, lows: Sequence[int]) -> Any:
-    """Every split of ``total`` layers with stage ``k`` holding at least ``lows[k]``."""
-    if len(lows) == 1:
-        if total >= lows[0]:
-            yield (total,)
-        return
-    for n in range(lows[0], total - sum(lows[1:]) + 1):
-        for rest in _compositions(total - n, lows[1:]):
-            yield (n, *rest)
-
 
 def search_layout(
     schedule: str, p: int, m: int, v: int, base: TransformerCost, *, options: Mapping[str, Any] | None = None,
@@ -397,16 +313,8 @@ def search_layout(
     """
     search = _Search(schedule, p, m, v, base, options or {}, comm_model, memory_limit_bytes)
     s, total = search.num_stages, base.num_layers
-    if recompute == "search":
-        modes: tuple[str, ...] = tuple(r for r in RECOMPUTE if not (r == "selective" and base.flash_attention))
-    elif recompute in RECOMPUTE:
-        modes = (recompute,)
-    else:
-        raise ConfigError(f"recompute must be 'search' or one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    lows = tuple(0 if (search.vocab and k == s - 1 and s > 1) else 1 for k in range(s))
-    if total < sum(lows):
-        raise ConfigError(f"{total} transformer layer(s) cannot fill {s} stages (p={p} x {s // p} chunk(s)): "
-                          "each stage needs at least one layer")
+    modes = _modes(recompute, base)
+    lows = _lows(search)
     fixed: tuple[int, ...] | None = None
     if layout not in ("search", "even"):
         parsed = parse_layout(layout, s, total)
@@ -415,19 +323,21 @@ def search_layout(
     baselines_raw = {mode: search.evaluate(even, (mode,) * s) for mode in modes}
     even_best = min(baselines_raw.values(), key=search.key)
     none = baselines_raw["none"] if "none" in baselines_raw else search.evaluate(even, ("none",) * s)
-    baselines = {name: c for name, c in ((EVEN_NONE, none), (EVEN_BEST, even_best)) if c.step_ns != REFUSED}
+    # a baseline the builder refuses (built only as its least-memory build, or not at all) is left out
+    names = (EVEN_NONE, EVEN_BEST) if fixed is None else (GIVEN_NONE, GIVEN_BEST)
+    baselines = {name: c for name, c in zip(names, (none, even_best)) if c.step_ns != REFUSED and c.options is None}
     lin = search.linear(tuple(dict.fromkeys(("none", *modes))))
     stages_per_rank = max(1, s // p)
     # the lower bound: total work over p ranks, and the busiest stage at its least (no recomputation)
-    total_work = sum(_Linear.at(lin.work["none"][k], n) for k, n in enumerate(even))
-    dp_free = _bottleneck_dp(lin, lows, total, ("none",), None, None, stages_per_rank) if fixed is None else None
-    per_mb = max(math.ceil(total_work / p), dp_free[0] if dp_free else max(_Linear.at(lin.work["none"][k], n) for k, n in enumerate(even)))
+    total_work = sum(StageLines.at(lin.work["none"][k], n) for k, n in enumerate(even))
+    dp_free = bottleneck_dp(lin, lows, total, ("none",), None, None, stages_per_rank) if fixed is None else None
+    per_mb = max(math.ceil(total_work / p), dp_free[0] if dp_free else max(StageLines.at(lin.work["none"][k], n) for k, n in enumerate(even)))
     slack = 4 * s  # rounding of each job's duration to whole ns
     lower_bound = max(0, m * (per_mb - slack))
     starts: list[tuple[tuple[int, ...], tuple[str, ...]]] = [(even, (mode,) * s) for mode in modes]
-    space = _space_size(total, lows, len(modes)) if fixed is None and layout == "search" else len(modes) ** s
+    space = space_size(total, lows, len(modes)) if fixed is None and layout == "search" else len(modes) ** s
     if space * (REBUILD_WEIGHT if search.rebuild else 1) <= exhaustive_limit:
-        splits = list(_compositions(total, lows)) if fixed is None and layout == "search" else [even]
+        splits = list(compositions(total, lows)) if fixed is None and layout == "search" else [even]
         for counts in splits:
             for combo in itertools.product(modes, repeat=s):
                 search.evaluate(tuple(counts), combo)
@@ -436,23 +346,68 @@ def search_layout(
         return _choice(search, best_key, baselines, lower_bound, True, method)
     if layout == "search" and fixed is None:
         for mix in (modes, *((mode,) for mode in modes)):
-            found = _bottleneck_dp(lin, lows, total, mix, search.inflight, memory_limit_bytes, stages_per_rank)
+            found = bottleneck_dp(lin, lows, total, mix, search.inflight, memory_limit_bytes, stages_per_rank)
             if found is not None:
                 starts.append((found[1], found[2]))
     for counts, combo in starts:
         search.evaluate(counts, combo)
     if search.plan is None:  # a cost-built schedule's builder refused every start: its own words
         raise ConfigError(search.refusals[0])
+    current, improved, rough = _descend(search, starts, modes, lows, layout == "search" and fixed is None, job_budget)
+    best = search.memo[current]
+    proven = best.fits and best.step_ns <= lower_bound
+    method = ("DP on the busiest stage's work (exact for the per-stage balance), then local search on the simulated step "
+              f"(one-layer moves{' and one-stage mode changes' if len(modes) > 1 else ''}): " + _descent_text(search, rough, improved))
+    return _choice(search, current, baselines, lower_bound, proven, method)
+
+
+def _modes(recompute: str, base: TransformerCost) -> tuple[str, ...]:
+    """The recomputation modes a stage may take: every one (``search``; ``selective`` not with flash attention, which
+    stores no attention scores to save), or the one given.
+
+    Raises:
+        ConfigError: an unknown choice.
+    """
+    if recompute == "search":
+        return tuple(r for r in RECOMPUTE if not (r == "selective" and base.flash_attention))
+    if recompute in RECOMPUTE:
+        return (recompute,)
+    raise ConfigError(f"recompute must be 'search' or one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+
+
+def _lows(search: _Search) -> tuple[int, ...]:
+    """The fewest transformer layers each stage may hold: one, and none on the last stage where it holds the LM head.
+
+    Raises:
+        ConfigError: fewer layers than that.
+    """
+    s, total = search.num_stages, search.base.num_layers
+    lows = tuple(0 if (search.vocab and k == s - 1 and s > 1) else 1 for k in range(s))
+    if total < sum(lows):
+        raise ConfigError(f"{total} transformer layer(s) cannot fill {s} stages (p={search.p} x {s // search.p} chunk(s)): "
+                          "each stage needs at least one layer")
+    return lows
+
+
+def _descend(search: _Search, starts: Sequence[tuple[tuple[int, ...], tuple[str, ...]]], modes: Sequence[str], lows: Sequence[int],
+             moved_layers: bool, job_budget: int) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], bool, int]:
+    """The local search from the best of ``starts`` (all simulated exactly already): one-layer moves (where
+    ``moved_layers``) and one-stage mode changes while the key improves, within ``job_budget`` simulated jobs.
+    A schedule built from the costs is timed on the first candidate's plan, and its best :data:`FINALISTS`
+    rebuilt exactly.
+
+    Returns:
+        ``(best key, stopped at the budget, candidates timed on the shared plan)``; the best is in ``search.memo``.
+    """
     current = min(starts, key=lambda k: search.key(search.memo[k]))
     jobs_per_eval = max(1, search.jobs_simulated // max(1, len(search.memo)))
-    if search.rebuild:  # time the moves on the even split's plan; rebuild only the finalists
+    if search.rebuild:  # time the moves on the first candidate's plan; rebuild only the finalists
         search.exact = False
         jobs_per_eval = max(1, len(search.plan.rank) if search.plan is not None else jobs_per_eval)
         for start_key in starts:
             search.evaluate(*start_key)
     memo = search.memo if search.exact else search.rough
     max_evals = max(MIN_EVALUATIONS + len(memo), job_budget // jobs_per_eval)
-    moved_layers = layout == "search" and fixed is None
     improved = True
     while improved and len(memo) < max_evals:
         improved = False
@@ -470,14 +425,73 @@ def search_layout(
         for k in finalists:
             search.evaluate(*k)
         current = min((k for k in search.memo if set(k[1]) <= set(modes)), key=lambda k: search.key(search.memo[k]))
-    best = search.memo[current]
-    proven = best.fits and best.step_ns <= lower_bound
-    method = ("DP on the busiest stage's work (exact for the per-stage balance), then local search on the simulated step "
-              f"(one-layer moves{' and one-stage mode changes' if len(modes) > 1 else ''}): "
-              + (f"{rough} candidates timed on the even split's schedule, the best {FINALISTS} rebuilt for their own costs and "
-                 f"{len(search.memo)} simulated exactly, " if rough else f"{len(search.memo)} candidates simulated, ")
-              + ("stopped at its budget" if improved else "stopped at a local optimum"))
-    return _choice(search, current, baselines, lower_bound, proven, method)
+    return current, improved, rough
+
+
+def _descent_text(search: _Search, rough: int, improved: bool) -> str:
+    return ((f"{rough} candidates timed on one shared schedule, the best {FINALISTS} rebuilt for their own costs and "
+             f"{len(search.memo)} simulated exactly, " if rough else f"{len(search.memo)} candidates simulated, ")
+            + ("stopped at its budget" if improved else "stopped at a local optimum"))
+
+
+def reseed_layout(
+    schedule: str, p: int, m: int, v: int, base: TransformerCost, *, current: tuple[str, str | Sequence[str]],
+    seeds: Sequence[tuple[str, str | Sequence[str]]], options: Mapping[str, Any] | None = None, comm_model: str = "stream",
+    memory_limit_bytes: int | None = None, recompute: str = "search", layout: str = "search", job_budget: int = JOB_BUDGET,
+) -> tuple[LayoutChoice, tuple[str, str | tuple[str, ...]]] | None:
+    """Try other answers (other schedules' layouts and recomputation) as starting points for this schedule.
+
+    Every seed is simulated exactly for ``schedule`` (rebuilt where its builder reads the costs); where one
+    beats ``current`` (:meth:`_Search.key`: fitting first, then the step time), the local search of
+    :func:`search_layout` runs from the seeds that do, and the best candidate found is returned.
+
+    Args:
+        schedule, p, m, v, base, options, comm_model, memory_limit_bytes, recompute, layout, job_budget: as
+            :func:`search_layout` (``recompute`` and ``layout`` bound the moves: modes tried, layers moved or not).
+        current: the answer to beat, ``(layout string, recompute)``.
+        seeds: the answers to try, ``(layout string, recompute)`` each (one mode, or one per stage); each
+            must have this schedule's stage count.
+
+    Returns:
+        ``None`` where no seed beats ``current``; else ``(choice, seed)``: ``choice.best`` the better
+        candidate (``baselines`` empty and ``lower_bound_ns`` 0: the caller keeps its first search's) and
+        ``seed`` the one it started from.
+
+    Raises:
+        ConfigError: a seed or ``current`` whose layout does not fit the stages, or an unknown ``recompute``.
+    """
+    search = _Search(schedule, p, m, v, base, options or {}, comm_model, memory_limit_bytes)
+    s = search.num_stages
+    modes = _modes(recompute, base)
+    lows = _lows(search)
+
+    def key_of(answer: tuple[str, str | Sequence[str]]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        text, rec = answer
+        combo = (rec,) * s if isinstance(rec, str) else tuple(rec)
+        if len(combo) != s:
+            raise ConfigError(f"a recomputation of {len(combo)} stage(s) for {schedule}'s {s}")
+        return parse_layout(text, s, base.num_layers).layers, combo
+
+    here = key_of(current)
+    search.evaluate(*here)
+    tried = {here}
+    better: list[tuple[tuple[tuple[int, ...], tuple[str, ...]], tuple[str, str | Sequence[str]]]] = []
+    for seed in seeds:
+        k = key_of(seed)
+        if k in tried:
+            continue
+        tried.add(k)
+        if search.key(search.evaluate(*k)) < search.key(search.memo[here]):
+            better.append((k, seed))
+    if not better:
+        return None
+    best_seed = min(better, key=lambda b: search.key(search.memo[b[0]]))[1]
+    current_key, improved, rough = _descend(search, [k for k, _ in better], modes, lows, layout == "search", job_budget)
+    best = search.memo[current_key]
+    method = f"{len(better)} of {len(tried) - 1} seed(s) beat it; local search from them: " + _descent_text(search, rough, improved)
+    choice = LayoutChoice(best, {}, len(search.memo), 0, False, method, search.decomposition(*current_key))
+    seed_rec = best_seed[1] if isinstance(best_seed[1], str) else tuple(best_seed[1])
+    return choice, (best_seed[0], seed_rec)
 
 
 def _moves(search: _Search, memo: Mapping[tuple[tuple[int, ...], tuple[str, ...]], Candidate],
@@ -524,5 +538,9 @@ def _choice(search: _Search, key: tuple[tuple[int, ...], tuple[str, ...]], basel
     best = search.memo[key]
     if best.step_ns == REFUSED:  # the builder refused every candidate: its own words
         raise ConfigError(search.refusals[0])
+    if best.options is not None:
+        given = ", ".join(f"{k}={v}" for k, v in best.options.items() if search.options.get(k) != v)
+        method += (f"; nothing tried fits: {search.schedule}'s builder refuses the limit for this layout and recomputation (below "
+                   f"what one micro-batch needs on a stage), so it is shown as its least-memory build ({given})")
     return LayoutChoice(best, baselines, len(search.memo), min(lower_bound, best.step_ns), proven, method,
                         search.decomposition(*key))

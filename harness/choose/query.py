@@ -17,6 +17,9 @@ Which ``v`` a schedule is tried at:
 ``ZB-auto`` (:mod:`harness.schedule.zb_auto`) is built for the memory limit itself when there is one
 (the case's ``memory_limit_bytes``); without a limit it holds at most ``2p`` micro-batches' activations
 per stage (``max_pending = 2p``, where its schedule reaches ZB-H2's, Qi et al., arXiv:2401.10241 §3.2).
+Where its builder refuses the limit for a layout and recomputation, the search judges that candidate as
+its least-memory build (``max_pending = 1``; :data:`harness.choose.layout_search.LEAST_MEMORY_OPTIONS`),
+and a row whose best is one carries those options.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.model.comm import check_comm_model
-from harness.model.layout import parse_layout
+from harness.model.layout import StageLayout, parse_layout
 from harness.model.recompute import RECOMPUTE
 from harness.model.transformer import TransformerCost
 from harness.schedule.registry import builder_info, schedule_names
 
-__all__ = ["ChooseQuery", "Task", "combinations"]
+__all__ = ["ChooseQuery", "Task", "check_layout", "combinations"]
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,14 @@ class ChooseQuery:
         comm_model: the communication model (:mod:`harness.model.comm`: ``stream``, ``edge``, ``blocking``...).
         recompute: ``"search"`` (each stage none, selective or full) or one mode for every stage.
         layout: ``"search"``, ``"even"`` or a Megatron-Core layout string (kept as given; it fixes the
-            stage count, so only the schedules and ``v`` with that many stages are tried).
+            stage count, so only the schedules and ``v`` with that many stages are tried; checked against the
+            model when the query is made, :func:`check_layout`).
         memory_limit_bytes: device memory per rank (bytes); ``None``: rank by step time alone.
 
     Raises:
         ConfigError: a size below 1 or not a whole number, an empty list, an unknown schedule (with the
-            closest name), an unknown comm model or recomputation mode, or a base that is not a
-            TransformerCost.
+            closest name), an unknown comm model or recomputation mode, a layout string that does not parse
+            or does not fit the model (:func:`check_layout`), or a base that is not a TransformerCost.
     """
 
     base: TransformerCost
@@ -103,15 +107,18 @@ class ChooseQuery:
             raise ConfigError(f"choose: recompute must be 'search' or one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if not isinstance(self.layout, str) or not self.layout.strip():
             raise ConfigError(f"choose: layout must be 'search', 'even' or a layout string, got {self.layout!r}")
+        try:
+            check_layout(self.layout, self.base)
+        except ConfigError as exc:
+            raise ConfigError(f"choose: {exc}") from None
         if self.memory_limit_bytes is not None:
             _whole("memory_limit_bytes", self.memory_limit_bytes)
 
     @property
     def fixed_stages(self) -> int | None:
         """The stage count a fixed layout string gives (``None`` for ``search`` and ``even``)."""
-        if self.layout in ("search", "even"):
-            return None
-        return self.layout.count("|") + 1
+        parsed = check_layout(self.layout, self.base)
+        return None if parsed is None else parsed.num_stages
 
     def to_dict(self) -> dict[str, Any]:
         """The query as plain JSON values; ``base`` as the TransformerCost's fields (``choose_params`` rebuilds it)."""
@@ -120,6 +127,22 @@ class ChooseQuery:
         return {"base": base, "p": self.p, "microbatches": list(self.microbatches), "chunks": list(self.chunks),
                 "schedules": list(self.schedules) if self.schedules is not None else None, "comm_model": self.comm_model,
                 "recompute": self.recompute, "layout": self.layout, "memory_limit_bytes": self.memory_limit_bytes}
+
+
+def check_layout(layout: str, base: TransformerCost) -> StageLayout | None:
+    """A fixed layout string checked against the model: its syntax, its transformer layers (``base.num_layers``),
+    and the embedding and LM head where the model has a vocabulary (the checks of
+    :class:`~harness.model.transformer.TransformerCost`); ``None`` for ``"search"`` and ``"even"``.
+
+    Raises:
+        ConfigError: the string and the rule it breaks (``stage layout 'Et*3|t*4L' holds 7 transformer layer(s),
+            but the model has 8``). Its stage count is not checked here: it decides which schedules and ``v`` are
+            tried (:func:`combinations`).
+    """
+    if layout in ("search", "even"):
+        return None
+    dataclasses.replace(base, layout=layout, layers_per_stage=None)  # TransformerCost checks the layout against the model
+    return parse_layout(layout)
 
 
 def _whole(name: str, value: object) -> int:

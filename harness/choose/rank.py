@@ -3,8 +3,9 @@
 :func:`choose` evaluates each (schedule, ``v``, ``m``) task of :func:`~harness.choose.query.combinations`
 with :func:`~harness.choose.layout_search.search_layout` (the layout and per-stage recomputation with the
 shortest predicted step that fits), on the exact analytic path a ``sim`` run takes, serially or on a
-pool (:mod:`harness.choose.parallel`). Combinations a builder refuses, or that cannot be laid out, are
-listed as excluded with the builder's or the search's own words.
+pool (:mod:`harness.choose.parallel`), then seeds each row's search with the answers of the other rows
+of its stage count and ``m`` until none improves (:mod:`harness.choose.seeding`). Combinations a builder
+refuses, or that cannot be laid out, are listed as excluded with the builder's or the search's own words.
 
 The ranking: rows that fit the limit first, then by predicted step time per micro-batch (ns; with one
 ``m`` in the query that is the step time; across several it is the throughput at the model's
@@ -26,76 +27,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.analysis.assumptions import case_assumptions
 from harness.case import PipelineCase
-from harness.choose.layout_search import Candidate, search_layout
+from harness.choose.evaluate import Job, evaluate_task
 from harness.choose.parallel import map_tasks
-from harness.choose.query import ChooseQuery, Task, combinations
-from harness.errors import ConfigError, ScheduleError
-from harness.model.comm import lower
-from harness.model.transformer import TransformerCost
+from harness.choose.query import ChooseQuery, combinations
+from harness.choose.seeding import seed_rows
+from harness.errors import ConfigError
 
 __all__ = ["BUBBLE_NORMALIZATION", "ChooseResult", "choose", "choose_configuration", "evaluate_task"]
 
+#: The job :func:`evaluate_task` takes (:class:`harness.choose.evaluate.Job`), under its former name here.
+_Job = Job
+
 #: How a row's ``bubble`` is normalised (the idle share of all ranks' time).
 BUBBLE_NORMALIZATION = "sum of every rank's idle time over p x step time (arXiv:2104.04473 §2.2.1)"
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What one worker needs: a task and the query's shared inputs (picklable)."""
-
-    task: Task
-    base: TransformerCost
-    p: int
-    comm_model: str
-    limit: int | None
-    recompute: str
-    layout: str
-
-
-def _recompute_json(value: str | tuple[str, ...]) -> str | list[str]:
-    return value if isinstance(value, str) else list(value)
-
-
-def evaluate_task(job: _Job) -> tuple[str, dict[str, Any]]:
-    """One task's layout search: ``("row", row)`` or ``("excluded", entry)`` (module level: the pools pickle it by name).
-
-    A builder's :class:`~harness.errors.ConfigError` (sizes or options it refuses, a limit below its
-    minimum) or :class:`~harness.errors.ScheduleError` (a deadlock) becomes an excluded entry with its
-    message; so does any other failure, named as one, so that one combination never costs the others.
-    """
-    t = job.task
-    try:
-        found = search_layout(t.schedule, job.p, t.m, t.v, job.base, options=t.options, comm_model=job.comm_model,
-                              memory_limit_bytes=job.limit, recompute=job.recompute, layout=job.layout)
-        best = found.best
-        assumptions = _assumptions(best, job)
-    except (ConfigError, ScheduleError) as exc:
-        return "excluded", {"schedule": t.schedule, "v": t.v, "m": t.m, "reason": str(exc)}
-    except Exception as exc:  # a defect in one combination's evaluation must not cost the others theirs
-        return "excluded", {"schedule": t.schedule, "v": t.v, "m": t.m,
-                            "reason": f"evaluation failed ({type(exc).__name__}: {exc}); please report it"}
-    row = {"schedule": t.schedule, "v": t.v, "m": t.m, "layout": best.layout, "recompute": _recompute_json(best.recompute),
-           "options": dict(t.options), "comm_model": job.comm_model, "step_ns": best.step_ns,
-           "ns_per_microbatch": best.step_ns / t.m, "bubble": best.bubble,
-           "peak_bytes": best.peak_bytes, "peak_bytes_per_rank": list(best.peak_bytes_per_rank), "fits": best.fits,
-           "decomposition": found.decomposition,
-           "search": {"evaluated": found.evaluated, "lower_bound_ns": found.lower_bound_ns, "proven_optimal": found.proven_optimal,
-                      "method": found.method,
-                      "baselines": {name: c.to_dict() for name, c in found.baselines.items()}},
-           "assumptions": assumptions}
-    return "row", row
-
-
-def _assumptions(best: Candidate, job: _Job) -> list[str]:
-    t = job.task
-    case = best.case(t.schedule, job.p, t.m, t.v, job.base, options=t.options, comm_model=job.comm_model,
-                     memory_limit_bytes=job.limit)
-    cost = best.cost(job.base)
-    source = case.compute_schedule(job.comm_model)
-    lowered = lower(source, cost, job.comm_model, case.comm, case.comm_placement)
-    return case_assumptions(source, lowered, cost, job.comm_model, case.comm_placement)
 
 
 def _rank_key(row: Mapping[str, Any]) -> tuple[int, float, int, str, int, int]:
@@ -116,7 +61,7 @@ class ChooseResult:
             (:data:`BUBBLE_NORMALIZATION`), ``peak_bytes`` (bytes, max over
             ranks), ``peak_bytes_per_rank`` (bytes), ``fits``, ``decomposition`` (the step's bubble
             decomposition, ns), ``search`` (how the layout was found, with its lower bound in ns and the
-            even-split baselines), ``assumptions`` (sentences) and ``best``.
+            baselines: the even split, or the given layout), ``assumptions`` (sentences) and ``best``.
         excluded: ``{"schedule", "v", "m", "reason"}`` per combination left out.
         executor: what evaluated the tasks (``serial``, ``process`` or ``mpi``).
         elapsed_s: wall time of the evaluation (seconds).
@@ -192,12 +137,15 @@ def choose(query: ChooseQuery, *, workers: int | None = None, executor: str = "a
         ConfigError: an executor that cannot run here (the message says how to start an MPI run).
     """
     tasks, excluded = combinations(query)
-    jobs = [_Job(t, query.base, query.p, query.comm_model, query.memory_limit_bytes, query.recompute, query.layout) for t in tasks]
+    jobs = [Job(t, query.base, query.p, query.comm_model, query.memory_limit_bytes, query.recompute, query.layout) for t in tasks]
     heavy_first = sorted(range(len(tasks)), key=lambda k: (-tasks[k].weight, k))
     start = time.perf_counter()
     results, how = map_tasks(evaluate_task, jobs, executor=executor, workers=workers, progress=progress, order=heavy_first)
+    evaluated = [(job, r) for job, (kind, r) in zip(jobs, results) if kind == "row"]
+    seeded, _ = seed_rows([r for _, r in evaluated], [job for job, _ in evaluated], query.p, executor=how, workers=workers,
+                          progress=progress)
     elapsed = time.perf_counter() - start
-    rows = sorted((r for kind, r in results if kind == "row"), key=_rank_key)
+    rows = sorted(seeded, key=_rank_key)
     excluded = excluded + [e for kind, e in results if kind == "excluded"]
     for k, row in enumerate(rows, 1):
         row["rank"] = k

@@ -8,7 +8,8 @@ fastest and fits the memory limit (:mod:`harness.choose`, docs/choose.md).
 Model flags carry Megatron-LM's argument names. The ranked table goes to standard output, with the
 assumptions every figure rests on; ``--json``/``--csv`` write every row, ``--out`` the HTML page (the
 ranked table, step time against peak memory with the limit and the Pareto front, and the top rows'
-timelines on ``sim``), and ``--run BACKEND`` runs the top rows there: predicted against measured.
+timelines on ``sim``), and ``--run BACKEND`` runs the top rows there (on ``mpi`` each as its own ``mpirun -n p`` job):
+predicted against measured; a row whose run fails makes the command exit 2.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from harness.cli.common import check_out, err, positive_count
 from harness.errors import ConfigError
 
 __all__ = ["add_parser", "cmd_choose", "parse_size"]
+
+#: What ``--run`` takes (:data:`harness.choose.confirm.BACKENDS`, repeated here so that the parser needs no import of it;
+#: tests/test_choose.py checks that the two agree).
+_RUN_BACKENDS = ("sim", "cpu", "cuda", "mpi", "torch")
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -103,8 +108,14 @@ def add_parser(sub: Any) -> None:
     out.add_argument("--csv", default=None, metavar="FILE", help="write every row as CSV")
     out.add_argument("--out", default=None, metavar="DIR", help="write the HTML page (index.html and choose.json) there")
     out.add_argument("--timelines", type=int, default=3, metavar="K", help="timelines of the top K rows on the page (default 3; 0: none)")
-    out.add_argument("--run", default=None, metavar="BACKEND", help="run the top rows on BACKEND (cpu, cuda, mpi, sim): predicted vs measured")
+    out.add_argument("--run", default=None, choices=_RUN_BACKENDS, metavar="BACKEND",
+                     help=f"run the top fitting rows on BACKEND ({', '.join(_RUN_BACKENDS)}): predicted vs measured; on mpi each row "
+                          "runs as its own 'mpirun -n p' job; exit 2 when a row's run fails")
     out.add_argument("--steps", default=None, metavar="START:END", help="with --run: recorded steps (default: until stable)")
+    out.add_argument("--mpirun", default=None, metavar="COMMAND",
+                     help="with --run mpi: the launcher before '-n p' (default 'mpirun'; e.g. 'mpirun --hostfile hosts')")
+    out.add_argument("--run-timeout", type=float, default=None, metavar="SECONDS",
+                     help="with --run mpi: the longest one row's mpirun job may take (default 300)")
     out.add_argument("--workers", type=positive_count("workers"), default=None, help="pool size (default: every CPU)")
     out.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "mpi"),
                      help="what evaluates the combinations (default auto: mpi under mpi4py.futures, else a process pool)")
@@ -149,12 +160,27 @@ def query_of(args: argparse.Namespace) -> Any:
         bytes_per_param=6 + 12 / args.data_parallel_size if args.use_distributed_optimizer else 18.0,
         tensor_parallel_size=args.tensor_model_parallel_size, sequence_parallel=args.sequence_parallel,
         flash_attention=args.use_flash_attn)
+    from harness.choose.query import check_layout
+
+    try:
+        check_layout(args.layout, base)
+    except ConfigError as exc:
+        raise ConfigError(f"--layout: {exc}") from None
     return ChooseQuery(base, args.p, _microbatches(args), tuple(args.v), _names(args.schedules), args.comm_model, args.recompute,
                        args.layout, args.memory_limit)
 
 
 def _gib(value: int) -> str:
     return f"{value / 2**30:.2f}"
+
+
+def _size(value: int) -> str:
+    """``value`` bytes in the largest binary unit it holds at least one of (``"80.00 GiB"``, ``"1.00 MiB"``, ``"512 B"``),
+    so that a small limit does not print as ``0.00 GiB``."""
+    for unit, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if value >= unit:
+            return f"{value / unit:.2f} {name}"
+    return f"{value} B"
 
 
 def _recompute_text(value: Any) -> str:
@@ -174,10 +200,12 @@ def _recompute_text(value: Any) -> str:
     return ",".join(runs)
 
 
-def table(rows: list[dict[str, Any]], limit: int | None) -> str:
+def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = None) -> str:
     """The ranked rows as a fixed-width text table (times in ms, memory in GiB); where the rows differ in ``m``,
-    with the step time per micro-batch (``ms/m``) they are ranked by."""
-    per_mb = len({r["m"] for r in rows}) > 1
+    with the step time per micro-batch (``ms/m``) they are ranked by; ``per_mb`` says so for a part of the ranking
+    (``--top``), from all its rows."""
+    if per_mb is None:
+        per_mb = len({r["m"] for r in rows}) > 1
     head: tuple[str, ...] = ("#", "schedule", "v", "m", "step ms", *(("ms/m",) if per_mb else ()), "bubble", "peak GiB", "fits",
                              "recompute", "layout")
     lines = [head]
@@ -210,23 +238,43 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
 
 def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     """The chosen row against the best schedule on the even split (the layout most people start from), compared as
-    the rows are ranked: by step time, or per micro-batch where the rows differ in ``m``."""
-    from harness.choose.layout_search import EVEN_BEST
+    the rows are ranked: by step time, or per micro-batch where the rows differ in ``m``. Where the layout was given,
+    against the best schedule on that layout with one recomputation mode for every stage (what the per-stage
+    recomputation gains)."""
+    from harness.choose.layout_search import EVEN_BEST, GIVEN_BEST
 
     best = rows[0]
     per_mb = len({r["m"] for r in rows}) > 1
+    given = not any(EVEN_BEST in r["search"]["baselines"] for r in rows) and any(GIVEN_BEST in r["search"]["baselines"] for r in rows)
+    name = GIVEN_BEST if given else EVEN_BEST
+    where = f"on the given layout {best['layout']}" if given else "on the even split"
     evens = [(b["step_ns"] / r["m"] if per_mb else b["step_ns"], b["step_ns"], r["schedule"], r["v"], r["m"]) for r in rows
-             for name, b in r["search"]["baselines"].items() if name == EVEN_BEST and b["fits"]]
+             for label, b in r["search"]["baselines"].items() if label == name and b["fits"]]
     if not evens:
+        if given:
+            return (f"no schedule fits {where} with one recomputation mode for every stage: the per-stage recomputation is what "
+                    "makes it fit")
         return "no schedule fits on the even split: the searched layout or recomputation is what makes it fit"
     key, step, schedule, v, m = min(evens)
     mine = best["step_ns"] / best["m"] if per_mb else best["step_ns"]
     gain = 100 * (key - mine) / key
-    head = (f"the best even-split schedule ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
+    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
             + (f" ({key / 1e6:,.2f} ms per micro-batch)" if per_mb else ""))
     if abs(gain) < 0.05:
-        return head + ", as fast as the choice: the layout and recomputation search gains nothing here"
+        searched = "recomputation search" if given else "layout and recomputation search"
+        return head + f", as fast as the choice: the {searched} gains nothing here"
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
+
+
+def _nothing_fits_line(rows: list[dict[str, Any]], limit: int | None, least: int | None) -> str:
+    """Where no row fits: the limit, the least limit at which one would (bytes), and the rows that need exactly it."""
+    if limit is None or least is None:
+        return "nothing fits"
+    at_least = [r for r in rows if r["peak_bytes"] == least]
+    names = ", ".join(f"#{r['rank']} {r['schedule']} v={r['v']} m={r['m']}" for r in at_least[:3])
+    more = f" and {len(at_least) - 3} more" if len(at_least) > 3 else ""
+    return (f"nothing fits {_size(limit)}: the least limit at which one would is {_size(least)} ({least:,} bytes: "
+            f"{names}{more})")
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
@@ -236,7 +284,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
         0 (also when nothing fits: the table says so, and the least limit that would fit).
 
     Raises:
-        HarnessError: bad arguments (named), an executor that cannot run here, an unwritable output.
+        HarnessError: bad arguments (named), an executor that cannot run here, an unwritable output; with
+            ``--run``, a row whose confirming run failed (:class:`~harness.errors.ExecutionError`, after the
+            table, the files and every row's run; the command then exits 2).
     """
     from harness.choose.rank import choose
     from harness.report.atomic import atomic_write_json, atomic_write_text
@@ -254,7 +304,17 @@ def cmd_choose(args: argparse.Namespace) -> int:
         from harness.run.window import parse_steps
 
         steps = parse_steps(args.steps)
+    for option, value in (("--mpirun", args.mpirun), ("--run-timeout", args.run_timeout)):
+        if value is not None and args.run != "mpi":
+            raise ConfigError(f"{option} is for --run mpi (the mpirun job each confirmed row runs as)")
+    if args.mpirun is not None and not args.mpirun.strip():
+        raise ConfigError("--mpirun is empty; give the launcher command, e.g. 'mpirun'")
+    if args.run_timeout is not None and not args.run_timeout > 0:
+        raise ConfigError(f"--run-timeout must be above 0 seconds, got {args.run_timeout:g}")
     query = query_of(args)
+    if args.run == "mpi" and query.comm_model not in ("stream", "blocking"):
+        raise ConfigError(f"--run mpi moves data with send/receive jobs, which comm model {query.comm_model!r} has none of: "
+                          "choose with --comm-model stream (or blocking) to confirm on mpi")
     result = choose(query, workers=args.workers, executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())
     doc = result.to_document()
     rows = result.rows
@@ -262,21 +322,19 @@ def cmd_choose(args: argparse.Namespace) -> int:
     print(f"choose: {n_comb} combination(s) at p={query.p}, {len(rows)} evaluated, {len(result.excluded)} excluded "
           f"({result.elapsed_s:.1f} s, {result.executor})")
     if rows:
-        print(table(rows[: args.top], query.memory_limit_bytes))
+        print(table(rows[: args.top], query.memory_limit_bytes, per_mb=len({r["m"] for r in rows}) > 1))
         if len(rows) > args.top:
             print(f"... {len(rows) - args.top} more row(s) (--top, --json, --csv)")
     best = result.best
     if best is not None:
         print(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute "
-              f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_gib(best['peak_bytes'])} GiB"
-              + (f" of {_gib(query.memory_limit_bytes)} GiB" if query.memory_limit_bytes is not None else ""))
+              f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_size(best['peak_bytes'])}"
+              + (f" of {_size(query.memory_limit_bytes)}" if query.memory_limit_bytes is not None else ""))
         line = _even_baseline_line(rows)
         if line:
             print(line)
     elif rows:
-        print(f"nothing fits {_gib(query.memory_limit_bytes or 0)} GiB: the least limit at which one would is "
-              f"{_gib(doc['smallest_fitting_limit_bytes'])} GiB ({rows[0]['schedule']} v={rows[0]['v']} m={rows[0]['m']} at "
-              f"{doc['smallest_fitting_limit_bytes']} bytes)" if doc["smallest_fitting_limit_bytes"] else "nothing fits")
+        print(_nothing_fits_line(rows, query.memory_limit_bytes, doc["smallest_fitting_limit_bytes"]))
     if result.excluded:
         print("excluded:")
         for e in result.excluded[: max(args.top, 10)]:
@@ -301,13 +359,21 @@ def cmd_choose(args: argparse.Namespace) -> int:
         atomic_write_json(Path(args.out) / "choose.json", doc, indent=1)
         print(f"wrote {page}")
     if args.run:
-        _confirm(result, args.run, args.top, steps)
+        _confirm(result, args, steps)
     return 0
 
 
-def _confirm(result: Any, backend: str, top: int, steps: Any) -> None:
-    from harness.choose.confirm import Confirmation, confirm
+def _confirm(result: Any, args: argparse.Namespace, steps: Any) -> None:
+    """Run the top fitting rows on ``args.run`` and print predicted against measured.
 
+    Raises:
+        ExecutionError: a row's run failed (after every row was tried; names each failed row).
+    """
+    from harness.choose import mpi_confirm
+    from harness.choose.confirm import Confirmation, confirm
+    from harness.errors import ExecutionError
+
+    backend, top = args.run, args.top
     print(f"running the top {min(top, sum(1 for r in result.rows if r['fits']))} fitting row(s) on {backend}:")
 
     def show(c: Confirmation) -> None:
@@ -318,4 +384,9 @@ def _confirm(result: Any, backend: str, top: int, steps: Any) -> None:
         print(f"  #{c.rank} {c.label}: predicted {c.predicted_ns / 1e6:,.1f} ms, measured {c.measured_ns / 1e6:,.1f} ms{ci} "
               f"over {c.steps} step(s): {c.ratio:.3f}x")
 
-    confirm(result, backend, top, steps=steps, on_row=show)
+    done = confirm(result, backend, top, steps=steps, on_row=show, mpirun=args.mpirun or mpi_confirm.MPIRUN,
+                   timeout_s=args.run_timeout or mpi_confirm.DEFAULT_TIMEOUT_S)
+    failed = [c for c in done if c.measured_ns is None]
+    if failed:
+        raise ExecutionError(f"{len(failed)} of {len(done)} confirming run(s) on {backend} failed: "
+                             + ", ".join(f"#{c.rank} {c.label}" for c in failed) + " (their errors are above)")

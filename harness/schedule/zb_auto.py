@@ -402,6 +402,9 @@ def zb_auto_schedule(
       freed at an I's / W's end) stay within it;
     - else ``max_pending = p``.
 
+    Given both ``max_pending`` and ``memory_limit_bytes``, it is built for ``max_pending``; the byte limit is
+    only checked after (the run's memory profile), and a note says so.
+
     It plans under the ``edge`` model with the cost model's transfer times (per stage and
     direction). Under ``free`` those are 0, which is what runs; under ``stream`` (send/receive
     jobs on FIFO comm streams) and ``blocking`` (on the compute streams) the order runs with
@@ -450,6 +453,10 @@ def zb_auto_schedule(
         if max_pending is None and limit is not None:
             notes.append(f"ZB-auto: the cost model has no memory model, so memory_limit_bytes={limit:,} cannot be planned against; "
                          f"built for max_pending = p = {p} (ZB-H1's memory)")
+        elif limit is not None:
+            notes.append(f"ZB-auto: built for option max_pending={max_pending}, which takes precedence over memory_limit_bytes={limit:,}: "
+                         "the byte limit is not planned against, only checked after, against the run's memory peaks"
+                         + ("" if costs.models_memory else " (this cost model has no memory model, so nothing checks it)"))
         pending = p if max_pending is None else int(max_pending)
         params["max_pending"] = pending
     comm = (costs.forward_transfer_ns, costs.backward_transfer_ns)
