@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _check_refused(result: subprocess.CompletedProcess[str], folder: Path, before: dict[str, bytes], on_disk: Path | None = None) -> str:
-    text = result.stdout + result.stderr
+    text = (result.stdout + result.stderr).replace("\n  ", " ")  # pytest wraps its lines at its width: one line again
     assert result.returncode != 0, text
     assert "Traceback" not in text, text
     line = next(x for x in text.splitlines() if "cannot write into" in x)
@@ -62,16 +63,34 @@ def _check_refused(result: subprocess.CompletedProcess[str], folder: Path, befor
     return line
 
 
-def test_full_disk_under_pytest(tmp_path: Path) -> None:
+FAILING = """
+def test_fails():
+    assert 1 == 2, "VISIBLE_FAILURE_MARK"
+"""
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["tests-pass", "a-test-fails"])
+def test_full_disk_under_pytest(tmp_path: Path, failing: bool) -> None:
     (tmp_path / "test_cases.py").write_text(CASES)
-    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--profile-jobs", "--backend=sim", "--report-dir", "rep"]
+    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "--profile-jobs", "--backend=sim", "--report-dir", "rep"]
     first = _run(argv, tmp_path, None)
     assert first.returncode == 0, first.stdout + first.stderr
     folder = tmp_path / "rep"
     before = _snapshot(folder)
     assert "index.html" in before and len(before["index.html"]) > LIMIT
-    line = _check_refused(_run(argv, tmp_path, LIMIT), Path("rep"), before, folder)
+    if failing:
+        (tmp_path / "test_cases.py").write_text(CASES + FAILING)
+    result = _run(argv, tmp_path, LIMIT)
+    line = _check_refused(result, Path("rep"), before, folder)
     assert line.startswith("ERROR: could not write the report: cannot write into rep: rep/")
+    # pytest's own summary is all there: the failure with its message, the counts; the error is the last line
+    lines = result.stdout.rstrip().splitlines()
+    counts = next(k for k, x in enumerate(lines) if re.fullmatch(r"(1 failed, )?2 passed in [0-9.]+s", x))
+    assert lines[counts].startswith("1 failed, 2 passed in " if failing else "2 passed in "), lines[counts]
+    assert lines[counts + 1].startswith("ERROR: could not write the report: ") and all(x.startswith("  ") for x in lines[counts + 2:])
+    assert ("VISIBLE_FAILURE_MARK" in result.stdout) == failing
+    assert "no report of this run was written, and reports in rep/ were left as they were" in result.stdout.replace("\n  ", " ")
+    assert result.returncode == (1 if failing else 4)  # a failed test keeps its status; passing tests with no report: 4
 
 
 @pytest.fixture(scope="module")
