@@ -1,5 +1,5 @@
-"""The pytest summary fits the terminal (issue 26 item 4): COLUMNS=120 and 80, long test ids, skipped cases said without -rs,
-and no cut that makes two cases read the same."""
+"""The pytest summary fits the terminal (issue 26 items 4 and 5): COLUMNS=120 and 80, long test ids, skipped cases said
+without -rs, no cut that makes two cases read the same, and pytest-benchmark's table narrowed to the width."""
 
 from __future__ import annotations
 
@@ -90,6 +90,36 @@ def test_the_summary_fits_80_columns_and_no_cut_makes_two_cases_read_the_same(py
     assert [r[3] for r in rows] == ["stream"] * 3 + ["edge"] * 2  # the comm model whole
     assert [r[4] for r in rows] == ["33.600", "27.440", "57.880", "33.320", "27.240"]  # ms, in the header
     assert "(case, schedule cut to fit 80 columns with …; the report's page has the table whole)" in re.sub(r"\s+", " ", " ".join(section))
+
+
+def _benchmark_header(lines: list[str]) -> list[str]:
+    at = next(k for k, line in enumerate(lines) if " benchmark: " in line and line.startswith("-"))
+    return lines[at + 1].split()
+
+
+def test_the_default_run_with_pytest_benchmark_fits_120_columns(pytester, monkeypatch):
+    # issue 26 item 5: pytest-benchmark's table of every column was 219 characters wide for the cases/ folder
+    monkeypatch.setenv("COLUMNS", "120")
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("-q", "--profile-jobs", "--backend=sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6, skipped=1)
+    assert max(len(line) for line in result.outlines) <= 120, "\n".join(line for line in result.outlines if len(line) > 120)
+    header = _benchmark_header(result.outlines)
+    assert header[:4] == ["Name", "(time", "in", "ms)"] and "Median" in header
+    kept = header[4:]
+    assert kept == [c for c in ("Min", "Max", "Mean", "StdDev", "Median", "IQR", "Outliers", "OPS", "Rounds", "Iterations") if c in kept]
+    assert 1 <= len(kept) < 10  # some, not all: all ten do not fit
+    note = next(line for line in result.outlines if line.startswith("pipeline-harness: pytest-benchmark's table shows "))
+    assert f"shows {', '.join(c.lower() for c in kept)}: the columns that fit 120 columns (of " in note
+
+
+def test_columns_the_user_chose_are_left_as_they_are(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("-q", "--profile-jobs", "--backend=sim", "-p", "no:cacheprovider", "--benchmark-columns=min,max,mean,stddev,ops")
+    result.assert_outcomes(passed=6, skipped=1)
+    assert _benchmark_header(result.outlines)[4:] == ["Min", "Max", "Mean", "StdDev", "OPS"]  # wider than 120: the user's choice
+    assert not any("pytest-benchmark's table shows" in line for line in result.outlines)
 
 
 def test_too_narrow_a_terminal_is_said_and_no_case_is_cut_past_telling_apart() -> None:

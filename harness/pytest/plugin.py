@@ -37,6 +37,8 @@ from harness.pytest.benchmark import (
     _quiet_unfed_benchmark,
     add_benchmark_fixture,
     feed_benchmark,
+    fit_benchmark_columns,
+    fitted_columns_note,
 )
 from harness.pytest.terminal import (
     SKIPPED_CASE,
@@ -554,6 +556,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # pytest-benchmark has computed its table (its own sessionfinish wraps this one): narrow it to pytest's width
+    tw = getattr(session.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+    width = getattr(tw, "fullwidth", None)
+    fit_benchmark_columns(session.config, width if isinstance(width, int) else None)
     hc = session.config.stash.get(_KEY, None)
     if hc is None or hc.session is None or not (hc.session.results or hc.session.parts):  # a worker has no session
         return
@@ -580,6 +586,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    fitted = fitted_columns_note(config)
+    if fitted:
+        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", None)
+        for part in wrapped_line(fitted, width if isinstance(width, int) else None):
+            terminalreporter.write_line(part)
     if config.stash.get(_NO_BASELINE, False):
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
