@@ -241,6 +241,13 @@ def test_compare_without_a_common_case_is_an_error_naming_both_files(tmp_path, c
     captured = capsys.readouterr()
     assert captured.err.startswith(f"error: no case id is in both {base} (1 case(s)) and {other} (1 case(s))")
     assert captured.err.count("\n") == 1 and "case(s) compared" not in captured.out
+    # the way to compare them anyway, with their ids; as told, it compares
+    a, b = (json.loads(p.read_text())["cases"][0]["id"] for p in (base, other))
+    hint = (f"nothing was compared: is one of them the wrong file? To compare two cases of different ids (another schedule, "
+            f"say), name them: python -m harness compare {base} {other} --case '{a}' --case '{b}'\n")
+    assert captured.err.endswith(hint), captured.err
+    assert main(["compare", str(base), str(other), "--case", a, "--case", b]) == 0
+    assert f"comparing case {a!r} of {base} (base) with case {b!r} of {other} (new)" in capsys.readouterr().err
 
 
 def test_compare_refuses_a_duplicate_case_id(tmp_path, capsys):

@@ -29,7 +29,7 @@ def test_pytest_comm_model_option_sets_cases_that_name_none(pytester):
     pytester.makepyfile(test_cases=CASES)
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--comm-model=edge", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*backend comm*", "*test_default*sim/virtual edge*", "*test_own*sim/virtual stream*"])
+    result.stdout.fnmatch_lines(["*backend*comm*", "*test_default*sim/virtual*edge*", "*test_own*sim/virtual*stream*"])
     doc = json.loads((pytester.path / "reports" / "results.json").read_text())
     assert [c["comm_model"] for c in doc["cases"]] == ["edge", "stream"]
     html = (pytester.path / "reports" / "index.html").read_text()

@@ -31,7 +31,12 @@ pytestmark = pytest.mark.browser
 BASE = dict(hidden_size=512, seq_len=512, micro_batch_size=1, num_layers=8, tflops=100)
 #: Models that differ from BASE in one field each (recompute changes no step time here: it must still be drawn).
 VARIANTS = {"base": {}, "layout": {"layout": "Et*3|t*2|t*2|tL"}, "vocab": {"vocab_size": 32000}, "recompute": {"recompute": "selective"},
-            "tflops": {"tflops": 200}}
+            "tflops": {"tflops": 200}, "nolimit": {}}
+#: The memory limit of each variant's cases (bytes; None: no limit), 0.3 GiB where not named.
+LIMITS = {"nolimit": None}
+#: Interleaved1F1B with and without microbatch_group_size_per_vp_stage=8: the same step time (one spot on the chart), two models.
+OPTIONS = ({}, {"microbatch_group_size_per_vp_stage": 8})
+TIMED = len(VARIANTS) * 2 + len(OPTIONS)  # the first of the two timed cases
 EVIL = "rtl\u202eevil"
 LONG = "a_very_long_case_name_" * 9 + "end"  # 201 characters, no space
 
@@ -51,8 +56,12 @@ def review(tmp_path_factory):
     for name, extra in VARIANTS.items():
         for s in ("1F1B", "ZB-H1"):
             cost = TransformerCost(**{**BASE, **extra})
-            cases.append(case_to_dict(run_case(PipelineCase(s, stages=4, microbatches=8, cost=cost, memory_limit_bytes=int(0.3 * 2**30)),
+            limit = LIMITS.get(name, int(0.3 * 2**30))
+            cases.append(case_to_dict(run_case(PipelineCase(s, stages=4, microbatches=8, cost=cost, memory_limit_bytes=limit),
                                                "sim", range(0, 3), case_id=f"cases/test_zoo.py::test_schedule_zoo[{s}-{name}]")))
+    for k, options in enumerate(OPTIONS):
+        cases.append(case_to_dict(run_case(PipelineCase("Interleaved1F1B", stages=4, microbatches=8, chunks=2, options=options),
+                                           "sim", range(0, 2), case_id=f"cases/test_zoo.py::test_group[{k}]")))
     for k, (s, v, f) in enumerate((("1F1B", 1, 1.0), ("Interleaved1F1B", 2, 0.9))):
         c = case_to_dict(run_case(PipelineCase(s, stages=4, microbatches=8, chunks=v), "sim", range(0, 9), case_id=f"timed::{s}"))
         cases.append(_timed(c, f, k))
@@ -82,16 +91,21 @@ def test_cases_that_differ_only_in_one_model_field_are_all_drawn(page, review):
     dots = chart.locator("circle")
     titles = [dots.nth(i).locator("title").text_content() for i in range(dots.count())]
     names = {f"{s} p=4 m=8" for s in ("1F1B", "ZB-H1")}
-    shown = {"base": "· 100 TFLOP/s · limit", "layout": "layout Et*3|t*2|t*2|tL", "vocab": "vocab 32000",
-             "recompute": "recompute=selective", "tflops": "200 TFLOP/s"}
+    shown = {"base": "· 100 TFLOP/s · limit 0.3 GiB", "layout": "layout Et*3|t*2|t*2|tL", "vocab": "vocab 32000",
+             "recompute": "recompute=selective", "tflops": "200 TFLOP/s", "nolimit": "· 100 TFLOP/s · no limit"}
     for name in VARIANTS:  # each model: both schedules, as two dots of its own series
         ours = [t for t in titles if t.split("\u2069", 1)[0].lstrip("\u2068") in names and shown[name] in t]
         assert len(ours) == 2, (name, titles)
     series = page.locator("#chart-schedule ~ .legend").first.locator("bdi")
     labels = [series.nth(i).text_content() for i in range(series.count())]
     assert len(labels) == len(set(labels))  # no two series read the same
-    for needle in ("layout Et*3|t*2|t*2|tL", "vocab 32000", "recompute=selective", "200 TFLOP/s"):
+    for needle in ("layout Et*3|t*2|t*2|tL", "vocab 32000", "recompute=selective", "200 TFLOP/s", "no limit",
+                   "microbatch_group_size_per_vp_stage=8", "microbatch_group_size_per_vp_stage=default"):
         assert sum(needle in lab for lab in labels) == 1, (needle, labels)
+    # the schedule option: both Interleaved1F1B cases drawn, each tooltip naming its own value of it
+    grouped = [t for t in titles if t.startswith("\u2068Interleaved1F1B p=4 m=8 v=2\u2069") and "(sim, " in t]
+    assert len(grouped) == 2 and sum("microbatch_group_size_per_vp_stage=8" in t for t in grouped) == 1 \
+        and sum("microbatch_group_size_per_vp_stage=default" in t for t in grouped) == 1, grouped
     # every dot inside the plot, and the two models with equal figures (base, recompute) both visible: apart
     boxes = page.evaluate("""() => { const svg = document.querySelector('#chart-schedule + .charts svg');
         const r = svg.getBoundingClientRect();
@@ -100,18 +114,25 @@ def test_cases_that_differ_only_in_one_model_field_are_all_drawn(page, review):
     assert all(0 <= b[0] and b[2] <= 600 and 0 <= b[1] for b in boxes)
     base_1f1b = [b for b in boxes if b[4].startswith("\u20681F1B p=4 m=8\u2069") and "h=512" in b[4] and "·" in b[4]]
     xs = sorted(round(b[0], 1) for b in base_1f1b)
-    assert len(xs) == len(set(xs)) == 5  # five models of 1F1B, five dots side by side
+    assert len(xs) == len(set(xs)) == len(VARIANTS)  # six models of 1F1B, six dots side by side
+    # no dot overlaps another: every pair of centres at least two radii (3.5 px) and the outline apart
+    centres = [((b[0] + b[2]) / 2, (b[1] + b[3]) / 2) for b in boxes]
+    closest = min(((ax - bx) ** 2 + (ay - by) ** 2) ** 0.5 for i, (ax, ay) in enumerate(centres) for bx, by in centres[i + 1:])
+    assert closest >= 8.9, closest
     # the overview's model column tells them apart too
     cells = page.locator("#summary tbody td.cost .clamp")
-    texts = {cells.nth(i).text_content() for i in range(cells.count())}
-    assert len([t for t in texts if t.startswith("h=512")]) == len(VARIANTS)
+    texts = [cells.nth(i).text_content() for i in range(cells.count())]
+    assert len({t for t in texts if t.startswith("h=512")}) == len(VARIANTS)
+    assert sum(t.endswith(" · no limit") for t in texts) == 2  # the two cases of the variant without a limit
+    assert sorted(t for t in texts if "microbatch_group_size_per_vp_stage" in t) == [  # the timed Interleaved1F1B has no option either
+        "F=1 B=2 ms · microbatch_group_size_per_vp_stage=8"] + ["F=1 B=2 ms · microbatch_group_size_per_vp_stage=default"] * 2
     assert page.problems == []
 
 
 def test_any_two_cases_are_compared_in_the_page_with_compares_statistics(page, review):
     path, cases = review
     _open(page, path)
-    a, b = len(VARIANTS) * 2, len(VARIANTS) * 2 + 1  # the two timed cases, far apart in a page of 15
+    a, b = TIMED, TIMED + 1  # the two timed cases, far apart in a page of 19
     page.select_option("#cmp-a", str(a))
     page.select_option("#cmp-b", str(b))
     shown = page.evaluate("window.__harness.shownPair")
@@ -152,7 +173,7 @@ def test_the_step_time_against_peak_memory_chart_draws_every_case_and_the_limits
 def test_a_timeline_opens_on_its_median_step_readable_and_the_critical_path_zooms_to_its_step(page, review):
     path, cases = review
     _open(page, path)
-    k = len(VARIANTS) * 2  # timed 1F1B: 9 recorded steps
+    k = TIMED  # timed 1F1B: 9 recorded steps
     tl = f"window.__harness.caseTimeline({k})"
     page.evaluate(f"{tl}.el.scrollIntoView()")
     view = page.evaluate(f"[{tl}.view.t0, {tl}.view.t1, {tl}.x.open]")

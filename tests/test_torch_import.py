@@ -14,7 +14,7 @@ import pytest
 
 from harness.actions.clocks import SendRecvPair, fit_offsets
 from harness.errors import InputFormatError
-from harness.imports.torch import import_torch_traces, read_torch_traces, torch_case
+from harness.imports.torch import TorchTraceWarning, import_torch_traces, read_torch_traces, torch_case
 from harness.imports.torch_infer import one_f_one_b_order
 from harness.imports.torch_trace import parse_action_name, read_rank_trace, us_to_ns
 
@@ -446,7 +446,8 @@ def test_a_trace_without_profiler_steps_is_one_step_with_a_warning(tmp_path):
               _event("PP:0F1", 17, 1), _event("PP:0B1", 18.5, 1)]  # empty ranges: all waiting, compute 0
     (tmp_path / "rank0.json").write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 1},
                                                      "baseTimeNanoseconds": 0, "traceEvents": events}))
-    imp = read_torch_traces(tmp_path)
+    with pytest.warns(TorchTraceWarning, match="no ProfilerStep#N ranges"):
+        imp = read_torch_traces(tmp_path)
     assert imp.records.steps == [0]
     assert any("rank0.json: no ProfilerStep#N ranges" in w for w in imp.warnings)
     f0 = next(a for a in imp.actions if a.label == "0F0")
@@ -494,15 +495,33 @@ def test_a_wrong_typed_field_is_a_warning_naming_file_event_and_field(tmp_path):
         where["j"] = j
         events[j]["name"] = 7
     _rewrite(d / "rank0.json.gz", edit)
-    imp = read_torch_traces(d)
+    with pytest.warns(TorchTraceWarning) as caught:  # a Python warning for the caller too, not only a note in the case
+        imp = read_torch_traces(d)
     said = [w for w in imp.warnings if "field of the wrong type" in w]
     assert len(said) == 1, imp.warnings
     assert said[0].startswith(f"{d / 'rank0.json.gz'}: 2 event(s) left out for a field of the wrong type: ")
     assert f"traceEvents[{where['k']}] ('PP:2F0'): 'ts' is the string '" in said[0]
     assert f"traceEvents[{where['j']}]: 'name' is 7, expected a string" in said[0]
+    assert [str(w.message) for w in caught if "field of the wrong type" in str(w.message)] == said
     # the action is gone from the step that held it, which is then left out (said too), not silently
     assert imp.records.steps == [3]
     assert any("rank 0" in w and "step" in w and w is not said[0] for w in imp.warnings)
+
+
+def test_import_torch_prints_a_wrong_typed_field_as_a_warning(tmp_path, capsys):
+    d = _copy(tmp_path)
+
+    def edit(doc):
+        k = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("name") == "PP:2F0")
+        doc["traceEvents"][k]["ts"] = str(doc["traceEvents"][k]["ts"])
+    _rewrite(d / "rank0.json.gz", edit)
+    from harness.cli import main
+
+    assert main(["import-torch", str(d), "--out", str(tmp_path / "o"), "-q", "--no-hta"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    wrong = [line for line in err if "left out for a field of the wrong type" in line]
+    assert len(wrong) == 1 and wrong[0].startswith(f"warning: {d / 'rank0.json.gz'}: 1 event(s) left out for a field of the wrong type: ")
+    assert any(line.startswith("note: ") and "step" in line for line in err)  # the step it cost: a note of the case, said once
 
 
 def test_non_finite_and_null_times_are_named_too(tmp_path):
@@ -515,7 +534,10 @@ def test_non_finite_and_null_times_are_named_too(tmp_path):
         doc["traceEvents"][k]["ts"] = None
     _rewrite(d / "rank1.json.gz", edit)
     expected = f"traceEvents[{seen['k']}] ({seen['name']!r}): 'ts' is null, expected a number of µs"
-    assert any(expected in w for w in read_torch_traces(d).warnings)
+    with pytest.warns(TorchTraceWarning, match="field of the wrong type"):
+        assert any(expected in w for w in read_torch_traces(d).warnings)
     raw = gzip.decompress((d / "rank1.json.gz").read_bytes()).replace(b'"ts": null', b'"ts": NaN')
     (d / "rank1.json.gz").write_bytes(gzip.compress(raw))
-    assert any(f"traceEvents[{seen['k']}] ({seen['name']!r}): 'ts' is nan (not a finite number)" in w for w in read_torch_traces(d).warnings)
+    with pytest.warns(TorchTraceWarning, match="field of the wrong type"):
+        assert any(f"traceEvents[{seen['k']}] ({seen['name']!r}): 'ts' is nan (not a finite number)" in w
+                   for w in read_torch_traces(d).warnings)

@@ -172,7 +172,7 @@ def test_without_profile_jobs_the_controller_shows_the_workers_cases(pytester):
     pytester.makepyfile(test_cases=CASES)
     result = pytester.runpytest("--backend=sim", "-n", "2", "-p", "no:cacheprovider", "-k", "test_schedule")
     result.assert_outcomes(passed=8)
-    result.stdout.fnmatch_lines(["*pipeline cases*", "case *", "test_schedule?2-FThenB?*FThenB*2*4*sim/virtual stream*"])
+    result.stdout.fnmatch_lines(["*pipeline cases*", "case *", "test_schedule?2-FThenB?*FThenB*2*4*sim/virtual*stream*"])
     assert not (pytester.path / "reports").exists()
 
 

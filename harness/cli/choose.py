@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import re
 import sys
 from pathlib import Path
@@ -223,6 +224,11 @@ def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = N
     return "\n".join(out)
 
 
+def _json_bytes(doc: dict[str, Any]) -> bytes:
+    """The chooser's JSON document as ``--json`` and ``--out``'s ``choose.json`` hold it (indented by one, UTF-8)."""
+    return json.dumps(doc, indent=1, allow_nan=False).encode("utf-8")
+
+
 def _csv_text(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -289,7 +295,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
             table, the files and every row's run; the command then exits 2).
     """
     from harness.choose.rank import choose
-    from harness.report.atomic import atomic_write_json, atomic_write_text
+    from harness.report.atomic import write_all
 
     check_out(args.out)
     for option, value in (("--json", args.json), ("--csv", args.csv)):
@@ -345,19 +351,28 @@ def cmd_choose(args: argparse.Namespace) -> int:
     print("assumptions: bubble = " + doc["bubble_normalization"])
     for a in doc["assumptions"]:
         print(f"  - {a}")
+    # every output rendered first, then written all or none (a full disk leaves the earlier files as they were)
+    files: dict[Path, bytes] = {}
     if args.json:
-        print(f"wrote {atomic_write_json(Path(args.json), doc, indent=1)}")
+        files[Path(args.json)] = _json_bytes(doc)
     if args.csv:
-        print(f"wrote {atomic_write_text(Path(args.csv), _csv_text(rows))}")
+        files[Path(args.csv)] = _csv_text(rows).encode("utf-8")
     if args.out:
-        from harness.report.choose_page import write_choose_page
+        from harness.report.choose_page import render_choose_page
         from harness.runner import run_case
 
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
         timelines = [(f"#{r['rank']} {r['schedule']} v={r['v']} m={r['m']}", run_case(result.case(r), backend="sim"))
                      for r in rows[: args.timelines]]
-        page = write_choose_page(doc, Path(args.out), timelines)
-        atomic_write_json(Path(args.out) / "choose.json", doc, indent=1)
-        print(f"wrote {page}")
+        files[out / "index.html"] = render_choose_page(doc, timelines).encode("utf-8")
+        files[out / "choose.json"] = _json_bytes(doc)
+    if files:
+        given = ", ".join(o for o, v in (("--json", args.json), ("--csv", args.csv), ("--out", args.out)) if v)
+        write_all(files, f"nothing of this run was written ({given}), and the files already there are unchanged")
+        for path in [Path(p) for p in (args.json, args.csv) if p] + ([Path(args.out) / "index.html"] if args.out else []):
+            print(f"wrote {path}")
     if args.run:
         _confirm(result, args, steps)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,9 +103,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     result = compare_documents(base, new, thresholds, str(names[0]), str(names[1]), confidence=confidence, strict=args.strict)
     deltas, only_base, only_new = result
     if not deltas:
+        def one_id(doc: dict[str, Any]) -> str:  # a file of one case: its id in the hint; else a placeholder
+            return shlex.quote(str(doc["cases"][0]["id"])) if len(doc["cases"]) == 1 else "ID"
+
         raise ConfigError(
             f"no case id is in both {names[0]} ({len(base['cases'])} case(s)) and {names[1]} "
-            f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file?"
+            f"({len(new['cases'])} case(s)); nothing was compared: is one of them the wrong file? To compare two cases "
+            f"of different ids (another schedule, say), name them: python -m harness compare {names[0]} {names[1]} "
+            f"--case {one_id(base)} --case {one_id(new)}"
         )
     for note, ids in mismatch_groups(base, new):
         if pair and len(wanted) == 2 and "a different pipeline" in note:  # two cases asked for: their pipelines may differ, that is the point

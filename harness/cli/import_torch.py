@@ -41,11 +41,14 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
         files, case = import_torch_traces(Path(args.trace_dir), Path(args.out), name=args.name, steps=steps,
                                           schedule_class=args.schedule, clock_offsets_ns=offsets, hta=not args.no_hta,
                                           progress=None if args.quiet else err)
-    for w in caught:
+    warned = set()
+    for w in caught:  # input the import left out (a field of the wrong type, ...): a warning
         if issubclass(w.category, TorchTraceWarning):
             err(f"warning: {w.message}")
-    for note in case.get("warnings", []):
-        err(f"note: {note}")
+            warned.add(str(w.message))
+    for note in case.get("warnings", []):  # the case's other notes (said once: a warning above is among them)
+        if note not in warned:
+            err(f"note: {note}")
     rep = case.get("replay") or {}
     n_steps = len(case["steps"])
     ref = f"step {rep.get('reference_step')}" + (  # one real step: the lower median (imports.replay's module doc)

@@ -4,16 +4,13 @@ see :mod:`harness.imports.paddle` for the format.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
 from harness.imports.paddle_log import _LOG_NAME, _TYPE_OF, EXPORT_MARK, _natural, export_case_of
-from harness.report.atomic import atomic_write_text, ensure_writable_dir
+from harness.report.atomic import ensure_writable_dir, first_missing, remove_empty_tree, write_all
 
 __all__ = ["DEFAULT_EPOCH_NS", "NOT_EXPORTED", "left_out", "paddle_log_lines", "write_paddle_logs"]
 
@@ -77,8 +74,9 @@ def left_out(case: dict[str, Any]) -> dict[str, int]:
 
 def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None = None) -> list[Path]:
     """Write ``folder/workerlog.<rank>`` for every rank of ``case`` (see :func:`paddle_log_lines`),
-    each ending with :data:`EXPORT_MARK`. All logs are written to a staging folder first and
-    then moved into place, so a failed export (a full disk) changes nothing; logs an earlier
+    each ending with :data:`EXPORT_MARK`. All logs are written beside their targets first and
+    then moved into place (:func:`harness.report.atomic.write_all`), so a failed export (a full disk)
+    changes nothing and leaves no folder it created; logs an earlier
     export left for ranks this case does not have are removed, so an import of the folder
     reads this case alone.
 
@@ -86,36 +84,37 @@ def write_paddle_logs(folder: Path, case: dict[str, Any], epoch_ns: int | None =
         ConfigError: ``folder`` is a file or cannot be created, or it holds worker logs
             that no export wrote, here or in ``machine*/`` sub-folders (real
             PaddlePaddle logs are never overwritten, nor left for an import to prefer).
-        OSError: a file cannot be written; nothing in ``folder`` has changed then.
+        DiskFullError: no room for a log (a full device or quota, the file-size limit): names
+            ``folder``, the log and its bytes; nothing in ``folder`` has changed.
+        OSError: a file cannot be written otherwise; nothing in ``folder`` has changed then.
     """
     folder = Path(folder)
+    created = first_missing(folder)
     ensure_writable_dir(folder, "log folder")
-    existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
-    blocked = [path.name for path in folder.iterdir() if _LOG_NAME.match(path.name) and not path.is_file()]
-    if blocked:  # a folder (or other non-file) where a log goes: refuse before moving anything in
-        raise ConfigError(f"{folder}: {', '.join(sorted(blocked, key=_natural))} is not a file; export-paddle writes its worker logs there")
-    nested = [f"{d.name}/{f.name}" for d in folder.iterdir() if d.is_dir() and d.name.startswith("machine")
-              for f in d.iterdir() if _LOG_NAME.match(f.name)]
-    foreign = sorted((path.name for path in existing if export_case_of(path) is None), key=_natural) + sorted(nested, key=_natural)
-    if foreign:
-        raise ConfigError(
-            f"{folder} holds worker logs that export-paddle did not write ({', '.join(foreign[:8])}"
-            f"{f', ... ({len(foreign) - 8} more)' if len(foreign) > 8 else ''}); export into an empty folder "
-            "(or one of earlier exports) so they are not overwritten or mixed into an import"
-        )
-    mark = f"{EXPORT_MARK} from case {case['id']!r}"
-    stage = Path(tempfile.mkdtemp(prefix=".export-", dir=folder))
     try:
-        staged = []
-        for rank in range(int(case["schedule"]["p"])):
-            text = "\n".join([*paddle_log_lines(case, rank, epoch_ns), mark]) + "\n"
-            staged.append(atomic_write_text(stage / f"workerlog.{rank}", text))
-        out = []
-        for path in staged:  # every log written: move them in
-            os.replace(path, folder / path.name)
-            out.append(folder / path.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        existing = [path for path in folder.iterdir() if _LOG_NAME.match(path.name) and path.is_file()]
+        blocked = [path.name for path in folder.iterdir() if _LOG_NAME.match(path.name) and not path.is_file()]
+        if blocked:  # a folder (or other non-file) where a log goes: refuse before moving anything in
+            raise ConfigError(f"{folder}: {', '.join(sorted(blocked, key=_natural))} is not a file; export-paddle writes its worker logs there")
+        nested = [f"{d.name}/{f.name}" for d in folder.iterdir() if d.is_dir() and d.name.startswith("machine")
+                  for f in d.iterdir() if _LOG_NAME.match(f.name)]
+        foreign = sorted((path.name for path in existing if export_case_of(path) is None), key=_natural) + sorted(nested, key=_natural)
+        if foreign:
+            raise ConfigError(
+                f"{folder} holds worker logs that export-paddle did not write ({', '.join(foreign[:8])}"
+                f"{f', ... ({len(foreign) - 8} more)' if len(foreign) > 8 else ''}); export into an empty folder "
+                "(or one of earlier exports) so they are not overwritten or mixed into an import"
+            )
+        mark = f"{EXPORT_MARK} from case {case['id']!r}"
+        logs = {folder / f"workerlog.{rank}": ("\n".join([*paddle_log_lines(case, rank, epoch_ns), mark]) + "\n").encode("utf-8")
+                for rank in range(int(case["schedule"]["p"]))}
+        kept = (f"nothing of this export was published, and {folder}, which it had created, is removed again" if created is not None
+                else f"nothing of this export was published, and {folder} is unchanged")
+        out = write_all(logs, kept, folder)
+    except BaseException:
+        if created is not None:
+            remove_empty_tree(created)  # a folder this export created, left empty: gone again
+        raise
     for path in existing:
         if path not in out:
             path.unlink()  # an earlier export's rank this case does not have

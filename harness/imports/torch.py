@@ -53,6 +53,11 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
             skew is known); default: fitted (:func:`~harness.actions.clocks.fit_offsets`).
         replay: also simulate the recovered schedule with the fitted costs.
 
+    Warns:
+        TorchTraceWarning: input left out while reading a file (an event with a field of the wrong type,
+            naming the file, the event and the field; a pipeline action outside every step); each is
+            also among the run's ``warnings``.
+
     Raises:
         InputFormatError: see the module doc; also a step asked for that a rank lacks, an
             order that does not validate as a schedule (names the rank and action), and an
@@ -83,6 +88,9 @@ def read_torch_traces(trace_dir: Path, *, steps: list[int] | None = None, schedu
                                        "(distributedInfo.rank): two runs in one folder? keep one run's files")
             by_rank[tr.rank] = tr
     notes += [str(w.message) for w in caught]
+    for w in caught:  # input left out (a field of the wrong type, an action outside every step): warned to the caller too
+        if issubclass(w.category, TorchTraceWarning):
+            warnings.warn(str(w.message), TorchTraceWarning, stacklevel=2)
     ranks = [by_rank[r] for r in sorted(by_rank)]
     if not ranks:
         raise InputFormatError(f"{trace_dir}: none of its {len(files)} JSON file(s) is a torch.distributed trace "

@@ -5,8 +5,9 @@ case pytest-benchmark's ``benchmark`` fixture, timed by :data:`replay_clock` (th
 clock, so the statistics are the measured step times); :func:`feed_benchmark` hands it a
 case's step times; :func:`_quiet_unfed_benchmark` keeps the fixture quiet for a case that never
 ran; :func:`_no_baseline_no_gate` lifts ``--benchmark-compare-fail`` when there is no baseline
-yet; :class:`_BenchmarkRegressionGuard` turns a tripped gate into a failed run. Without
-pytest-benchmark none of it acts.
+yet; :class:`_BenchmarkRegressionGuard` turns a tripped gate into a failed run;
+:func:`fit_benchmark_columns` narrows pytest-benchmark's table to the terminal where the user did not
+choose its columns. Without pytest-benchmark none of it acts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _BENCHMARK_FIXTURE = pytest.StashKey[Any]()  # that fixture, kept for an interru
 _FEEDS_BENCHMARK = pytest.StashKey[bool]()  # the plugin gave the item pytest-benchmark's fixture
 _FED_BENCHMARK = pytest.StashKey[bool]()  # ... and handed it a case's step times
 _NO_BASELINE = pytest.StashKey[bool]()  # --benchmark-compare-fail found no baseline: the gate was lifted
+_FITTED_COLUMNS = pytest.StashKey[str]()  # the line that says which of pytest-benchmark's columns were kept to fit the terminal
 
 
 class _ReplayClock:
@@ -118,6 +120,86 @@ def _no_baseline_no_gate(config: pytest.Config) -> None:
         return
     bs.compare_fail = []
     config.stash[_NO_BASELINE] = True  # said in the terminal summary, where the gate's verdict would be
+
+
+#: pytest-benchmark's columns in the order they are kept when its table must narrow to the terminal: the
+#: step time's median and spread first (the figures the harness's own table and ``compare`` rest on).
+COLUMN_PRIORITY = ("median", "iqr", "min", "max", "rounds", "mean", "stddev", "ops", "outliers", "iterations")
+
+
+def benchmark_table_width(config: pytest.Config, columns: list[str]) -> int | None:
+    """How many characters wide pytest-benchmark's table of this run is with ``columns`` (its widest group),
+    computed as pytest-benchmark 5 lays it out (``pytest_benchmark.table.TableResults.display``: the name
+    column, then each column's own width, plus 10 for the `` (1.22)`` ratio of a stat in a group of several);
+    ``None`` where pytest-benchmark is off, has no results yet, or lays tables out otherwise."""
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None or getattr(bs, "disabled", True) or not getattr(bs, "groups", None):
+        return None
+    try:
+        from functools import partial
+
+        from pytest_benchmark.table import NUMBER_FMT, STAT_PROPS, TableResults, compute_best_worst
+        from pytest_benchmark.utils import report_noprogress
+
+        widest = 0
+        for _, benchmarks in bs.groups:
+            best, worst = compute_best_worst(benchmarks, report_noprogress, None, "")
+            for prop in ("outliers", "rounds", "iterations"):
+                worst[prop] = max(b[prop] for b in benchmarks)
+            table = TableResults(columns=columns, sort=bs.sort, histogram=None, name_format=bs.name_format, logger=bs.logger,
+                                 scale_unit=partial(config.hook.pytest_benchmark_scale_unit, config=config))
+            _, adjustment, ops_adjustment, labels = table.compute_scale(benchmarks, best, worst)
+            widths = {
+                "name": 3 + max(len(labels["name"]), max(len(bs.name_format(b)) for b in benchmarks)),
+                "rounds": 2 + max(len(labels["rounds"]), len(str(worst["rounds"]))),
+                "iterations": 2 + max(len(labels["iterations"]), len(str(worst["iterations"]))),
+                "outliers": 2 + max(len(labels["outliers"]), len(str(worst["outliers"]))),
+                "ops": 2 + max(len(labels["ops"]), len(NUMBER_FMT.format(best["ops"] * ops_adjustment))),
+            }
+            for prop in STAT_PROPS:
+                if prop not in widths:
+                    widths[prop] = 2 + max(len(labels[prop]), max(len(NUMBER_FMT.format(b[prop] * adjustment)) for b in benchmarks))
+            pad = 0 if len(benchmarks) == 1 else 10
+            widest = max(widest, widths["name"] + sum(widths[c] + (0 if c in ("outliers", "rounds", "iterations") else pad)
+                                                      for c in columns))
+        return widest
+    except Exception:  # another pytest-benchmark layout: leave its table as it is
+        return None
+
+
+def fit_benchmark_columns(config: pytest.Config, width: int | None) -> list[str] | None:
+    """Where the user did not choose pytest-benchmark's columns (``--benchmark-columns``) and its table
+    would be wider than ``width`` (pytest's own width), keep the columns that fit, in the order of
+    :data:`COLUMN_PRIORITY` (the median always), and note the line that says so for the terminal summary.
+    Call after pytest-benchmark has computed its groups (its ``pytest_sessionfinish``) and before it
+    prints them.
+
+    Returns:
+        The columns kept, in pytest-benchmark's order; ``None`` where nothing changed.
+    """
+    if width is None or config.getoption("benchmark_columns", None) is not None:
+        return None
+    bs = getattr(config, "_benchmarksession", None)
+    columns = list(getattr(bs, "columns", None) or ())
+    full = benchmark_table_width(config, columns)
+    if full is None or full <= width:
+        return None
+    kept = ["median"]
+    for col in COLUMN_PRIORITY[1:]:
+        tried = [c for c in columns if c in (*kept, col)]
+        if col in columns and (benchmark_table_width(config, tried) or width + 1) <= width:
+            kept.append(col)
+    kept = [c for c in columns if c in kept] or ["median"]
+    bs.columns = kept  # type: ignore[union-attr]
+    config.stash[_FITTED_COLUMNS] = (
+        f"pipeline-harness: pytest-benchmark's table shows {', '.join(kept)}: the columns that fit {width} columns "
+        f"(of {full}); --benchmark-columns chooses others")
+    return kept
+
+
+def fitted_columns_note(config: pytest.Config) -> str | None:
+    """The line :func:`fit_benchmark_columns` left for the terminal summary, if any."""
+    return config.stash.get(_FITTED_COLUMNS, None)
 
 
 class _BenchmarkRegressionGuard:

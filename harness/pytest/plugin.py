@@ -37,6 +37,8 @@ from harness.pytest.benchmark import (
     _quiet_unfed_benchmark,
     add_benchmark_fixture,
     feed_benchmark,
+    fit_benchmark_columns,
+    fitted_columns_note,
 )
 from harness.pytest.terminal import (
     SKIPPED_CASE,
@@ -95,6 +97,7 @@ class HarnessConfig:
     split: str | None = None  # under pytest-xdist with --profile-jobs: the header's words for the workers
     parts: list[SessionPart] = field(default_factory=list)  # pytest-xdist's controller: the workers' cases
     lost: list[dict[str, Any]] = field(default_factory=list)  # ... and the workers that went down without sending them
+    write_error: str | None = None  # the report could not be written (a full disk): the run's last line
 
     @property
     def choice(self) -> BackendChoice:
@@ -535,6 +538,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             say_collection_errors(tr, hc)
+        if hc.write_error is not None:  # after pytest's counts, so that "2 passed" is not the last word
+            if tr is not None:
+                width = getattr(getattr(tr, "_tw", None), "fullwidth", None)
+                for part in wrapped_line(shown_in_terminal(f"ERROR: {hc.write_error}"), width if isinstance(width, int) else None):
+                    tr.write_line(part, red=True, bold=True)
+            else:
+                print(shown_in_terminal(f"ERROR: {hc.write_error}"), file=sys.stderr)
         if hc.session is not None:
             note = publish_note(hc)
             if note and tr is not None:  # the run's last line: another run's report replaced this one's, or the other way
@@ -546,6 +556,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # pytest-benchmark has computed its table (its own sessionfinish wraps this one): narrow it to pytest's width
+    tw = getattr(session.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+    width = getattr(tw, "fullwidth", None)
+    fit_benchmark_columns(session.config, width if isinstance(width, int) else None)
     hc = session.config.stash.get(_KEY, None)
     if hc is None or hc.session is None or not (hc.session.results or hc.session.parts):  # a worker has no session
         return
@@ -563,15 +577,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except KeyboardInterrupt:  # while rendering: nothing of this run was published
         hc.interrupted = True
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    except HarnessError as exc:  # e.g. a full disk (harness.errors.DiskFullError): one line of its own, no traceback
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        width = getattr(getattr(tr, "_tw", None), "width_of_current_line", None)
-        if tr is not None and width:
-            tr.write_line("")  # end the progress line, so the error is a line of its own
-        raise pytest.UsageError(f"could not write the report: {exc}") from None
+    except HarnessError as exc:  # e.g. a full disk (harness.errors.DiskFullError): said as the run's last line, no traceback
+        # pytest's own summary (failures, the counts) still comes; the exit status says the run did not end well:
+        # a run whose tests failed keeps its status (1), one whose tests passed gets 4 (no report)
+        hc.write_error = f"could not write the report: {exc}"
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    fitted = fitted_columns_note(config)
+    if fitted:
+        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", None)
+        for part in wrapped_line(fitted, width if isinstance(width, int) else None):
+            terminalreporter.write_line(part)
     if config.stash.get(_NO_BASELINE, False):
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)

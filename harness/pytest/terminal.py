@@ -123,6 +123,8 @@ def write_summary(tr: Any, hc: Any, cases: list[CaseResult] | list[CaseLine]) ->
         stop = xdist_glue.stop_reason(tr.config)  # -x under pytest-xdist ends the run as interrupted
         why = f" (pytest-xdist ends a run it stops early as interrupted: {stop}; run without -x/--maxfail for a report)" if stop else ""
         say(f"run interrupted{why}: reports in {d}/ were left as they were; nothing of this run was written")
+    elif getattr(hc, "write_error", None):
+        say(f"no report of this run was written, and reports in {d}/ were left as they were: the run's last line says why")
     elif hc.written:
         if hc.interrupted_after_write:
             say(f"run interrupted while the report was being published; it was completed first, so {d}/ holds this run")

@@ -21,7 +21,7 @@ from typing import IO, Any
 from harness.errors import ConfigError, DiskFullError
 
 __all__ = ["FULL_ERRNOS", "atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "disk_full_error", "ensure_writable_dir"]
+           "disk_full_error", "ensure_writable_dir", "first_missing", "remove_empty_tree", "write_all"]
 
 #: The errors of a write that found no room: a full device, a used-up quota, the file-size limit.
 FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None)
@@ -170,12 +170,84 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Atomically write ``text`` (UTF-8) to ``path``."""
+    """Atomically write ``text`` (UTF-8) to ``path``; a write that fails notes the bytes it needed on the
+    error (as :func:`atomic_write_bytes`)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
-    def write(fh: IO[str]) -> None:
-        fh.write(text)
 
-    return atomic_write(path, write)
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself or an ancestor) that does not exist yet, or ``None``."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def remove_empty_tree(root: Path) -> None:
+    """Remove ``root`` and the folders under it if none of them holds a file (a failed
+    write leaves no empty folder behind); anything else is left alone."""
+    if not root.is_dir() or any(p.is_file() or p.is_symlink() for p in root.rglob("*")):
+        return
+    for p in sorted(root.rglob("*"), reverse=True):
+        p.rmdir()
+    root.rmdir()
+
+
+def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -> list[Path]:
+    """Write every file of ``files`` or none: each goes to a temporary file beside its target first, and only
+    when all are written are they renamed into place (one ``os.replace`` each, in order).
+
+    Args:
+        files: per target path, its bytes.
+        kept: what a failure leaves as it was, said at the end of its error (e.g. "nothing of this run
+            was written, and the files already there are unchanged").
+        folder: the folder the user named, for the error (default: the failing file's own).
+
+    Returns:
+        The paths written, in order.
+
+    Raises:
+        DiskFullError: no room for one of them (a full device or quota, the file-size limit): names the
+            folder, the file and its bytes; no target has changed, no temporary file is left, and folders
+            this call created are removed again.
+        OSError: another write error, with the same guarantees.
+    """
+    created = [m for m in {first_missing(Path(p).parent) for p in files} if m is not None]
+    temps: list[tuple[str, Path]] = []
+    done = False
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                temps.append((tmp, path))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o644)
+            except OSError as exc:
+                full = disk_full_error(exc, folder if folder is not None else path.parent, path, len(data), kept=kept)
+                if full is None:
+                    _noted(exc, path, len(data))
+                    raise
+                raise full from None
+        for tmp, path in temps:
+            os.replace(tmp, path)
+        done = True
+        return [Path(p) for p in files]
+    finally:
+        if not done:
+            for tmp, _ in temps:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            for root in created:
+                remove_empty_tree(root)
 
 
 def atomic_write_json(path: Path, doc: Any, indent: int | None = None) -> Path:

@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from harness.report.dots import DOT_GAP, set_apart
 from harness.report.identity import cost_label, isolated, model_key, model_labels
 
 __all__ = ["SERIES_COLOURS", "chart_data", "cost_label", "sweep_chart", "sweep_charts", "tick_label", "time_axis", "value_label"]
@@ -83,7 +84,9 @@ def _series_label(case: dict[str, Any], dim: str, model: str, comm: bool) -> str
     s = case["schedule"]
     workload = str((case.get("device") or {}).get("workload") or "")
     backend = case["backend"] + (f", {workload}" if workload else "") + (f", comm {case.get('comm_model') or 'stream'}" if comm else "")
-    notes = [f"{k}={v!r}" for k, v in sorted((case.get("options") or {}).items())] if isinstance(case.get("options"), dict) else []
+    named = [part.split(" (", 1)[0] for part in model.split(" · ")]  # an option the model label names already is said once
+    notes = [n for n in (f"{k}={v!r}" for k, v in sorted((case.get("options") or {}).items())) if n not in named] \
+        if isinstance(case.get("options"), dict) else []
     parts = [] if dim == "schedule" else [str(s["name"])]
     parts += [f"{k}={s[k]}" for k in ("p", "m", "v") if k != dim and not (k == "v" and (dim == "schedule" or s["v"] == 1))]
     return " ".join(parts) + (f", {model}" if model else "") + "".join(f", {n}" for n in notes) + f" ({backend})"
@@ -101,7 +104,9 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
     usually powers of 2: a log scale). Measured: a line with error bars from the fastest to the slowest
     recorded step (``step_time_min_ns`` .. ``step_time_max_ns``); theory dashed: the closed-form bubble,
     and for step time the cost model's exact step (``fidelity``) where the case has one. Series are
-    shifted apart by a few pixels so equal values stay visible; cases of one series at one value of
+    shifted apart by a few pixels so equal values stay visible, and dots that would still overlap are
+    set apart, sideways within their value's slot first (:func:`harness.report.dots.set_apart`), so
+    every dot is whole and visible; cases of one series at one value of
     ``dim`` (the same case run twice under two ids, say) are all drawn, side by side, and the line
     goes through the first. A flagged case's dot (``flags``: unstable, contended, clocks, steps) is
     marked ``flagged`` (drawn hollow) and its tooltip names the flags. A dot's tooltip names its case
@@ -170,13 +175,20 @@ def sweep_chart(cases: list[dict[str, Any]], dim: str = "m") -> dict[str, Any] |
             return top_pad + (height - top_pad - bottom_pad) * (1 - val / top)
 
         step = ticks[1] - ticks[0] if len(ticks) > 1 else top
+        # dots that would overlap are set apart (sideways within their value's slot first), so none hides another
+        flat = [(k, pt) for k, s in enumerate(series) for pt in s["points"]]
+        placed = set_apart([(x(pt, k), y(pt[key])) for k, pt in flat],
+                           bands=[(left + slot * xs.index(pt["x"]) + DOT_GAP / 2, left + slot * (xs.index(pt["x"]) + 1) - DOT_GAP / 2)
+                                  for _, pt in flat],
+                           box=(left, top_pad, width - right, height - bottom_pad))
+        at = {(k, id(pt)): xy for (k, pt), xy in zip(flat, placed)}
         lines = []
         for k, s in enumerate(series):
             first = [pt for pt in s["points"] if pt["sub"] == 0]  # the line goes through the first case at each value
-            pts = [(x(pt, k), y(pt[key])) for pt in s["points"]]
-            path = [(x(pt, k), y(pt[key])) for pt in first]
-            theory = [(x(pt, k), y(pt[th_key])) for pt in first if pt[th_key] is not None]
-            bars = [{"x": x(pt, k), "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
+            pts = [at[(k, id(pt))] for pt in s["points"]]
+            path = [at[(k, id(pt))] for pt in first]
+            theory = [(at[(k, id(pt))][0], y(pt[th_key])) for pt in first if pt[th_key] is not None]
+            bars = [{"x": at[(k, id(pt))][0], "y0": y(pt[lo_key]), "y1": y(pt[hi_key])} for pt in s["points"]
                     if lo_key and hi_key and pt[hi_key] > pt[lo_key]]
             lines.append({"colour": s["colour"], "label": s["label"],
                           "path": "" if categorical else " ".join(f"{a:.1f},{b:.1f}" for a, b in path), "bars": bars,

@@ -42,7 +42,7 @@ from harness._gcpause import gc_paused
 from harness.report.jobtable import JobTable
 from harness.report.jsontext import CHUNK_ROWS, document_parts, float_texts, int_texts, join_rows, microbatch_texts, pick, write_document
 from harness.report.layout import rank_labels, rank_pid, rank_step_spans, steps_overlap, stream_slots, time_base_epoch_ns
-from harness.report.output import open_output
+from harness.report.output import hta_size_estimate, open_output
 
 __all__ = ["COMM_KERNEL_PREFIX", "CORRELATION_BASE", "HOST_TID", "STREAM_BASE", "hta_idle_offset_us", "hta_rank_text", "hta_rank_trace",
            "write_hta_traces"]
@@ -202,14 +202,21 @@ def write_hta_traces(folder: Path, case: dict[str, Any], compress: bool = False,
         The written paths, by rank.
 
     Raises:
-        OSError: a file cannot be written (earlier versions are kept).
+        OSError: a file cannot be written (earlier versions are kept); uncompressed, the estimated bytes
+            of the file are noted on it as ``needed_bytes``, negative (an estimate: ``about``), for the
+            full-disk error (:func:`harness.report.atomic.disk_full_error`).
     """
     writer = _RankWriter(case, table)
     paths = []
     for rank in range(writer.p):
         path = folder / f"rank{rank}.json{'.gz' if compress else ''}"
-        with open_output(path) as fh:
-            writer.write(fh, rank)
+        try:
+            with open_output(path) as fh:
+                writer.write(fh, rank)
+        except OSError as exc:
+            if not compress and getattr(exc, "needed_bytes", None) is None:
+                exc.needed_bytes = -hta_size_estimate(case, rank)  # type: ignore[attr-defined]
+            raise
         paths.append(path)
     return paths
 

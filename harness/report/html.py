@@ -378,6 +378,7 @@ def render_index(
     labels = model_labels(cases)  # every model field that tells the page's cases apart
     for r, label in zip(rows, labels):
         r["cost"] = label
+        r["cost_notes"] = [n for n in r["cost_notes"] if n not in label.split(" · ")]  # an option the label names already
     timelines = [timeline_columns(c, kinds, tables[k]) for k, c in enumerate(cases)]
     pair = default_pair(rows)
     return str(env.get_template("index.html.j2").render(

@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from harness.report.cost_table import model_notes
+
 __all__ = ["cost_label", "isolated", "model_fields", "model_key", "model_labels"]
 
 #: Unicode's first-strong isolate and pop-directional isolate: a user string between them cannot
@@ -142,25 +144,85 @@ def _shown_field(key: str, value: str) -> str:
     return f"{name}={value}"
 
 
+def _absent_field(key: str) -> str:
+    """How a case that lacks ``key`` reads beside cases that have it: ``no limit``, an option left to the
+    builder's default (``microbatch_group_size_per_vp_stage=default``); ``""`` for the rest (a cost field one
+    case's model has reads on that case's label, which tells the two apart)."""
+    if key == "memory limit":
+        return "no limit"
+    if key.startswith("option."):
+        return f"{key[len('option.'):]}=default"
+    return ""
+
+
 #: Fields the page shows elsewhere beside the model (a case's backend and communication model have columns).
 _ELSEWHERE = {"backend", "workload", "comm model"}
+
+#: Schedule fields that a case lacks because of its communication model (no send/receive jobs, no placement):
+#: the communication model's column tells such cases apart, their absence says nothing more.
+_COMM_FIELDS = {"schedule.comm_placement", "schedule.comm_model"}
+
+
+def _scope(key: str, case: dict[str, Any]) -> str:
+    """Among which cases ``key``'s absence is a difference: a cost field among cases of one cost model (a
+    fixed model has no ``hidden_size``), a schedule option among cases of one schedule (1F1B has no
+    ``microbatch_group_size_per_vp_stage``), the memory limit among the cases that model memory."""
+    if key == "memory limit":
+        return "memory" if isinstance(case.get("memory"), dict) else "no memory model"
+    if key.startswith("cost."):
+        cost = case.get("cost")
+        return "cost:" + str(cost.get("model") if isinstance(cost, dict) else "")
+    if key.startswith(("option.", "schedule.")):
+        return "schedule:" + str((case.get("schedule") or {}).get("name"))
+    return ""
 
 
 def model_labels(cases: Sequence[dict[str, Any]]) -> list[str]:
     """Per case, its :func:`cost_label` followed by each other model field in which the cases on the page
     differ (``"h=2048 L=24 s=1024 · 400 TFLOP/s · num_attention_heads=32 · limit 9 GiB"``), so two cases
-    of different models never read the same. Backend, workload and communication model are left out
-    (the page shows them in columns of their own)."""
+    of different models never read the same.
+
+    A field that some cases have and others lack is a difference too: a case without a memory limit
+    beside one with a limit reads ``no limit``; a schedule option set on one case (shown as
+    :func:`harness.report.cost_table.model_notes` shows it, ``microbatch_group_size_per_vp_stage=8``) reads
+    ``microbatch_group_size_per_vp_stage=default`` on a case of the same schedule without it, and a cost field
+    one case's model has and another's of the same cost model lacks is shown on the first. Absence counts only among cases the field applies to (a
+    1F1B case lacks Interleaved1F1B's options, a fixed cost model a transformer's sizes, a case without a
+    memory model a limit) and not for the
+    send/receive placement, which the communication model decides. Backend, workload and communication
+    model are left out (the page shows them in columns of their own).
+
+    Args:
+        cases: results-document cases.
+
+    Returns:
+        One label per case, in order.
+    """
     fields = [model_fields(c) for c in cases]
-    keys = sorted({k for f in fields for k in f})
-    # a field differs where the cases that have it hold two values of it (a field only some cases have, such as the
-    # placement of send/receive jobs a case without them lacks, tells nothing apart by its absence)
-    differing = [k for k in keys if k not in _ELSEWHERE and len({f[k] for f in fields if k in f}) > 1]
+    option_names = {k[len("option."):] for f in fields for k in f if k.startswith("option.")}
+    keys = sorted({k for f in fields for k in f if k not in _ELSEWHERE
+                   and not (k.startswith("schedule.") and k[len("schedule."):] in option_names)})  # an option is also a schedule param: once
+    differing: dict[str, set[str]] = {}  # key -> the scopes in which it differs
+    for k in keys:
+        by_scope: dict[str, set[str | None]] = {}
+        for c, f in zip(cases, fields):
+            by_scope.setdefault(_scope(k, c), set()).add(f.get(k))
+        scopes = {s for s, values in by_scope.items() if len(values) > 1 and (k not in _COMM_FIELDS or len(values - {None}) > 1)}
+        if scopes:
+            differing[k] = scopes
     out = []
     for case, f in zip(cases, fields):
         cost = case.get("cost") if isinstance(case.get("cost"), dict) else {}
         shown = _SHOWN.get(str((cost or {}).get("model")), {"model"})
-        extra = [_shown_field(k, f[k]) for k in differing if k in f and not (k.startswith("cost.") and k[5:] in shown)]
+        notes = {n.split("=", 1)[0]: n for n in model_notes(case)}
+        extra = []
+        for k, scopes in differing.items():
+            if k.startswith("cost.") and k[5:] in shown and k in f:
+                continue  # cost_label shows it
+            if k in f:
+                extra.append(notes.get(k[len("option."):], _shown_field(k, f[k])) if k.startswith("option.") else _shown_field(k, f[k]))
+            elif _scope(k, case) in scopes and k not in _COMM_FIELDS and _absent_field(k):
+                extra.append(_absent_field(k))
         base = cost_label(case.get("cost"))
         out.append(" · ".join(x for x in (base, *extra) if x))
     return out

@@ -2,8 +2,8 @@
 
 One dot per case that models memory: x its largest peak over ranks (GiB: static plus live activations,
 :mod:`harness.analysis.memory`), y its median step time; a case over its memory limit is drawn red.
-Each memory limit the cases have is a dashed vertical line. Dots that would land on one pixel are set
-side by side in a small ring, so every case is visible; each dot's tooltip names its case (isolated,
+Each memory limit the cases have is a dashed vertical line. Dots that would overlap are set apart
+(:func:`harness.report.dots.set_apart`), so every case is whole and visible; each dot's tooltip names its case (isolated,
 U+2068/U+2069) and model, and a click puts it in the comparison below. Cases without a memory model
 are named under the chart, not drawn.
 """
@@ -11,10 +11,10 @@ are named under the chart, not drawn.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Any
 
 from harness.report.charts import _nice, tick_label, time_axis, value_label
+from harness.report.dots import DOT_GAP, set_apart
 from harness.report.identity import isolated
 
 __all__ = ["step_memory_chart"]
@@ -60,22 +60,19 @@ def step_memory_chart(cases: list[dict[str, Any]], labels: list[str]) -> dict[st
     def y(ms: float) -> float:
         return top_pad + plot_h * (1 - ms / top_y)
 
-    at: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)  # dots on one pixel: set in a ring
-    for p in points:
-        at[(round(x(p["gib"])), round(y(p["ms"])))].append(p)
+    # dots that would overlap (within a dot's width) are set apart, so every case is whole and visible
+    placed = set_apart([(x(p["gib"]), y(p["ms"])) for p in points], box=(left, top_pad, width - right, height - bottom_pad))
+    near = {p["k"]: [q["name"] for q in points if q is not p and math.hypot(x(p["gib"]) - x(q["gib"]), y(p["ms"]) - y(q["ms"])) < DOT_GAP]
+            for p in points}
     dots = []
-    for group in at.values():
-        for j, p in enumerate(group):
-            ring = 0.0 if len(group) == 1 else 5.0
-            angle = 2 * math.pi * j / len(group)
-            also = [q["name"] for q in group if q is not p]
-            title = (f"{isolated(p['name'])} ({isolated(labels[p['k']])}): peak {p['gib']:.2f} GiB on its fullest rank, "
-                     f"median step {value_label(p['ms'] / div, unit)}"
-                     + (f"; limit {p['limit'] / _GIB:g} GiB" + (": does not fit" if p["over"] else "") if p["limit"] is not None else "")
-                     + (f"; drawn beside it, at the same place: {', '.join(map(isolated, also))}" if also else "")
-                     + "; click to compare it")
-            dots.append({"x": x(p["gib"]) + ring * math.cos(angle), "y": y(p["ms"]) + ring * math.sin(angle), "k": p["k"],
-                         "over": p["over"], "title": title})
+    for p, (px, py) in zip(points, placed):
+        also = near[p["k"]]
+        title = (f"{isolated(p['name'])} ({isolated(labels[p['k']])}): peak {p['gib']:.2f} GiB on its fullest rank, "
+                 f"median step {value_label(p['ms'] / div, unit)}"
+                 + (f"; limit {p['limit'] / _GIB:g} GiB" + (": does not fit" if p["over"] else "") if p["limit"] is not None else "")
+                 + (f"; drawn beside it, at the same place: {', '.join(map(isolated, also))}" if also else "")
+                 + "; click to compare it")
+        dots.append({"x": px, "y": py, "k": p["k"], "over": p["over"], "title": title})
     step_x = ticks_x[1] - ticks_x[0] if len(ticks_x) > 1 else top_x
     step_y = ticks_y[1] - ticks_y[0] if len(ticks_y) > 1 else top_y
     return {

@@ -240,9 +240,12 @@ def trace_size_estimate(case: dict[str, Any], flows: bool = True, steps: int | N
     return jobs * _TRACE_JOB_BYTES + flow_count * _TRACE_FLOW_BYTES + counters * kept // n_steps * _TRACE_COUNTER_BYTES
 
 
-def hta_size_estimate(case: dict[str, Any]) -> int:
-    """Estimated bytes of the uncompressed HTA rank files of ``case`` together (every job)."""
-    return len(case["jobs"]["kind"]) * _HTA_JOB_BYTES
+def hta_size_estimate(case: dict[str, Any], rank: int | None = None) -> int:
+    """Estimated bytes of the uncompressed HTA rank files of ``case`` together (every job), or of
+    ``rank``'s file alone (its jobs)."""
+    if rank is None:
+        return len(case["jobs"]["kind"]) * _HTA_JOB_BYTES
+    return sum(1 for r in case["jobs"]["rank"] if r == rank) * _HTA_JOB_BYTES
 
 
 def _mb(n: int) -> str:

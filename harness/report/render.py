@@ -54,7 +54,7 @@ from typing import Any
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError, InputFormatError
-from harness.report.atomic import atomic_write_bytes, disk_full_error, ensure_writable_dir
+from harness.report.atomic import atomic_write_bytes, disk_full_error, ensure_writable_dir, first_missing, remove_empty_tree
 from harness.report.jsontext import dumps_document
 from harness.report.output import ReportSizeWarning, TraceOptions, hta_size_estimate, size_warning, trace_size_estimate
 from harness.report.staging import (  # noqa: F401 - _STAGE_NAME, _host_tag: the staging folders' names, read by tests
@@ -266,26 +266,6 @@ def check_report_folder(out_dir: Path) -> None:
     )
 
 
-def _first_missing(path: Path) -> Path | None:
-    """The outermost folder of ``path`` (itself or an ancestor) that does not exist yet, or ``None``."""
-    missing = None
-    for p in (path, *path.parents):
-        if p.exists():
-            break
-        missing = p
-    return missing
-
-
-def _remove_empty_tree(root: Path) -> None:
-    """Remove ``root`` and the folders under it if none of them holds a file (a failed
-    render leaves no empty report folder behind); anything else is left alone."""
-    if not root.is_dir() or any(p.is_file() or p.is_symlink() for p in root.rglob("*")):
-        return
-    for p in sorted(root.rglob("*"), reverse=True):
-        p.rmdir()
-    root.rmdir()
-
-
 def _say_size(say: Callable[[str], None] | None, what: str, estimate: int, opts: TraceOptions, shrink: list[str]) -> None:
     """Say (or warn) that an output will be large, before it is written (see :func:`write_report`)."""
     _say_or_warn(say, size_warning(what, estimate, opts.gzip, shrink, opts.warn_bytes), ReportSizeWarning)
@@ -467,7 +447,7 @@ def write_report(
         write_results = write_results and write_results_if_left_out
     out_dir = Path(out_dir)
     check_report_folder(out_dir)  # another tool's files: refuse before replacing or pruning them
-    created = _first_missing(out_dir)
+    created = first_missing(out_dir)
     out_dir = ensure_writable_dir(out_dir)
     notice = notice or progress
     _remove_stale_stages(out_dir, notice)
@@ -553,7 +533,7 @@ def write_report(
             with _stages_lock:
                 _live_stages.discard(stage)
             if not done and created is not None:
-                _remove_empty_tree(created)
+                remove_empty_tree(created)
     files = ReportFiles(
         index=out_dir / "index.html",
         results=out_dir / "results.json" if write_results else None,

@@ -26,9 +26,9 @@ from harness.text import shown_in_terminal
 
 __all__ = ["CaseLine", "assumption_lines", "case_notes", "case_table"]
 
-_HEADER = ("case", "schedule", "p", "m", "v", "backend comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
+_HEADER = ("case", "schedule", "p", "m", "v", "backend", "comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
-_RIGHT = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12}
+_RIGHT = {2, 3, 4, 7, 8, 9, 10, 11, 12, 13}
 _LEGEND = ("bubble = idle share of total (sum of compute-stream idle / (p x step time)); theory where a closed form holds; "
            "span bubble = idle inside each rank's own first-to-last job, over the summed spans; "
            "CI = the median step's 95% confidence interval (order statistics), as the larger side's distance from the median, "
@@ -63,7 +63,8 @@ def _row(r: CaseResult) -> tuple[str, ...]:
         str(r.num_ranks),
         str(r.num_microbatches),
         str(r.chunks),
-        r.records.backend + (f"/{workload}" if workload else "") + f" {r.comm_model}",
+        r.records.backend + (f"/{workload}" if workload else ""),
+        r.comm_model,
         str(len(m.steps)) + ("!" if r.flags else ""),
         f"{m.step_time_median_ns / 1e6:.3f} ms",
         _ci(r),
@@ -127,10 +128,13 @@ class CaseLine:
 
 
 #: Short headers, used when the table would not fit the terminal (the legend says what each is).
-_SHORT_HEADER = ("case", "sched", "p", "m", "v", "backend", "steps", "step", "CI", "bubble/th", "span", "vs sim", "mem")
-#: Columns that give up width when the table is too wide, in order, with the least each keeps.
-_SHRINK = ((0, 24), (5, 10), (1, 10))
-#: The two columns apart.
+_SHORT_HEADER = ("case", "sched", "p", "m", "v", "backend", "comm", "steps", "step", "CI", "bubble/th", "span", "vs sim", "mem")
+#: Columns that give up width when the table is too wide, in order, with the width each keeps on a first pass.
+_SHRINK = ((0, 24), (5, 10), (6, 8), (1, 10))
+#: ... and on a second pass (after the columns closed up to one space), in this order: no column gets narrower
+#: than this, nor than the least width at which its cells still tell the cases apart, so it stays readable.
+_SHRINK_MORE = ((6, 6), (5, 8), (1, 8), (0, 14))
+#: The two columns apart (one where the first pass does not make the table fit).
 _GAP = 2
 
 
@@ -154,6 +158,32 @@ def _cut_name(full: str, test: str, width: int) -> str:
     return test[: width - 1 - tail] + "…" + (test[len(test) - tail:] if tail else "")
 
 
+def _middle(text: str, width: int, head: int) -> str:
+    """``text`` in ``width`` characters: its first ``head``, ``…``, and as much of its end as fits."""
+    if len(text) <= width:
+        return text
+    head = max(0, min(head, width - 1))
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
+
+
+def _fitted(values: Sequence[str], tests: Sequence[str] | None, width: int) -> list[str] | None:
+    """``values`` (one column's cells) cut to ``width`` so that cells that differ still differ: cut at their
+    end (a case's name: :func:`_cut_name`, its parameters kept), else in their middle, keeping more of the
+    start, or of the end; ``None`` where no way of cutting keeps them apart at that width."""
+    distinct = len(set(values))
+    first = ([_cut_name(v, t, width) for v, t in zip(values, tests)] if tests is not None
+             else [_cut(v, width) for v in values])
+    if len(set(first)) == distinct:
+        return first
+    names = [t if len(v) > width else v for v, t in zip(values, tests)] if tests is not None else values  # a case: its test's name
+    for head in ((width - 1) // 2, (width - 1) // 3, (2 * (width - 1)) // 3, 1, 0):
+        cut = [_middle(v, width, head) for v in names]
+        if len(set(cut)) == distinct:
+            return cut
+    return None
+
+
 def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
     """``line`` wrapped to ``width`` at spaces (continuation lines indented; a word longer than the width, a
     path say, stays whole), or as it is without a width."""
@@ -164,6 +194,41 @@ def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
     return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [line]
 
 
+def _packed(start: str, items: list[str], width: int) -> list[str]:
+    """``start`` and ``items`` joined with `` · ``, wrapped to ``width`` between items only (continuation
+    lines indented by two), so no item is split."""
+    lines = [start.rstrip()]
+    for k, item in enumerate(items):
+        sep = "" if k == 0 else " ·"
+        if k == 0 and len(start) + len(item) <= width:
+            lines[-1] = start + item
+        elif len(lines[-1]) + len(sep) + 1 + len(item) <= width:
+            lines[-1] += f"{sep} {item}"
+        else:
+            lines[-1] += sep
+            lines.append(f"  {item}")
+    return lines
+
+
+def _compact(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """Narrower cells that say the same: the step's ``ms`` moved into its header (``step ms``) where every
+    row has it, and the bubble pair without its spaces (``27.3%/27.3%``)."""
+    head = list(header)
+    step = _HEADER.index("step median")
+    drop_ms = all(row[step].endswith(" ms") for row in rows)
+    if drop_ms:
+        head[step] += " ms"
+    bubble = _HEADER.index("bubble meas/theory")
+    out = []
+    for row in rows:
+        cells = list(row)
+        if drop_ms:
+            cells[step] = cells[step][: -len(" ms")]
+        cells[bubble] = cells[bubble].replace(" / ", "/")
+        out.append(tuple(cells))
+    return out, tuple(head)
+
+
 def case_table(results: Sequence[CaseResult | CaseLine], width: int | None = None) -> list[str]:
     """The table of ``results`` (one row each, columns at most 60 characters wide), its legend with the
     cases' assumptions, and the lines of notes, "does not fit" marks and flags that follow it.
@@ -171,49 +236,84 @@ def case_table(results: Sequence[CaseResult | CaseLine], width: int | None = Non
     Args:
         results: the cases (their results, or each one's :class:`CaseLine`).
         width: the terminal's width in characters (pytest's own: ``COLUMNS`` where set). Where the table
-            would be wider, it is made to fit: the headers shorten, a column that holds one value for
-            every case leaves the table for a line above it (``every case: p 4 · m 8 · ...``), and the
-            case, backend and schedule columns narrow in turn (cut with ``…``: a case's own name first,
-            then its test's function name, so the test's parameters stay); a line under the table then
-            says that the report's page holds it whole. The legend, the assumptions and the notes wrap to ``width``.
+            would be wider, it is made to fit, step by step until it does: the headers shorten, a column
+            that holds one value for every case leaves the table for a line above it (``every case: p 4
+            · m 8 · ...``), the step's unit moves into its header and the bubble pair loses its spaces,
+            the case, backend, comm and schedule columns narrow in turn (cut with ``…``: a case's own name
+            first, then its test's function name, so the test's parameters stay), down to the least width
+            at which their cells still tell every two cases apart (a cut never makes two cases read the
+            same), and the columns close up to one space; a line under the table then says which columns
+            were cut and that the report's page holds the table whole, or, where even that is wider than
+            ``width``, how wide it is. The legend, the assumptions and the notes wrap to ``width``.
     """
     rows = [r.row if isinstance(r, CaseLine) else _row(r) for r in results]
     tests = [shown_in_terminal(r.case_id.split("::", 1)[-1]) for r in results]
     cols = list(range(len(_HEADER)))
-    header = _HEADER
+    header: tuple[str, ...] = _HEADER
+    gap = _GAP
 
     def natural(columns: list[int], head: tuple[str, ...]) -> list[int]:
         return [min(60, max(len(row[i]) for row in [head, *rows])) for i in columns]
 
+    def total(ws: dict[int, int]) -> int:
+        return sum(ws.values()) + gap * (len(ws) - 1)
+
     above: list[str] = []
-    narrow = width is not None and sum(natural(cols, header)) + _GAP * (len(cols) - 1) > width
-    if narrow:
+    narrow = width is not None and sum(natural(cols, header)) + gap * (len(cols) - 1) > width
+    fitted: dict[int, list[str]] = {}  # per cut column, its cells as shown
+    if narrow and width is not None:
         header = _SHORT_HEADER
         if len(rows) > 1:  # a column with one value for every case says it once, above the table
             same = [i for i in cols[1:] if len({row[i] for row in rows}) == 1]
-            above = _wrapped("every case: " + " · ".join(f"{_HEADER[i]} {rows[0][i]}" for i in same), width) if same else []
+            above = _packed("every case: ", [f"{_HEADER[i]} {rows[0][i]}" for i in same], width) if same else []
             cols = [i for i in cols if i not in same]
+        rows, header = _compact(rows, header)
     widths = dict(zip(cols, natural(cols, header)))
-    if narrow:
-        for col, least in _SHRINK:
-            over = sum(widths.values()) + _GAP * (len(cols) - 1) - (width or 0)
+
+    def least(col: int, floor: int) -> int:
+        """The least width of ``col``, ``floor`` or more, at which its cells still tell the cases apart."""
+        values = [row[col] for row in rows]
+        for w in range(max(floor, len(header[col])), widths[col]):
+            if _fitted(values, tests if col == 0 else None, w) is not None:
+                return w
+        return widths[col]
+
+    def shrink(order: tuple[tuple[int, int], ...]) -> None:
+        for col, keep in order:
+            over = total(widths) - (width or 0)
             if over <= 0:
-                break
-            if col in widths:
-                widths[col] = max(min(least, widths[col]), len(header[col]), widths[col] - over)
+                return
+            if col in widths and widths[col] > keep:
+                widths[col] = max(least(col, keep), widths[col] - over)
+
+    if narrow:
+        shrink(_SHRINK)
+        if total(widths) > (width or 0):
+            gap = 1
+            shrink(_SHRINK_MORE)
+        for col in widths:
+            values = [row[col] for row in rows]
+            if any(len(v) > widths[col] for v in values):
+                fitted[col] = _fitted(values, tests if col == 0 else None, widths[col]) or [_cut(v, widths[col]) for v in values]
 
     def cell(k: int, i: int, text: str) -> str:
+        if k >= 0 and i in fitted:
+            return fitted[i][k]
         return _cut_name(text, tests[k], widths[i]) if i == 0 and k >= 0 else _cut(text, widths[i])
 
     def fmt(k: int, row: tuple[str, ...]) -> str:
-        return (" " * _GAP).join(cell(k, i, row[i]).rjust(widths[i]) if i in _RIGHT else cell(k, i, row[i]).ljust(widths[i])
-                                 for i in cols).rstrip()
+        return (" " * gap).join(cell(k, i, row[i]).rjust(widths[i]) if i in _RIGHT else cell(k, i, row[i]).ljust(widths[i])
+                                for i in cols).rstrip()
 
     lines = [*above, fmt(-1, header), *(fmt(k, row) for k, row in enumerate(rows))]
     cut = [_HEADER[i] for i in cols if any(len(row[i]) > widths[i] for row in rows)]
-    if cut:
+    if narrow and total(widths) > (width or 0):
+        lines += _wrapped(f"(the table needs {total(widths)} columns, more than {width}: cut further, its cells would no longer "
+                          "be read or tell the cases apart; the report's page has it whole)", width)
+    elif cut:
         lines += _wrapped(f"({', '.join(cut)} cut to fit {width} columns with …; the report's page has the table whole)", width)
-    legend = _LEGEND if header is _HEADER else ("short headers: sched = schedule, step = step median, bubble/th = bubble "
+    step = "step ms = step median in ms" if "step ms" in header else "step = step median"
+    legend = _LEGEND if header is _HEADER else (f"short headers: sched = schedule, {step}, bubble/th = bubble "
                                                  "measured / theory, span = span bubble, mem = peak memory; " + _LEGEND)
     out = [*lines, *_wrapped(legend, width)]
     for line in assumption_lines(results):
