@@ -207,18 +207,24 @@ def test_profile_jobs_under_pytest_xdist_is_refused_on_the_torch_backend(pyteste
                                  "pipeline rank per process*run it without -n"])
 
 
-def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch,
+def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
 
     for name in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--torch-lowering", "harness"]) != 0
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)  # the working directory must stay as it was: every report folder goes under tmp_path
+    out = str(tmp_path / "report")
+    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--torch-lowering", "harness", "--out", out]) != 0
     assert "--torch-lowering is for --backend torch" in capsys.readouterr().err
-    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "run", "1F1B", "-p", "2", "-m", "4", "--backend", "torch", "--no-launch"])
+    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "run", "1F1B", "-p", "2", "-m", "4", "--backend", "torch", "--no-launch",
+                                      "--out", out])
     assert main(sys.argv[1:]) != 0
-    assert ("run torchrun --standalone --nproc-per-node=2 -m harness run 1F1B -p 2 -m 4 --backend torch --no-launch"
+    assert (f"run torchrun --standalone --nproc-per-node=2 -m harness run 1F1B -p 2 -m 4 --backend torch --no-launch --out {out}"
             in capsys.readouterr().err)
+    assert list(cwd.iterdir()) == []
 
 
 def _torchrun(tmp_path: Path, n: int, inner: str, *extra: str) -> tuple[int, str]:
