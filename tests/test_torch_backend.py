@@ -227,6 +227,24 @@ def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(mon
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.slow
+def test_the_command_line_under_torchrun_says_a_wrong_number_of_processes_once(tmp_path: Path) -> None:
+    # every process meets the same error; rank 0 alone prints it, before any report folder is made
+    out_dir = tmp_path / "report"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(FAULT_ENV, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "harness", "run", "1F1B",
+           "-p", "4", "-m", "8", "--backend", "torch", "--out", str(out_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert [line for line in out.splitlines() if "error:" in line] == [
+        "error: 1F1B p=4 m=8: the torch backend runs one pipeline rank per process: this case has p=4 ranks but torchrun started "
+        f"2 process(es); run it with torchrun --standalone --nproc-per-node=4 -m harness run 1F1B -p 4 -m 8 --backend torch --out {out_dir}"]
+    assert not out_dir.exists()
+    assert re.search(r"Root Cause \(first observed failure\):\n\[0\]:\n.*\n.*\n\s+rank\s+: 0 \(local_rank: 0\)\n\s+exitcode\s+: 2", out), out
+
+
 def _torchrun(tmp_path: Path, n: int, inner: str, *extra: str) -> tuple[int, str]:
     env = {**os.environ, "TORCH_RANKS_OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
     env.pop(FAULT_ENV, None)
