@@ -147,13 +147,11 @@ def run(args: argparse.Namespace) -> int:
         against = "" if fid is None else f" ({fid['change']:+.1%} vs the cost model's {fid['predicted_step_ns'] / 1e6:.3f} ms)"
         print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms{against}, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
-        sims = result.records.device.get("torch", {}).get("sim") if result.records.backend == "torch" else None
-        if sims:
-            print(f"  sim of the same schedule: {sims['lowered_step_ns'] / 1e6:.3f} ms under PyTorch's lowering, "
-                  f"{sims['ideal_step_ns'] / 1e6:.3f} ms ideal")
         for line in result.assumptions or []:  # what the figures rest on: overlap model, per-chunk durations, comm model
             print(f"  assumes: {line}")
-        for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
+        # the notes and flags the pytest summary shows (a figure to distrust says so), and on the torch backend the step
+        # beside the sim of the same lowered order and of the ideal schedule, per rank what the runtime added
+        for line in case_notes([result]):
             print(line)
         say_publish_note(files)
         session.close()

@@ -288,10 +288,22 @@ def run_plan(lowering: Any, cost: CostModel, window: range | ProfilingWindow, wo
 def beside_sims(records: RunRecords, lowered_plan: Any, ideal_plan: Any, cost: CostModel, placement: str) -> dict[str, Any]:
     """The sim of the same schedule beside the run, in ``records.device["torch"]["sim"]`` (and returned), ns:
     ``lowered_step_ns`` (PyTorch's executed order: overlapped groups one after the other, its placement of
-    sends and receives) and ``ideal_step_ns`` (the case's schedule under its own comm model and placement)."""
+    sends and receives) and ``ideal_step_ns`` (the case's schedule under its own comm model and placement);
+    and per rank, in the sim of the lowered order, ``rank_span_ns`` (the end of the rank's last job, its
+    comm streams' included) and ``rank_busy_ns`` (the cost-model durations of its compute jobs, summed): the
+    page and the summary split each rank's measured step against them (:mod:`harness.report.torch_beside`)."""
     from harness.plan.timeline import simulate
 
-    sims = {"lowered_step_ns": int(simulate(lowered_plan, cost).makespan_ns),
-            "ideal_step_ns": int(simulate(ideal_plan, cost).makespan_ns), "ideal_placement": placement}
+    lowered = simulate(lowered_plan, cost)
+    p = lowered_plan.schedule.num_ranks
+    span, busy = [0] * p, [0] * p
+    names, owner = lowered_plan.stream_names, lowered_plan.stream_rank
+    for j, s in enumerate(lowered_plan.stream):
+        r = owner[s]
+        span[r] = max(span[r], int(lowered.end[j]))
+        if names[s].endswith("/compute"):
+            busy[r] += int(lowered.duration[j])
+    sims = {"lowered_step_ns": int(lowered.makespan_ns), "ideal_step_ns": int(simulate(ideal_plan, cost).makespan_ns),
+            "ideal_placement": placement, "rank_span_ns": span, "rank_busy_ns": busy}
     records.device.setdefault("torch", {})["sim"] = sims
     return sims
