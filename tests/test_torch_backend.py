@@ -183,9 +183,65 @@ def test_a_rank_dying_mid_step_ends_the_run_with_an_error_naming_it(monkeypatch:
     monkeypatch.setenv(FAULT_ENV, "1:kill@1F2#0")
     case = PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2), device_options={"torch": {"timeout_s": 20}})
     t = time.monotonic()
-    with pytest.raises(ExecutionError, match=r"^torch: rank 1 died \(SIGKILL\) without an error of its own"):
+    with pytest.raises(ExecutionError, match=r"^torch: rank 1 died \(SIGKILL\) without an error of its own") as err:
         run_case(case, backend="torch", steps=range(0, 1))
     assert time.monotonic() - t < 240
+    # then rank 0's own error, once the launcher knows rank 1 died without its guess that rank 1 stopped answering
+    assert re.match(r"torch: rank 1 died \(SIGKILL\) without an error of its own; then rank 0, step 0, action 0\w+ \(waiting for its "
+                    r"input from rank 1\): RuntimeError: ", str(err.value)), str(err.value)
+    assert "stopped answering" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_rank_failing_is_named_once_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "1:raise@1F2#0")
+    case = PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2), device_options={"torch": {"timeout_s": 20}})
+    with pytest.raises(ExecutionError) as err:
+        run_case(case, backend="torch", steps=range(0, 1))
+    # the hook raises as the action's range is entered, before the action is timed: the step is named, not the action
+    assert str(err.value) == "torch: rank 1, step 0: RuntimeError: raised by the HARNESS_TORCH_TEST_FAULT test hook in action 1F2"
+
+
+def test_a_lost_connection_names_the_peer_as_stopped_answering() -> None:
+    from types import SimpleNamespace
+
+    from harness.distributed.torch_rank import _where
+
+    timer = SimpleNamespace(failed_action="2B1")
+    reset = RuntimeError("[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30922: Connection reset by peer. This is "
+                         "typically caused by a remote worker hanging")
+    assert _where(reset, 2, 0, timer, (0, 1, 2, 3)) == (
+        "rank 3 stopped answering (died?): rank 2, step 0, action 2B1 (waiting for its input from rank 3): RuntimeError: "
+        "[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30922: Connection reset by peer. This is typically caused by "
+        "a remote worker hanging")
+    # DualPipeV-like placement, an overlapped group: either neighbour may be the one lost
+    group = SimpleNamespace(failed_action="(1F0;2B0)OVERLAP_F_B")
+    assert _where(RuntimeError("Connection closed by peer"), 1, 3, group, (0, 1, 1, 0)).startswith(
+        "rank 0 stopped answering (died?): rank 1, step 3, action (1F0;2B0)OVERLAP_F_B (waiting for its input from rank 0): ")
+    # any other error is the rank's own: no peer is said to be lost
+    assert _where(RuntimeError("Timed out waiting 20000ms"), 2, 0, timer, (0, 1, 2, 3)) == (
+        "rank 2, step 0, action 2B1 (waiting for its input from rank 3): RuntimeError: Timed out waiting 20000ms")
+    assert _where(RuntimeError("Connection reset by peer"), 0, 1, SimpleNamespace(failed_action=None), (0, 1)) == (
+        "rank 0, step 1: RuntimeError: Connection reset by peer")  # outside every action: the peer is not known
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_dead_rank_is_named(tmp_path: Path) -> None:
+    # torchrun stops every process once it sees one end: the survivor whose transfer the dead rank broke says it stopped
+    # answering, if it gets to print before torchrun stops it; torchrun's own report names the dead rank in any case
+    env = {**os.environ, "OMP_NUM_THREADS": "1", FAULT_ENV: "1:kill@1F2#0"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "harness", "run", "1F1B",
+           "-p", "2", "-m", "4", "--backend", "torch", "--transfer-timeout-s", "20", "--steps", "0:1", "--out", str(tmp_path / "r")]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - t < 240, out  # an error within the timeout, never a hang
+    assert re.search(r"rank\s+: 1 \(local_rank: 1\)\n\s+exitcode\s+: -9 \(pid: \d+\)", out), out
+    said = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(said) <= 1, out
+    for line in said:
+        assert re.match(r"error: torch: rank 1 stopped answering \(died\?\): rank 0, step 0, action 0\w+ \(waiting for its input "
+                        r"from rank 1\): RuntimeError: .*(Connection reset by peer|Connection closed by peer|Broken pipe)", line), out
 
 
 @pytest.mark.slow
@@ -207,18 +263,42 @@ def test_profile_jobs_under_pytest_xdist_is_refused_on_the_torch_backend(pyteste
                                  "pipeline rank per process*run it without -n"])
 
 
-def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch,
+def test_the_command_line_takes_the_torch_options_for_the_torch_backend_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
 
     for name in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--torch-lowering", "harness"]) != 0
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)  # the working directory must stay as it was: every report folder goes under tmp_path
+    out = str(tmp_path / "report")
+    assert main(["run", "1F1B", "-p", "2", "-m", "4", "--backend", "sim", "--torch-lowering", "harness", "--out", out]) != 0
     assert "--torch-lowering is for --backend torch" in capsys.readouterr().err
-    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "run", "1F1B", "-p", "2", "-m", "4", "--backend", "torch", "--no-launch"])
+    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "run", "1F1B", "-p", "2", "-m", "4", "--backend", "torch", "--no-launch",
+                                      "--out", out])
     assert main(sys.argv[1:]) != 0
-    assert ("run torchrun --standalone --nproc-per-node=2 -m harness run 1F1B -p 2 -m 4 --backend torch --no-launch"
+    assert (f"run torchrun --standalone --nproc-per-node=2 -m harness run 1F1B -p 2 -m 4 --backend torch --no-launch --out {out}"
             in capsys.readouterr().err)
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_command_line_under_torchrun_says_a_wrong_number_of_processes_once(tmp_path: Path) -> None:
+    # every process meets the same error; rank 0 alone prints it, before any report folder is made
+    out_dir = tmp_path / "report"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop(FAULT_ENV, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "harness", "run", "1F1B",
+           "-p", "4", "-m", "8", "--backend", "torch", "--out", str(out_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert [line for line in out.splitlines() if "error:" in line] == [
+        "error: 1F1B p=4 m=8: the torch backend runs one pipeline rank per process: this case has p=4 ranks but torchrun started "
+        f"2 process(es); run it with torchrun --standalone --nproc-per-node=4 -m harness run 1F1B -p 4 -m 8 --backend torch --out {out_dir}"]
+    assert not out_dir.exists()
+    assert re.search(r"Root Cause \(first observed failure\):\n\[0\]:\n.*\n.*\n\s+rank\s+: 0 \(local_rank: 0\)\n\s+exitcode\s+: 2", out), out
 
 
 def _torchrun(tmp_path: Path, n: int, inner: str, *extra: str) -> tuple[int, str]:

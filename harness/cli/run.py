@@ -10,7 +10,8 @@
 Under ``mpirun`` with ``--backend mpi`` every process runs its pipeline rank (:mod:`harness.distributed.mpi`);
 only MPI rank 0 prints the summary line and writes the report. ``--backend torch`` runs the schedule on
 PyTorch's own pipelining runtime (:mod:`harness.distributed.torch_backend`): under torchrun every process
-is one rank and only rank 0 reports; without torchrun the command launches the ranks itself through
+is one rank and only rank 0 reports (a case for another number of processes is refused on rank 0 alone,
+before anything is written); without torchrun the command launches the ranks itself through
 torch's elastic launcher (``--no-launch``: it says the torchrun command instead). The report is published as the
 pytest plugin's is (staged, then moved into place), so a failed or interrupted run leaves the
 previous one intact.
@@ -129,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         from harness.distributed.torch_launch import torchrun_world
 
         writes = torchrun_world()[0] == 0
+        if not _torch_world_ok(case, writes):
+            return 2
     session = ProfileSession(Path(args.out), choice, steps, trace_options=trace_options_of(args)) if writes else None
     if session is not None:
         session.prepare()
@@ -144,13 +147,11 @@ def run(args: argparse.Namespace) -> int:
         against = "" if fid is None else f" ({fid['change']:+.1%} vs the cost model's {fid['predicted_step_ns'] / 1e6:.3f} ms)"
         print(f"{result.label} on {result.records.backend}: median step {m.step_time_median_ns / 1e6:.3f} ms{against}, "
               f"bubble {m.bubble_ratio:.1%}; report: {files.index}")
-        sims = result.records.device.get("torch", {}).get("sim") if result.records.backend == "torch" else None
-        if sims:
-            print(f"  sim of the same schedule: {sims['lowered_step_ns'] / 1e6:.3f} ms under PyTorch's lowering, "
-                  f"{sims['ideal_step_ns'] / 1e6:.3f} ms ideal")
         for line in result.assumptions or []:  # what the figures rest on: overlap model, per-chunk durations, comm model
             print(f"  assumes: {line}")
-        for line in case_notes([result]):  # the notes and flags the pytest summary shows: a figure to distrust says so
+        # the notes and flags the pytest summary shows (a figure to distrust says so), and on the torch backend the step
+        # beside the sim of the same lowered order and of the ideal schedule, per rank what the runtime added
+        for line in case_notes([result]):
             print(line)
         say_publish_note(files)
         session.close()
@@ -232,6 +233,36 @@ def _refuse_errored(session: Any, files: Any) -> None:
         (case,) = session.errored[:1]
         raise InputFormatError(f"case {case['label']!r} ran but cannot be reported: {case['error']}; "
                                f"the report at {files.index} holds no case")
+
+
+#: How long (s) a torchrun process other than rank 0 waits, after a case for another number of processes, before
+#: it exits: torchrun ends every process once one exits, and rank 0 must have said the error by then.
+RANK0_SAYS_S = 60.0
+
+
+def _torch_world_ok(case: Any, rank0: bool) -> bool:
+    """Under torchrun, whether the case's ``p`` is the number of processes, checked before anything is written.
+    Where it is not, every process meets the same error; rank 0 raises it (one ``error:`` line), the others wait
+    (:data:`RANK0_SAYS_S`: torchrun stops them once rank 0 has exited, its exit the run's root cause) and return
+    ``False`` without a word.
+
+    Raises:
+        ConfigError: on rank 0, the two counts and the torchrun command for ``p``
+            (:func:`harness.distributed.torch_backend.check_world`).
+    """
+    import time
+
+    from harness.distributed.torch_backend import check_world
+    from harness.errors import ConfigError
+
+    try:
+        check_world(case.compute_schedule().num_ranks, case.label())
+    except ConfigError:
+        if rank0:
+            raise
+        time.sleep(RANK0_SAYS_S)
+        return False
+    return True
 
 
 def _check_times(args: argparse.Namespace) -> None:

@@ -38,7 +38,7 @@ from harness.run.environment import BackendChoice
 from harness.run.window import FixedWindow, ProfilingWindow
 from harness.schedule.model import Job, JobKind, Schedule
 
-__all__ = ["TorchOptions", "activation_bytes", "beside_sims", "check_torch", "lower_case", "run", "run_plan", "stage_costs"]
+__all__ = ["TorchOptions", "activation_bytes", "beside_sims", "check_torch", "check_world", "lower_case", "run", "run_plan", "stage_costs"]
 
 #: The backend's own workload names: ``timed`` and ``compute``, and the local devices' names for them.
 _WORKLOADS = {"timed": "timed", "compute": "compute", "sleep": "timed", "spin": "timed", "matmul": "compute", "gemm": "compute"}
@@ -197,6 +197,24 @@ def lower_case(source: Schedule, options: Mapping[str, Any], lowered: Schedule |
     return lower_schedule(source, opts.lowering, lowered)
 
 
+def check_world(p: int, label: str = "case") -> None:
+    """Under torchrun, refuse a case whose ``p`` ranks are not the number of processes torchrun started
+    (nothing outside torchrun). Every process raises the same error: a caller that prints it may print it on
+    rank 0 only (``python -m harness run`` does).
+
+    Raises:
+        ConfigError: the two counts and the exact torchrun command for ``p`` (:func:`~harness.distributed.torch_launch.torchrun_command`).
+    """
+    from harness.distributed.torch_launch import in_torchrun, torchrun_command, torchrun_world
+
+    if not in_torchrun():
+        return
+    _, world = torchrun_world()
+    if world != p:
+        raise ConfigError(f"{label}: the torch backend runs one pipeline rank per process: this case has p={p} ranks but "
+                          f"torchrun started {world} process(es); run it with {torchrun_command(p)}")
+
+
 def run(lowering: Any, cost: CostModel, window: range | ProfilingWindow, workload: str | None = None,
         options: Mapping[str, Any] | None = None, label: str = "case", timing: str = "hooks") -> Any:
     """Run ``lowering`` on PyTorch's runtime and return the whole run (:class:`~harness.distributed.torch_records.TorchBackendRun`).
@@ -217,7 +235,7 @@ def run(lowering: Any, cost: CostModel, window: range | ProfilingWindow, workloa
         BackendUnavailable: torch is missing (the install command).
         ExecutionError: a rank failed, stalled past ``timeout_s`` or died (names it), or the launcher failed.
     """
-    from harness.distributed.torch_launch import in_torchrun, launch, require_torch, torchrun_command, torchrun_world
+    from harness.distributed.torch_launch import in_torchrun, launch, require_torch, torchrun_command
 
     require_torch()
     from harness.distributed.torch_rank import RankConfig, run_rank
@@ -236,10 +254,7 @@ def run(lowering: Any, cost: CostModel, window: range | ProfilingWindow, workloa
                      FixedWindow(window) if isinstance(window, range) else window, opts.timeout_s, opts.clock_exchanges,
                      opts.lr, opts.seed, opts.trace_dir, timing, opts.threads, uuid.uuid4().hex, label)
     if in_torchrun():
-        _, world = torchrun_world()
-        if world != p:
-            raise ConfigError(f"{label}: the torch backend runs one pipeline rank per process: this case has p={p} ranks but "
-                              f"torchrun started {world} process(es); run it with {torchrun_command(p)}")
+        check_world(p, label)
         out = run_rank(cfg)
         cpu_self = True
     else:
@@ -273,10 +288,22 @@ def run_plan(lowering: Any, cost: CostModel, window: range | ProfilingWindow, wo
 def beside_sims(records: RunRecords, lowered_plan: Any, ideal_plan: Any, cost: CostModel, placement: str) -> dict[str, Any]:
     """The sim of the same schedule beside the run, in ``records.device["torch"]["sim"]`` (and returned), ns:
     ``lowered_step_ns`` (PyTorch's executed order: overlapped groups one after the other, its placement of
-    sends and receives) and ``ideal_step_ns`` (the case's schedule under its own comm model and placement)."""
+    sends and receives) and ``ideal_step_ns`` (the case's schedule under its own comm model and placement);
+    and per rank, in the sim of the lowered order, ``rank_span_ns`` (the end of the rank's last job, its
+    comm streams' included) and ``rank_busy_ns`` (the cost-model durations of its compute jobs, summed): the
+    page and the summary split each rank's measured step against them (:mod:`harness.report.torch_beside`)."""
     from harness.plan.timeline import simulate
 
-    sims = {"lowered_step_ns": int(simulate(lowered_plan, cost).makespan_ns),
-            "ideal_step_ns": int(simulate(ideal_plan, cost).makespan_ns), "ideal_placement": placement}
+    lowered = simulate(lowered_plan, cost)
+    p = lowered_plan.schedule.num_ranks
+    span, busy = [0] * p, [0] * p
+    names, owner = lowered_plan.stream_names, lowered_plan.stream_rank
+    for j, s in enumerate(lowered_plan.stream):
+        r = owner[s]
+        span[r] = max(span[r], int(lowered.end[j]))
+        if names[s].endswith("/compute"):
+            busy[r] += int(lowered.duration[j])
+    sims = {"lowered_step_ns": int(lowered.makespan_ns), "ideal_step_ns": int(simulate(ideal_plan, cost).makespan_ns),
+            "ideal_placement": placement, "rank_span_ns": span, "rank_busy_ns": busy}
     records.device.setdefault("torch", {})["sim"] = sims
     return sims

@@ -205,10 +205,13 @@ def _describe(exc: Any, errors: str) -> str:
     written.sort()
     killed = failure.exitcode is not None and failure.exitcode < 0
     if killed and rank not in {r for _, r, _ in written}:  # it died by a signal with no error of its own: it was lost
-        then = f"; then {written[0][2]}" if written else ""
+        # the survivor's own error says the rank stopped answering (died?): known here, so said once
+        said = written[0][2].removeprefix("torch: ").removeprefix(f"rank {rank} stopped answering (died?): ") if written else ""
+        then = f"; then {said}" if said else ""
         return f"rank {rank} died ({_signal_name(failure.exitcode)}) without an error of its own{then}"
     if written:
         _, first, message = written[0]
+        message = message.removeprefix("torch: ")  # the caller says "torch: " once
         return message if message.startswith(f"rank {first}") else f"rank {first} failed: {message}"
     what = None
     try:

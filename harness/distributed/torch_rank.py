@@ -48,7 +48,7 @@ from harness.distributed.torch_timing import ActionTimer, StepTiming
 from harness.errors import ConfigError, ExecutionError, HarnessError
 from harness.run.window import MAX_STEPS, FixedWindow
 
-__all__ = ["FAULT_ENV", "RankConfig", "RankPart", "run_rank"]
+__all__ = ["FAULT_ENV", "LOST_CONNECTION", "RankConfig", "RankPart", "lost_connection", "run_rank"]
 
 #: Test hook: ``RANK:WHAT@ACTION[#STEP]`` makes rank ``RANK`` ``kill`` itself (SIGKILL, a lost rank),
 #: ``raise``, or ``stall`` (sleep an hour) when it enters action ``ACTION`` of step ``STEP`` (default 0),
@@ -245,7 +245,10 @@ def _checksums(params: list[Any]) -> list[float]:
 
 
 def _where(exc: BaseException, rank: int, step: int, timer: ActionTimer | None, stage_rank: tuple[int, ...]) -> str:
-    """``exc`` with the step, the action running, and the peer a failed wait was for."""
+    """``exc`` with the step, the action running, and the peer a failed wait was for; where the error says
+    that peer's connection was lost (:func:`lost_connection`), first that the peer stopped answering: under
+    torchrun a survivor has no other way to know that a rank died (torchrun stops the others once it sees
+    one end, naming it in its own "Root Cause")."""
     msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     name = timer.failed_action if timer is not None else None
     if name is None:
@@ -262,8 +265,20 @@ def _where(exc: BaseException, rank: int, step: int, timer: ActionTimer | None, 
         other = {"F": s - 1, "RECV_F": s - 1, "I": s + 1, "B": s + 1, "RECV_B": s + 1, "SEND_F": s + 1, "SEND_B": s - 1}.get(kind)
         if other is not None and 0 <= other < len(stage_rank) and stage_rank[other] != stage_rank[s]:
             peers.add(stage_rank[other])
-    waiting = f" (waiting for its input from rank {', '.join(map(str, sorted(peers)))})" if peers else ""
-    return f"rank {rank}, step {step}, action {name}{waiting}: {msg}"
+    who = " or ".join(map(str, sorted(peers)))
+    waiting = f" (waiting for its input from rank {who})" if peers else ""
+    lost = f"rank {who} stopped answering (died?): " if peers and lost_connection(str(exc)) else ""
+    return f"{lost}rank {rank}, step {step}, action {name}{waiting}: {msg}"
+
+
+#: What gloo says when the peer's process is gone (its sockets closed by the OS): the peer died, or
+#: exited, mid-transfer. Under torchrun nothing else tells a survivor that a rank died.
+LOST_CONNECTION = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
+
+
+def lost_connection(text: str) -> bool:
+    """Whether an error's ``text`` says the peer's connection was lost (:data:`LOST_CONNECTION`)."""
+    return any(s in text for s in LOST_CONNECTION)
 
 
 def _profiler(cfg: RankConfig, rank: int, dev: torch.device, warmup: int) -> Any:
@@ -381,8 +396,9 @@ def _run(cfg: RankConfig, rank: int, world: int, dev: torch.device, pipe: Any, c
             except Exception as exc:
                 where = _where(exc, rank, step, timer, low.stage_rank)
                 first = control.first_failure(0.5)
-                if first is not None and first[0] != rank:  # another rank failed first: say that one
-                    raise ExecutionError(f"torch: {first[1]} (then {where})") from None
+                if first is not None and first[0] != rank:  # another rank failed first: say that one (it did not die)
+                    then = where.removeprefix(f"rank {first[0]} stopped answering (died?): ")
+                    raise ExecutionError(f"torch: {first[1]} (then {then})") from None
                 raise ExecutionError(f"torch: {where}") from None
             t1 = clock()
             if on is not None and cfg.timing == "ab":

@@ -43,9 +43,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.autograd.profiler as _profiler
 from torch import nn
 
-__all__ = ["StageCost", "activation_shape", "busy_ns", "make_stage_module"]
+__all__ = ["BUSY_RANGE", "StageCost", "activation_shape", "busy_ns", "make_stage_module"]
 
 
 @dataclass(frozen=True)
@@ -100,14 +101,34 @@ def _gpu_cycles_per_ns(device: Any) -> float:
 BUSY_LOG: list[tuple[int, int]] | None = None
 
 
+#: The ``torch.profiler`` range around each CPU :func:`busy_ns` call while a profiler is on.
+BUSY_RANGE = "harness::busy"
+
+
 def busy_ns(duration_ns: int, device: Any) -> None:
     """Take ``duration_ns`` ns: on CPU sleep, then spin to the deadline; on CUDA enqueue a spin kernel
-    on the current stream (the call returns at once)."""
+    on the current stream (the call returns at once).
+
+    On CPU, while a ``torch.profiler`` is on, the call is a :data:`BUSY_RANGE` range in its trace: a
+    sleep runs no operator, and ``import-torch`` starts a job at its range's first operator (the wait
+    for its input comes before it), so a part whose busy time came before its first operator (``W``'s
+    runner, an ``OPT``) would be imported as only its tail. ``F`` and ``I`` have an operator around
+    their sleep anyway (the autograd Function, ``_TimedPart`` / ``_TimedPartBackward``). Without a
+    profiler no range is opened (no cost)."""
     if duration_ns <= 0:
         return
     if device.type == "cuda":
         torch.cuda._sleep(max(1, round(duration_ns * _gpu_cycles_per_ns(device))))
         return
+    if _profiler._is_profiler_enabled:
+        with _profiler.record_function(BUSY_RANGE):
+            _busy_cpu(duration_ns)
+    else:
+        _busy_cpu(duration_ns)
+
+
+def _busy_cpu(duration_ns: int) -> None:
+    """:func:`busy_ns` on CPU: sleep until one typical oversleep before the deadline, then spin."""
     from harness.run.device.cpu import _sleep_overshoot_ns
 
     clock = time.perf_counter_ns

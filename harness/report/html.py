@@ -16,7 +16,9 @@ forbids every load), works from ``file://``. What it shows:
   cost model's duration and its wait; comm lanes hidden or shown, ranks
   collapsed, search, the critical path, arrows for the focused job or every
   one in view) and a schedule grid (rank × slot, :mod:`harness.report.grid`),
-  per-rank busy/idle bars split by stage;
+  per-rank busy/idle bars split by stage; beside an imported run, its replay
+  (:mod:`harness.report.replay_block`); beside a ``torch`` backend run, its two sims and what
+  PyTorch's lowering and runtime added per rank (:mod:`harness.report.torch_beside`);
 * two cases, any two, compared on one time scale, with their numbers and the Δ of each
   (computed in the page from the per-step samples, :func:`compare_numbers`), and every
   case's step time against its peak memory (:mod:`harness.report.memory_chart`).
@@ -58,6 +60,11 @@ def _replay_block(case: dict[str, Any]) -> str | None:
     from harness.report.replay_block import replay_block
 
     return replay_block(case)
+
+def _torch_beside_block(case: dict[str, Any]) -> str | None:
+    from harness.report.torch_beside import torch_beside_block
+
+    return torch_beside_block(case)
 
 def _environment() -> Any:
     import jinja2
@@ -309,6 +316,7 @@ def _row(case: dict[str, Any], trace_href: str | None, hta_href: str | None, tab
         "warnings": list(case.get("warnings") or []),
         "assumptions": [str(a) for a in case["assumptions"]] if isinstance(case.get("assumptions"), list) else None,
         "replay": _replay_block(case),
+        "torch_beside": _torch_beside_block(case),
         "ci": _ci_text(case),
         "flags": _flags(case),
         "fidelity": _fidelity(case),

@@ -3,7 +3,8 @@
 Plain text lines, so the pytest plugin only writes them (and any other front end can):
 one row per case (schedule, sizes, backend and communication model, steps recorded,
 median step with its confidence interval, bubble beside theory, span bubble, fidelity
-against ``sim``, peak memory), a legend, then the cases' notes, "does not fit" lines
+against ``sim``, peak memory), a legend, then a ``torch`` case's line beside its two sims
+(:mod:`harness.report.torch_beside`), the cases' notes, "does not fit" lines
 and ``unstable``/``contended`` flags with their reasons. User text (case ids, names)
 is shown with control and bidirectional characters escaped, so a name can neither
 split nor reverse a row.
@@ -55,6 +56,20 @@ def _name(r: CaseResult) -> str:
     return test if r.label in (test, test.split("#", 1)[0]) or test.startswith(r.label) else f"{test} ({r.label})"
 
 
+def _beside(r: CaseResult | CaseLine) -> tuple[str, ...]:
+    """The case's lines beside its sims (:mod:`harness.report.torch_beside`: a ``torch`` case; none elsewhere)."""
+    if isinstance(r, CaseLine):
+        return r.beside
+    if r.records.backend != "torch":
+        return ()
+    from harness.report.torch_beside import torch_beside_line
+
+    doc = {"device": r.records.device, "metrics": {"step_time_median_ns": r.metrics.step_time_median_ns},
+           "steps": list(r.metrics.steps), "comm_model": r.comm_model}
+    line = torch_beside_line(doc, r.label)
+    return () if line is None else (shown_in_terminal(line),)
+
+
 def _row(r: CaseResult) -> tuple[str, ...]:
     m, th, workload, fid = r.metrics, r.theory.get("bubble_ratio"), r.records.device.get("workload"), r.fidelity
     return (
@@ -95,17 +110,19 @@ class CaseLine:
     does_not_fit: str | None = None
     flags: tuple[Flag, ...] = ()
     assumptions: tuple[str, ...] | None = None
+    beside: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, r: CaseResult) -> CaseLine:
         assumptions = None if r.assumptions is None else tuple(r.assumptions)
-        return cls(r.case_id, r.label, _row(r), r.outcome, tuple(r.warnings), r.does_not_fit, tuple(r.flags), assumptions)
+        return cls(r.case_id, r.label, _row(r), r.outcome, tuple(r.warnings), r.does_not_fit, tuple(r.flags), assumptions,
+                   _beside(r))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-like values (strings, lists, ``None``), as pytest-xdist sends between processes."""
         return {"case_id": self.case_id, "label": self.label, "row": list(self.row), "outcome": self.outcome,
                 "warnings": list(self.warnings), "does_not_fit": self.does_not_fit, "flags": [f.to_dict() for f in self.flags],
-                "assumptions": None if self.assumptions is None else list(self.assumptions)}
+                "assumptions": None if self.assumptions is None else list(self.assumptions), "beside": list(self.beside)}
 
     @classmethod
     def from_dict(cls, d: Any, source: str) -> CaseLine:
@@ -118,10 +135,11 @@ class CaseLine:
             row = tuple(d["row"])
             flags = tuple(Flag(str(f["kind"]), str(f["reason"])) for f in d["flags"])
             assumptions = None if d["assumptions"] is None else tuple(d["assumptions"])
-            line = cls(d["case_id"], d["label"], row, d["outcome"], tuple(d["warnings"]), d["does_not_fit"], flags, assumptions)
+            line = cls(d["case_id"], d["label"], row, d["outcome"], tuple(d["warnings"]), d["does_not_fit"], flags, assumptions,
+                       tuple(d["beside"]))
         except (KeyError, TypeError) as exc:
             raise InputFormatError(f"{source}: a case's summary line is malformed ({type(exc).__name__}: {exc})") from None
-        texts = [line.case_id, line.label, *line.row, *line.warnings, *(line.assumptions or ())]
+        texts = [line.case_id, line.label, *line.row, *line.warnings, *(line.assumptions or ()), *line.beside]
         if len(row) != len(_HEADER) or not all(isinstance(t, str) for t in texts):
             raise InputFormatError(f"{source}: a case's summary line is malformed (expected {len(_HEADER)} text cells)")
         return line
@@ -326,7 +344,8 @@ def case_table(results: Sequence[CaseResult | CaseLine], width: int | None = Non
 def case_notes(results: Sequence[CaseResult | CaseLine]) -> list[str]:
     """The lines under the table: each case's notes, "does not fit" marks, ``unstable``/``contended``
     flags with their reasons, and a count of the flagged cases (empty when there is nothing to say)."""
-    lines = [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
+    lines = [line for r in results for line in _beside(r)]
+    lines += [shown_in_terminal(f"note: {r.label}: {note}") for r in results for note in r.warnings]
     lines += [f"does not fit: {shown_in_terminal(r.label)}: {r.does_not_fit}" for r in results if r.does_not_fit]
     flagged = [r for r in results if r.flags]
     lines += [f"{f.kind}: {shown_in_terminal(r.label)}: {f.reason}" for r in flagged for f in r.flags]

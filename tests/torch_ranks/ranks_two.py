@@ -24,6 +24,7 @@ import torch.distributed as dist  # noqa: E402
 from harness import FixedCost, PipelineCase, TransformerCost  # noqa: E402
 from harness.distributed import torch_backend, torch_rank, torch_stages  # noqa: E402
 from harness.imports.torch import read_torch_traces  # noqa: E402
+from harness.imports.torch_trace import us_to_ns  # noqa: E402
 from harness.plan.build import build_plan  # noqa: E402
 from harness.plan.timeline import simulate  # noqa: E402
 from harness.runner import run_case  # noqa: E402
@@ -140,11 +141,25 @@ def test_the_step_beside_the_sim_of_the_same_lowered_order() -> None:
     assert {j.kind for j in rec.jobs} >= {"F", "B", "I", "W", "OPT", "SEND_F", "RECV_F", "SEND_B", "RECV_B"}
 
 
+def _busy_ranges(trace: Path, base_ns: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each ``harness::busy`` range in one rank's trace, ns after ``base_ns`` (the import's time 0)."""
+    doc = json.loads(trace.read_text(encoding="utf-8"))
+    t0 = doc["baseTimeNanoseconds"]
+    return sorted((t0 + us_to_ns(str(e["ts"])) - base_ns, t0 + us_to_ns(str(e["ts"])) + us_to_ns(str(e["dur"])) - base_ns)
+                  for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name") == torch_stages.BUSY_RANGE)
+
+
 def test_import_torch_of_the_same_runs_traces_gives_the_same_records() -> None:
+    rank = dist.get_rank()
     traces = Path(os.environ["TORCH_RANKS_OUT"]) / "traces-zbv"
     case = PipelineCase("ZB-V", stages=2, microbatches=4, chunks=2, cost=FixedCost.ms(F=1, B=2, I=1, W=1, activation_bytes=4096))
     low = torch_backend.lower_case(case.compute_schedule(), {"trace_dir": str(traces)})
-    mine = torch_backend.run(low, case.cost, range(1, 3), "timed", {"trace_dir": str(traces)})
+    torch_stages.BUSY_LOG = []
+    try:
+        mine = torch_backend.run(low, case.cost, range(1, 3), "timed", {"trace_dir": str(traces)})
+        log = list(torch_stages.BUSY_LOG)
+    finally:
+        torch_stages.BUSY_LOG = None
     theirs = read_torch_traces(traces)
     rep = theirs.replay.to_dict()  # the import's replay beside the schedule: its parts add up to the difference, exactly
     assert rep["jitter_ns"] + rep["host_overhead_ns"] + rep["transfer_wait_ns"] + rep["unexplained_ns"] == rep["difference_ns"]
@@ -170,6 +185,32 @@ def test_import_torch_of_the_same_runs_traces_gives_the_same_records() -> None:
         for a, b in ours:
             assert b.start_ns - slack <= a.compute_start_ns - offset <= b.end_ns + slack, (a.label, r, slack)
             assert b.start_ns - slack <= a.end_ns - offset <= b.end_ns + slack, (a.label, r, slack)
+    # each imported job holds its part's busy time, on the trace's own clock (no noise): the part's one
+    # harness::busy range lies between the job's start (its first operator) and its end
+    compute = sorted((b for a, b in pairs if a.rank == rank and a.kind in ("F", "I", "W")), key=lambda b: b.start_ns)
+    busy = _busy_ranges(traces / f"rank{rank}.json", theirs.time_base_epoch_ns)
+    assert len(compute) == 2 * 4 * 3 * 2 and len(busy) == len(compute)  # 2 steps x 4 micro-batches x F, I, W x 2 stages
+    for b, (s0, s1) in zip(compute, busy):
+        assert b.compute_start_ns <= s0 and s1 <= b.end_ns, (b.label, b.step, b.compute_start_ns, s0, s1, b.end_ns)
+    # per kind, the two records' durations of the same jobs agree. They differ, by rule, in where a job starts: the
+    # hooks at the stage call's entry, the import at the call's first operator, which comes before the part's busy
+    # call; so by at most the hooks' own time in the job outside its busy call (measured: duration - busy call, in
+    # the run, per job), plus how far the two sides disagree on the length of one and the same PP: range (measured
+    # on this rank's ranges)
+    theirs_by = {act(b): b for b in compute}
+    jobs = sorted((a for a in mine.run.actions if a.rank == rank and a.kind in ("F", "I", "W")), key=lambda a: a.start_ns)
+    assert len(log) == len(jobs) * 3 // 2  # one busy call per part, for the warm-up step and the 2 recorded
+    took = [t for _, t in log[-len(jobs):]]  # the recorded steps' busy calls, in the order run
+    ours = [(a, ranges[act(a)]) for a in mine.run.actions if a.rank == rank]
+    disagree = statistics.median(abs((a.end_ns - a.start_ns) - (b.end_ns - b.start_ns)) for a, b in ours)
+    for kind in ("F", "I", "W"):
+        rows = [(a.end_ns - a.compute_start_ns, theirs_by[act(a)].end_ns - theirs_by[act(a)].compute_start_ns, t)
+                for a, t in zip(jobs, took) if a.kind == kind]
+        assert len(rows) == 2 * 4 * 2
+        ours_ns = statistics.median(d for d, _, _ in rows)
+        import_ns = statistics.median(d for _, d, _ in rows)
+        outside = statistics.median(d - t for d, _, t in rows)
+        assert abs(ours_ns - import_ns) <= outside + disagree, (kind, ours_ns, import_ns, outside, disagree)
 
 
 def test_the_compute_workload_trains_linear_layers_sized_from_the_flops() -> None:
