@@ -186,9 +186,11 @@ def test_a_rank_dying_mid_step_ends_the_run_with_an_error_naming_it(monkeypatch:
     with pytest.raises(ExecutionError, match=r"^torch: rank 1 died \(SIGKILL\) without an error of its own") as err:
         run_case(case, backend="torch", steps=range(0, 1))
     assert time.monotonic() - t < 240
-    # then rank 0's own error, once the launcher knows rank 1 died without its guess that rank 1 stopped answering
-    assert re.match(r"torch: rank 1 died \(SIGKILL\) without an error of its own; then rank 0, step 0, action 0\w+ \(waiting for its "
-                    r"input from rank 1\): RuntimeError: ", str(err.value)), str(err.value)
+    # then rank 0's own error, once the launcher knows rank 1 died without its guess that rank 1 stopped answering; the
+    # launcher stops rank 0 (SIGTERM) as soon as it sees rank 1 end, so on a busy machine rank 0 may be stopped before its
+    # receive fails and it writes its error: then the dead rank alone is named
+    assert re.match(r"torch: rank 1 died \(SIGKILL\) without an error of its own(; then rank 0, step 0, action 0\w+ \(waiting for "
+                    r"its input from rank 1\): RuntimeError: .*)?$", str(err.value), re.S), str(err.value)
     assert "stopped answering" not in str(err.value)
 
 
