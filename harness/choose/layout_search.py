@@ -25,7 +25,9 @@ The search (the plan is a sequence of stages, each holding a contiguous run of l
    that minimise the busiest stage's work, each stage's memory estimate (static + its peak
    in-flight micro-batches x activations) within the limit. Run once with modes mixed and once
    per uniform mode.
-3. **Local search on the simulator** from the best of those and the even splits: move one layer
+3. **Local search on the simulator**, first with each recomputation mode on every stage (one-layer moves
+   from the even split and that mode's DP answer: what ``recompute=MODE`` finds), then from the best of
+   all those starts with modes mixed, so searching the modes never ends behind one mode alone: move one layer
    between neighbouring stages, or change one stage's mode, keeping a move when the simulated
    key improves (fitting first, then step time; not fitting: lower peak first). Stages of the
    busiest rank (or the ranks over the limit) are tried first. The search stops at a local
@@ -193,6 +195,9 @@ class _Search:
         self.refusals: list[str] = []
         self.inflight: list[int] | None = None
         self.busy_of: dict[int, list[int]] = {}  # id(candidate) -> per rank busy ns
+        self.uneven_of: dict[int, int] = {}  # id(candidate) -> layers away from the even split
+        #: id(candidate) -> layers that recompute, weighted 1 selective, 2 full (RECOMPUTE's order)
+        self.redone_of: dict[int, int] = {}
 
     # -- one candidate ------------------------------------------------------------------------
     def cost_of(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> TransformerCost:
@@ -222,6 +227,12 @@ class _Search:
         memo = self.memo if self.exact else self.rough
         if key in memo:
             return memo[key]
+        # a stage without transformer layers (the LM head's alone) recomputes nothing whatever its mode: judged, and
+        # shown, with the mode of the stage before it, so 'full' on every stage reads 'full', not 'full[0],none[1]'
+        plain = tuple(modes[k - 1] if n == 0 and k > 0 else mode for k, (n, mode) in enumerate(zip(counts, modes)))
+        if plain != modes:
+            memo[key] = self.evaluate(counts, plain)
+            return memo[key]
         cost = self.cost_of(counts, modes)
         options: dict[str, Any] | None = None
         try:
@@ -242,6 +253,7 @@ class _Search:
                 cand = Candidate(layout_text(counts, self.vocab), cost.recompute, REFUSED, 1.0, REFUSED, (REFUSED,) * self.p, False)
                 memo[key] = cand
                 self.busy_of[id(cand)] = [REFUSED] * self.p
+                self.uneven_of[id(cand)] = self.redone_of[id(cand)] = 0
                 return cand
         figures = analyze(plan, cost, comm_model=self.comm_model)
         memory = analytic_memory(plan, cost, self.limit)
@@ -254,14 +266,18 @@ class _Search:
                          self.limit is None or peak <= self.limit, options)
         memo[key] = cand
         self.busy_of[id(cand)] = list(figures.busy_ns)
+        self.uneven_of[id(cand)] = sum(abs(n - e) for n, e in zip(counts, even_counts(self.base.num_layers, self.num_stages)))
+        self.redone_of[id(cand)] = sum(n * RECOMPUTE.index(mode) for n, mode in zip(counts, modes))
         return cand
 
-    def key(self, c: Candidate) -> tuple[int, int, int, int]:
-        """Fitting first, by step (ns); at equal steps less work (recomputation), then a lower peak (bytes).
-        Not fitting: the lower peak first. The work term lets the search walk a plateau of equal steps
-        toward stages that recompute less."""
-        work = sum(self.busy_of[id(c)])
-        return (0, c.step_ns, work, c.peak_bytes) if c.fits else (1, c.peak_bytes, c.step_ns, work)
+    def key(self, c: Candidate) -> tuple[int, int, int, int, int]:
+        """Fitting first, by step (ns); at equal steps less recomputation (layers that recompute, full counted twice:
+        not the busy time, whose per-job rounding to whole ns differs between layouts), then a lower peak (bytes),
+        then the layout nearer the even split (layers moved). Not fitting: the lower peak first. The recomputation
+        term lets the search walk a plateau of equal steps toward stages that recompute less; the last keeps the
+        even split where moving layers gains nothing."""
+        work, uneven = self.redone_of[id(c)], self.uneven_of[id(c)]
+        return (0, c.step_ns, work, c.peak_bytes, uneven) if c.fits else (1, c.peak_bytes, c.step_ns, work, uneven)
 
     def linear(self, modes: Sequence[str]) -> StageLines:
         """Each stage's work and bytes as linear functions of its layer count, per mode (:func:`~harness.choose.layout_dp.stage_lines`)."""
@@ -344,21 +360,45 @@ def search_layout(
         best_key = min((k for k in search.memo if set(k[1]) <= set(modes)), key=lambda k: search.key(search.memo[k]))
         method = f"exhaustive: every one of {len(search.memo)} candidates ({len(splits)} split(s) x {len(modes)}^{s} mode choices) simulated"
         return _choice(search, best_key, baselines, lower_bound, True, method)
-    if layout == "search" and fixed is None:
+    moved = layout == "search" and fixed is None
+    dp_starts: dict[tuple[str, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
+    if moved:
         for mix in (modes, *((mode,) for mode in modes)):
             found = bottleneck_dp(lin, lows, total, mix, search.inflight, memory_limit_bytes, stages_per_rank)
             if found is not None:
+                dp_starts[mix] = (found[1], found[2])
                 starts.append((found[1], found[2]))
     for counts, combo in starts:
         search.evaluate(counts, combo)
     if search.plan is None:  # a cost-built schedule's builder refused every start: its own words
         raise ConfigError(search.refusals[0])
-    current, improved, rough = _descend(search, starts, modes, lows, layout == "search" and fixed is None, job_budget)
+    if len(modes) > 1:
+        # each uniform mode's own search first (what recompute=MODE finds), its answer a start of the mixed one: the
+        # local search over mixed modes can stop at a local optimum that a uniform mode's search passes
+        for mode in modes:
+            uniform = [(even, (mode,) * s)] + ([dp_starts[(mode,)]] if (mode,) in dp_starts else [])
+            starts.append(_uniform_search(search, uniform, mode, lows, moved, total, exhaustive_limit, job_budget))
+    current, improved, rough = _descend(search, starts, modes, lows, moved, job_budget)
     best = search.memo[current]
     proven = best.fits and best.step_ns <= lower_bound
     method = ("DP on the busiest stage's work (exact for the per-stage balance), then local search on the simulated step "
               f"(one-layer moves{' and one-stage mode changes' if len(modes) > 1 else ''}): " + _descent_text(search, rough, improved))
     return _choice(search, current, baselines, lower_bound, proven, method)
+
+
+def _uniform_search(search: _Search, starts: Sequence[tuple[tuple[int, ...], tuple[str, ...]]], mode: str, lows: Sequence[int],
+                    moved: bool, total: int, exhaustive_limit: int, job_budget: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The best layout with ``mode`` on every stage, found as :func:`search_layout` with ``recompute=mode`` finds it:
+    every split where that space is small (``exhaustive_limit``), else the local search (one-layer moves) from
+    ``starts`` (the even split and the DP's answer for that mode). Returns its key, simulated, in ``search.memo``."""
+    s = search.num_stages
+    if moved and space_size(total, lows, 1) * (REBUILD_WEIGHT if search.rebuild else 1) <= exhaustive_limit:
+        for counts in compositions(total, lows):
+            search.evaluate(tuple(counts), (mode,) * s)
+        return min((k for k in search.memo if set(k[1]) == {mode}), key=lambda k: search.key(search.memo[k]))
+    for counts, combo in starts:
+        search.evaluate(counts, combo)
+    return _descend(search, starts, (mode,), lows, moved, job_budget)[0]
 
 
 def _modes(recompute: str, base: TransformerCost) -> tuple[str, ...]:
@@ -407,7 +447,9 @@ def _descend(search: _Search, starts: Sequence[tuple[tuple[int, ...], tuple[str,
         for start_key in starts:
             search.evaluate(*start_key)
     memo = search.memo if search.exact else search.rough
-    max_evals = max(MIN_EVALUATIONS + len(memo), job_budget // jobs_per_eval)
+    # the budget counts the candidates simulated before (the starts): a descent after others in the same search (the
+    # uniform modes' before the mixed one) gets its own budget, less what the starts took
+    max_evals = len(memo) + max(MIN_EVALUATIONS, job_budget // jobs_per_eval - len(starts))
     improved = True
     while improved and len(memo) < max_evals:
         improved = False
@@ -520,7 +562,7 @@ def _moves(search: _Search, memo: Mapping[tuple[tuple[int, ...], tuple[str, ...]
                 out.append((0 if stage_rank[src] in hot else 1, (tuple(new), combo)))
     for k in range(s):
         for mode in modes:
-            if mode != combo[k]:
+            if mode != combo[k] and counts[k] > 0:
                 new_modes = list(combo)
                 new_modes[k] = mode
                 out.append((0 if stage_rank[k] in hot else 1, (counts, tuple(new_modes))))
