@@ -72,6 +72,8 @@ __all__ = ["EVEN_BEST", "EVEN_NONE", "GIVEN_BEST", "GIVEN_NONE", "JOB_BUDGET", "
 
 #: Simulated jobs the local search may spend on one (schedule, p, m, v): about 2-3 s on one core.
 JOB_BUDGET = 600_000
+#: The budget of a reseeded search (:func:`reseed_layout`): it starts from answers already searched.
+RESEED_BUDGET = JOB_BUDGET // 4
 #: A candidate whose schedule is rebuilt (a cost-aware builder, or ``blocking``'s timed placement) costs
 #: about this many times the jobs of one that reuses the plan (measured: ZB-auto at p=8, m=32).
 REBUILD_WEIGHT = 10
@@ -316,7 +318,8 @@ def search_layout(
         layout: ``"search"``, ``"even"`` (the even split: only the recomputation is searched) or a
             Megatron-Core layout string (kept as given).
         exhaustive_limit: a space of at most this many candidates is searched exhaustively.
-        job_budget: simulated jobs the local search may spend (:data:`JOB_BUDGET`).
+        job_budget: simulated jobs the local search may spend (:data:`JOB_BUDGET`), half on the uniform modes' searches where
+            the modes are searched.
 
     Returns:
         A :class:`LayoutChoice`; its ``best`` reproduces on ``sim`` through :meth:`Candidate.case`.
@@ -375,9 +378,14 @@ def search_layout(
     if len(modes) > 1:
         # each uniform mode's own search first (what recompute=MODE finds), its answer a start of the mixed one: the
         # local search over mixed modes can stop at a local optimum that a uniform mode's search passes
+        # half the budget to these, shared alike; the mixed search the other half (so the whole costs what one
+        # search did): where a uniform search meets its local optimum within its share, as on every size checked, the
+        # answer is never behind --recompute MODE's, whose search has the whole budget
         for mode in modes:
             uniform = [(even, (mode,) * s)] + ([dp_starts[(mode,)]] if (mode,) in dp_starts else [])
-            starts.append(_uniform_search(search, uniform, mode, lows, moved, total, exhaustive_limit, job_budget))
+            starts.append(_uniform_search(search, uniform, mode, lows, moved, total, exhaustive_limit,
+                                          job_budget // (2 * len(modes))))
+        job_budget //= 2
     current, improved, rough = _descend(search, starts, modes, lows, moved, job_budget)
     best = search.memo[current]
     proven = best.fits and best.step_ns <= lower_bound
@@ -479,7 +487,7 @@ def _descent_text(search: _Search, rough: int, improved: bool) -> str:
 def reseed_layout(
     schedule: str, p: int, m: int, v: int, base: TransformerCost, *, current: tuple[str, str | Sequence[str]],
     seeds: Sequence[tuple[str, str | Sequence[str]]], options: Mapping[str, Any] | None = None, comm_model: str = "stream",
-    memory_limit_bytes: int | None = None, recompute: str = "search", layout: str = "search", job_budget: int = JOB_BUDGET,
+    memory_limit_bytes: int | None = None, recompute: str = "search", layout: str = "search", job_budget: int = RESEED_BUDGET,
 ) -> tuple[LayoutChoice, tuple[str, str | tuple[str, ...]]] | None:
     """Try other answers (other schedules' layouts and recomputation) as starting points for this schedule.
 
