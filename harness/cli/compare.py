@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--case", action="append", metavar="ID",
                    help="compare these cases instead of matching ids: --case A --case B (A of BASE, B of NEW, or both of BASE "
                         "without NEW), e.g. two schedules; --case A alone compares case A of BASE with case A of NEW. An id as "
-                        "written, a label, the short label the report shows (test_zoo[ZB-H1]) or the name on disk (1F1B_p=4_m=8)")
+                        "written, a label, the short label the report shows (test_schedule_zoo[ZB-H1]) or the name on disk (1F1B_p=4_m=8)")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
                    help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
                         "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
