@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,19 @@ def test_imported_profiler_step_slices_are_the_union_of_the_jobs(tmp_path):
     slices = _step_slices(case_trace(case)["traceEvents"])
     assert slices[step][1] - slices[step][0] == pytest.approx(7000.0)
     assert re.search(r"in an imported log or `torch.profiler` trace from the step's first job\nstart to its last job end", _doc("docs/reports.md"))
+
+
+def test_case_ids_the_docs_and_help_texts_name_are_the_shipped_cases():
+    """README.md, docs/*.md and the --case help of compare and export-paddle name cases by their short label
+    (``test_schedule_zoo[ZB-H1]``): each must be a parametrized test of cases/, with that id, so the command
+    works as written on a report of ``pytest cases/``."""
+    texts = {name: _doc(name) for name in ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]}
+    texts.update({f"harness/cli/{n}.py": _doc(f"harness/cli/{n}.py") for n in ("compare", "export_paddle", "common")})
+    collected = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "cases"), "--collect-only", "-q", "-p", "no:cacheprovider",
+                                "-p", "no:randomly"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    shipped = {line.split("::", 1)[1] for line in collected.splitlines() if "::" in line}
+    named = {(where, m.group(0)) for where, text in texts.items() for m in re.finditer(r"\btest_\w+\[[^\]\s`\"']+\]", text)}
+    assert ("README.md", "test_schedule_zoo[1F1B]") in named  # the compare example is seen
+    assert "test_schedule_zoo[ZB-H1]" in shipped
+    wrong = sorted((where, label) for where, label in named if label not in shipped)
+    assert not wrong, f"named, but not a case of cases/: {wrong}"

@@ -699,7 +699,7 @@ def test_files_that_fail_to_collect_are_named_with_what_became_of_the_report(pyt
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "-p", "no:randomly", "--continue-on-collection-errors")
     assert (pytester.path / "reports" / "index.html").exists()
     assert result.stdout.lines[-1] == ("pipeline-harness: 1 file(s) failed to collect (test_broken.py): the report in reports/ "
-                                       "holds the other cases only")
+                                       "holds the other cases only, and names these files among the cases that did not run")
 
 
 def test_a_workload_error_caused_by_the_command_line_option_says_so(pytester):

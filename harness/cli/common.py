@@ -73,7 +73,7 @@ def _as_disk_name(wanted: str) -> str:
 
 def case_named(cases: list[dict[str, Any]], wanted: str, source: str, option: str = "--case") -> dict[str, Any]:
     """The one case ``wanted`` names: its id as written, else its label, else the short form the report
-    and the pytest summary show (the id after its ``file::``, e.g. ``test_zoo[ZB-H1]``), else its name
+    and the pytest summary show (the id after its ``file::``, e.g. ``test_schedule_zoo[ZB-H1]``), else its name
     on disk in a report folder (``1F1B_p=4_m=8`` for the id ``1F1B p=4 m=8``; ``traces/1F1B_p=4_m=8.json``
     and ``hta/1F1B_p=4_m=8/`` too).
 

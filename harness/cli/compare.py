@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--case", action="append", metavar="ID",
                    help="compare these cases instead of matching ids: --case A --case B (A of BASE, B of NEW, or both of BASE "
                         "without NEW), e.g. two schedules; --case A alone compares case A of BASE with case A of NEW. An id as "
-                        "written, a label, the short label the report shows (test_zoo[ZB-H1]) or the name on disk (1F1B_p=4_m=8)")
+                        "written, a label, the short label the report shows (test_schedule_zoo[ZB-H1]) or the name on disk (1F1B_p=4_m=8)")
     p.add_argument("--fail", action="append", metavar="METRIC:LIMIT",
                    help="fail when the median step time grows by more than LIMIT percent (relative: step_time:5 or "
                         "step_time:5%%) or the bubble ratio by more than LIMIT percentage points (absolute: bubble:2, "
@@ -59,6 +59,7 @@ _RUN_DRIFT = {"step_time": (0.03, "1-3 %"), "bubble": (0.015, "up to about 1.5 p
 def _cmd_compare(args: argparse.Namespace) -> int:
     from harness.analysis.compare import compare_documents, mismatch_groups, parse_confidence
     from harness.report.fields import check_cases
+    from harness.report.identity import model_differences
     from harness.report.results import every_case_damaged, load_results
 
     thresholds = parse_thresholds(args.fail or [])
@@ -116,6 +117,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if pair and len(wanted) == 2 and "a different pipeline" in note:  # two cases asked for: their pipelines may differ, that is the point
             continue
         err(f"warning: {_said_once(ids, note)}")
+    new_cases = {str(c["id"]): c for c in new["cases"]}
+    for d in deltas:  # the same case id run on two models: its change is the models', not the schedule's or the code's
+        differs = model_differences(next(c for c in base["cases"] if str(c["id"]) == d.case_id), new_cases[d.case_id])
+        if differs:
+            err(f"warning: {d.case_id}: a different model in the two files ({'; '.join(differs)}); its deltas compare "
+                "the two models, not two runs of one")
     timed = [d for d in deltas if d.step is not None and d.step.method != "exact"]
     for t in thresholds if timed else []:
         drift = _RUN_DRIFT.get(t.metric)

@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("results", metavar="RESULTS_JSON")
     p.add_argument("--out", metavar="DIR", required=True)
     p.add_argument("--case", metavar="ID", help="the case to export (needed when the file has several): its id as written, its label, "
-                   "the short label the report shows (test_zoo[ZB-H1]), or its name on disk (the report's "
+                   "the short label the report shows (test_schedule_zoo[ZB-H1]), or its name on disk (the report's "
                    "traces/1F1B_p=4_m=8.json, with or without the folder and .json), when only one case has it")
     p.set_defaults(func=_cmd_export_paddle)
 

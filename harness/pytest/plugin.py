@@ -40,6 +40,7 @@ from harness.pytest.benchmark import (
     fit_benchmark_columns,
     fitted_columns_note,
 )
+from harness.pytest.not_run import NotRunCases, note_not_run
 from harness.pytest.terminal import (
     SKIPPED_CASE,
     SkippedCases,
@@ -94,6 +95,7 @@ class HarnessConfig:
     written: ReportFiles | None = None
     by_node: dict[str, list[CaseResult]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (test id, reason) of skipped pipeline cases
+    not_run: list[dict[str, str]] = field(default_factory=list)  # cases that never produced a run (harness.report.not_run)
     split: str | None = None  # under pytest-xdist with --profile-jobs: the header's words for the workers
     parts: list[SessionPart] = field(default_factory=list)  # pytest-xdist's controller: the workers' cases
     lost: list[dict[str, Any]] = field(default_factory=list)  # ... and the workers that went down without sending them
@@ -205,6 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_KEY] = hc
     config.pluginmanager.register(SkippedCases(hc), "harness-skipped-cases")
+    config.pluginmanager.register(NotRunCases(hc), "harness-not-run-cases")
     if config.pluginmanager.hasplugin("benchmark") and not config.pluginmanager.has_plugin("harness-benchmark-guard"):
         config.pluginmanager.register(_BenchmarkRegressionGuard(_SESSION), "harness-benchmark-guard")
 
@@ -330,6 +333,9 @@ class PipelineRunner:
             result = run_case(case, hc.choice, hc.window(), case_id=case_id, comm_model=hc.comm_model)
         except HarnessError as exc:
             error = exc
+        except Exception as exc:  # not the user's error, but the case did not run: the report lists it
+            exc._case_refused = (case.name, case.declared_at or run_at)  # type: ignore[attr-defined]
+            raise
         if error is not None:  # outside the except block: one message, no chained traceback
             self._runs -= 1  # a refused case ran nothing: it takes no id (a later case keeps its own)
             declared_at = case.declared_at if case.declared_at != run_at else None
@@ -341,6 +347,7 @@ class PipelineRunner:
             # The error itself, so pytest.raises(ConfigError) catches it; pytest_runtest_makereport shows it
             # as its message and this note, not a traceback.
             error._case_sites = where  # type: ignore[attr-defined]
+            error._case_refused = (case.name, case.declared_at or run_at)  # type: ignore[attr-defined]  # the report lists it
             raise error
         hc.results.append(result)
         hc.by_node.setdefault(node.nodeid, []).append(result)
@@ -512,6 +519,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # pytest-xdist's controller also runs, with the workers' reports and their user_properties)
         report.user_properties.append((SKIPPED_CASE, skip_reason(report)))
     results = hc.by_node.get(item.nodeid) if hc is not None else None
+    if hc is not None and _CASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        # a case that never produced a run: listed in the report (harness.pytest.not_run)
+        note_not_run(item, report, exc, bool(results), _raised_at(exc.__traceback__) if exc is not None else None)
     if results:
         outcome: str | None
         if report.failed:
@@ -568,8 +578,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     try:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        extra = {"workers_lost": hc.lost} if hc.lost else None
-        hc.written = hc.session.write(extra, notice=None if tr is None else _line_writer(tr))
+        extra = {**({"workers_lost": hc.lost} if hc.lost else {}), **({"not_run_cases": hc.not_run} if hc.not_run else {})}
+        hc.written = hc.session.write(extra or None, notice=None if tr is None else _line_writer(tr))
     except ReportInterrupted as done:  # Ctrl-C while publishing: the report was completed first
         hc.written = done.files
         hc.interrupted_after_write = True
@@ -595,7 +605,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line("pipeline-harness: --benchmark-compare-fail has no stored baseline to compare with (first run?): "
                                     "nothing was gated this time; save one with --benchmark-autosave", yellow=True)
     hc = config.stash.get(_KEY, None)
-    if hc is None or xdist_glue.is_worker(config) or not (hc.results or hc.parts or hc.lost or hc.skipped):
+    if hc is None or xdist_glue.is_worker(config) or not (hc.results or hc.parts or hc.lost or hc.skipped or hc.not_run):
         return
     tr = terminalreporter
     try:

@@ -16,6 +16,7 @@ import pytest
 
 from harness.analysis.result import CaseResult
 from harness.pytest import xdist as xdist_glue
+from harness.report.not_run import KINDS
 from harness.report.summary import CaseLine, case_table
 from harness.text import shown_in_terminal
 
@@ -83,7 +84,8 @@ def say_collection_errors(tr: Any, hc: Any) -> None:
     names = ", ".join(sorted({str(r.nodeid) or "." for r in failed})[:5]) + (", ..." if len(failed) > 5 else "")
     if hc.written is not None:  # --continue-on-collection-errors: the report is there, without their cases
         tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}): the report in "
-                      f"{shown_path(hc.report_dir)}/ holds the other cases only", yellow=True)
+                      f"{shown_path(hc.report_dir)}/ holds the other cases only, and names these files among the cases "
+                      "that did not run", yellow=True)
     elif not hc.results:
         tr.write_line(f"pipeline-harness: {len(failed)} file(s) failed to collect ({names}), so pytest ran no case and "
                       f"reports in {shown_path(hc.report_dir)}/ were left as they were; fix them, or pass "
@@ -109,6 +111,11 @@ def write_summary(tr: Any, hc: Any, cases: list[CaseResult] | list[CaseLine]) ->
     if failed:
         say(f"{len(failed)} case(s) ran but their test failed; reports mark them: "
             + ", ".join(shown_in_terminal(r.label) for r in failed))
+    tests = [e for e in hc.not_run if e.get("kind") != "collection"]  # collection errors: said after pytest's summary
+    if tests:
+        say(f"{len(tests)} case(s) did not run ({', '.join(sorted({KINDS.get(e['kind'], e['kind']) for e in tests}))}; "
+            f"pytest's failures above say why){'; the report lists them' if hc.written is not None else ''}: "
+            + ", ".join(shown_in_terminal(e["label"]) for e in tests))
     errored = hc.session.errored if hc.session is not None else []
     if errored:
         say(f"{len(errored)} case(s) ran but could not be reported (listed as errored in the report; "

@@ -7,7 +7,8 @@ forbids every load), works from ``file://``. What it shows:
   model and its per-job durations, step time median and spread - min–max, or
   the IQR from 5 steps on, with n - bubble measured against theory with the Δ
   rule stated, span bubble where present, peak in-flight with its unit; a
-  failed or errored case marked), sortable by clicking a header;
+  failed or errored case marked), sortable by clicking a header; above it, the cases that could not
+  be reported, and those that did not run (:mod:`harness.report.not_run`), each with its error;
 * charts of step time and bubble against every swept dimension (m, v, p,
   schedule; :mod:`harness.report.charts`), series keyed on the whole model
   (:mod:`harness.report.identity`);
@@ -47,6 +48,7 @@ from harness.report.identity import cost_label, model_key, model_labels
 from harness.report.jobtable import JobTable
 from harness.report.layout import rank_labels
 from harness.report.memory_chart import step_memory_chart
+from harness.report.not_run import not_run_view
 from harness.report.timeline import page_json, timeline_columns
 
 __all__ = ["render_index", "write_index"]
@@ -393,6 +395,7 @@ def render_index(
         title=title,
         doc=doc,
         session=doc.get("session") or {},
+        not_run=not_run_view(doc.get("session") or {}),
         rows=rows,
         charts=sweep_charts(cases),
         delta_pp=BUBBLE_DELTA_PP,

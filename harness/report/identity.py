@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.report.cost_table import model_notes
 
-__all__ = ["cost_label", "isolated", "model_fields", "model_key", "model_labels"]
+__all__ = ["cost_label", "isolated", "model_differences", "model_fields", "model_key", "model_labels"]
 
 #: Unicode's first-strong isolate and pop-directional isolate: a user string between them cannot
 #: reorder the text around it (where no ``<bdi>`` can go: SVG ``<title>`` tooltips, canvas text).
@@ -175,6 +175,38 @@ def _scope(key: str, case: dict[str, Any]) -> str:
     if key.startswith(("option.", "schedule.")):
         return "schedule:" + str((case.get("schedule") or {}).get("name"))
     return ""
+
+
+def _value_text(key: str, value: str | None) -> str:
+    """One side of a difference: the value as a field holds it, the memory limit in GiB, an absent field as
+    the page reads it (``no limit``, ``default`` for a schedule option) else ``(not set)``."""
+    if value is None:
+        if key == "memory limit":
+            return "no limit"
+        return "default" if key.startswith("option.") else "(not set)"
+    if key == "memory limit":
+        return _shown_field(key, value).removeprefix("limit ")
+    return value
+
+
+def model_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between the models two results-document cases ran, one text per field of
+    :func:`model_fields` (the fields the page keys a model on): ``"forward_ns 1000000 vs 1200000"`` (values
+    as the file holds them; ``_ns`` fields in ns, ``_bytes`` in bytes), ``"memory limit 9 GiB vs no limit"``,
+    ``"comm model 'stream' vs 'edge'"``; empty when the models are the same.
+
+    Left out: backend and workload (``compare``'s setup warning names them), and the schedule's options
+    and parameters where the two cases are of different schedules (they belong to each schedule)."""
+    a, b = model_fields(base), model_fields(new)
+    names = ((base.get("schedule") or {}).get("name"), (new.get("schedule") or {}).get("name"))
+    out = []
+    for key in [*a, *(k for k in b if k not in a)]:
+        if key in ("backend", "workload") or (names[0] != names[1] and key.startswith(("option.", "schedule."))):
+            continue
+        if a.get(key) != b.get(key):
+            name = key.split(".", 1)[-1] if key.startswith(("cost.", "option.", "schedule.")) else key
+            out.append(f"{name} {_value_text(key, a.get(key))} vs {_value_text(key, b.get(key))}")
+    return out
 
 
 def model_labels(cases: Sequence[dict[str, Any]]) -> list[str]:

@@ -56,7 +56,8 @@ ran the case: ``passed``, ``failed``, ``error``, ``skipped``); the metric
 
 The session holds ``environment`` (:func:`harness.run.environment.machine_facts`), and
 ``errored_cases``: cases that ran but could not be reported (``id``, ``label``,
-``error``); they are not among ``cases``.
+``error``); they are not among ``cases``; and ``not_run_cases``: cases that never produced a run
+(``id``, ``label``, ``site``, ``kind``, ``error``; :mod:`harness.report.not_run`).
 
 Format history:
     1 - first version.

@@ -2,7 +2,7 @@
 
 The session is written by :class:`harness.report.session.ProfileSession` (the pytest plugin's, or
 ``python -m harness run``'s) and by the importers; the page reads it (the backend line, the cases
-that could not be reported, the pytest-xdist workers lost). A hand-edited or damaged file whose
+that could not be reported, the cases that did not run, the pytest-xdist workers lost). A hand-edited or damaged file whose
 session holds a wrong-typed field is refused with a message naming the field
 (``session.workers_lost[0].worker is 3 (int), expected a string``) instead of a ``TypeError`` or a
 template error from inside the renderer. Every field is optional; one that is present must have
@@ -22,6 +22,7 @@ _TEXTS = ("python", "platform", "backend_requested", "backend", "backend_reason"
 #: those that hold a list of texts.
 _ENTRIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "errored_cases": (("id", "label", "error"), ()),
+    "not_run_cases": (("id", "label", "kind", "error", "site"), ()),
     "workers": (("id",), ("cases",)),
     "workers_lost": (("worker", "error"), ("tests",)),
 }
