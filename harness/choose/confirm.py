@@ -20,6 +20,7 @@ from harness.analysis.result import CaseResult
 from harness.choose import mpi_confirm
 from harness.choose.rank import ChooseResult
 from harness.errors import ConfigError, HarnessError
+from harness.report.summary import run_notes
 from harness.run.window import ProfilingWindow
 from harness.runner import run_case
 
@@ -43,6 +44,9 @@ class Confirmation:
         ci_low_ns, ci_high_ns: the median's confidence interval (ns; the runner's order statistics), where measured.
         steps: recorded steps.
         error: the run's error, where it failed.
+        notes: the notes and flags ``python -m harness run`` prints under its table for the same run
+            (:func:`harness.report.summary.run_notes`: how far to trust the figures, e.g. jobs under 1 ms on
+            ``cpu``, whose thread hand-offs inflate the measured step, and the ``unstable``/``contended`` flags).
         result: the run itself (records, metrics), where it ran in this process (not on ``mpi``, whose
             job runs elsewhere and returns its figures only).
     """
@@ -57,6 +61,7 @@ class Confirmation:
     steps: int = 0
     error: str | None = None
     result: CaseResult | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def ratio(self) -> float | None:
@@ -67,7 +72,7 @@ class Confirmation:
         """Plain JSON values (without the run's records)."""
         return {"rank": self.rank, "label": self.label, "backend": self.backend, "predicted_ns": self.predicted_ns,
                 "measured_ns": self.measured_ns, "ci_low_ns": self.ci_low_ns, "ci_high_ns": self.ci_high_ns,
-                "steps": self.steps, "ratio": self.ratio, "error": self.error}
+                "steps": self.steps, "ratio": self.ratio, "error": self.error, "notes": list(self.notes)}
 
 
 def confirm(result: ChooseResult, backend: str, top: int = 3, *, steps: range | ProfilingWindow | None = None,
@@ -114,13 +119,13 @@ def confirm(result: ChooseResult, backend: str, top: int = 3, *, steps: range | 
                                             steps if isinstance(steps, range) else None)
                 got = mpi_confirm.run_row(spec, mpirun=mpirun, timeout_s=timeout_s)
                 item = Confirmation(row["rank"], label, backend, row["step_ns"], got["median_ns"], got["ci_low_ns"], got["ci_high_ns"],
-                                    got["steps"])
+                                    got["steps"], notes=tuple(got.get("notes", ())))
             else:
                 run = run_case(result.case(row), backend=backend, steps=steps, case_id=f"#{row['rank']} {label}")
                 stats = run.metrics.step_time_stats
                 item = Confirmation(row["rank"], label, backend, row["step_ns"], run.metrics.step_time_median_ns,
                                     stats.ci_low if stats is not None else None, stats.ci_high if stats is not None else None,
-                                    len(run.metrics.steps), result=run)
+                                    len(run.metrics.steps), result=run, notes=tuple(run_notes(run)))
         except HarnessError as exc:
             item = Confirmation(row["rank"], label, backend, row["step_ns"], None, error=str(exc))
         if on_row is not None:

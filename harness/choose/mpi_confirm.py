@@ -127,7 +127,8 @@ def run_row(spec: Mapping[str, Any], *, mpirun: str | Sequence[str] = MPIRUN, ti
         timeout_s: the longest the job may take (s); it is then stopped (its process group: SIGTERM, then SIGKILL).
 
     Returns:
-        Rank 0's figures: ``{"ok": True, "median_ns", "ci_low_ns", "ci_high_ns", "steps"}`` (ns).
+        Rank 0's figures: ``{"ok": True, "median_ns", "ci_low_ns", "ci_high_ns", "steps", "notes"}`` (ns; ``notes``:
+        the notes and flags ``python -m harness run`` prints under its table for the run, :func:`harness.report.summary.run_notes`).
 
     Raises:
         ExecutionError: the launcher is not found, the job fails, times out, or writes no figures; the
@@ -196,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank = 0
     try:
         from harness.distributed.mpi import mpi_rank
+        from harness.report.summary import run_notes
         from harness.runner import run_case
 
         rank, _ = mpi_rank()
@@ -205,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats = run.metrics.step_time_stats
         doc: dict[str, Any] = {"ok": True, "median_ns": run.metrics.step_time_median_ns,
                                "ci_low_ns": stats.ci_low if stats is not None else None,
-                               "ci_high_ns": stats.ci_high if stats is not None else None, "steps": len(run.metrics.steps)}
+                               "ci_high_ns": stats.ci_high if stats is not None else None, "steps": len(run.metrics.steps),
+                               "notes": run_notes(run)}
     except (HarnessError, OSError, ValueError, KeyError, TypeError) as exc:
         doc = {"ok": False, "error": str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"}
     if rank == 0:

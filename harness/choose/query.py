@@ -108,7 +108,7 @@ class ChooseQuery:
         if not isinstance(self.layout, str) or not self.layout.strip():
             raise ConfigError(f"choose: layout must be 'search', 'even' or a layout string, got {self.layout!r}")
         try:
-            check_layout(self.layout, self.base)
+            check_layout(self.layout, self.base, self.p)
         except ConfigError as exc:
             raise ConfigError(f"choose: {exc}") from None
         if self.memory_limit_bytes is not None:
@@ -129,20 +129,30 @@ class ChooseQuery:
                 "recompute": self.recompute, "layout": self.layout, "memory_limit_bytes": self.memory_limit_bytes}
 
 
-def check_layout(layout: str, base: TransformerCost) -> StageLayout | None:
+def check_layout(layout: str, base: TransformerCost, p: int | None = None) -> StageLayout | None:
     """A fixed layout string checked against the model: its syntax, its transformer layers (``base.num_layers``),
     and the embedding and LM head where the model has a vocabulary (the checks of
-    :class:`~harness.model.transformer.TransformerCost`); ``None`` for ``"search"`` and ``"even"``.
+    :class:`~harness.model.transformer.TransformerCost`); with ``p``, its stage count against the ``p`` pipeline
+    ranks; ``None`` for ``"search"`` and ``"even"``.
+
+    A schedule of ``p`` ranks at ``v`` chunks per rank has ``p·v`` stages, so a layout fits some schedule only
+    where its stage count is a multiple of ``p`` (``p`` stages for one chunk per rank, ``2p`` for the
+    V-shapes and interleaving at ``v = 2``, ...). Which schedules and ``v`` of the query it fits is decided
+    per combination (:func:`combinations`: the others are excluded, naming both stage counts).
 
     Raises:
         ConfigError: the string and the rule it breaks (``stage layout 'Et*3|t*4L' holds 7 transformer layer(s),
-            but the model has 8``). Its stage count is not checked here: it decides which schedules and ``v`` are
-            tried (:func:`combinations`).
+            but the model has 8``; ``the layout 'Et*4|t*4L' has 2 stage(s), but p=4 pipeline ranks need a multiple
+            of 4 ...``).
     """
     if layout in ("search", "even"):
         return None
     dataclasses.replace(base, layout=layout, layers_per_stage=None)  # TransformerCost checks the layout against the model
-    return parse_layout(layout)
+    parsed = parse_layout(layout)
+    if p is not None and parsed.num_stages % p:
+        raise ConfigError(f"the layout {layout!r} has {parsed.num_stages} stage(s), but p={p} pipeline ranks need a multiple of "
+                          f"{p} (p x v stages for v chunks per rank: {p} at v=1, {2 * p} at v=2, ...)")
+    return parsed
 
 
 def _whole(name: str, value: object) -> int:
@@ -162,6 +172,18 @@ def _counts(name: str, values: object) -> tuple[int, ...]:
 def _canonical(name: str) -> str:
     """The registered name of ``name`` (an alias, any case); an unknown one is refused with the closest registered name."""
     return builder_info(name).name
+
+
+def _too_few_layers(base: TransformerCost, p: int, stages: int) -> str:
+    """Why ``base`` has too few transformer layers for ``stages`` stages: the rule of the layout search
+    (:func:`harness.choose.layout_search.search_layout`), which gives every stage at least one transformer layer,
+    except the last one where the model has an LM head (it may hold the LM head alone, ``...|L``)."""
+    head = base.vocab_size > 0 and stages > 1
+    needed = stages - 1 if head else stages
+    rule = ("every stage but the last needs at least one transformer layer (the last may hold the LM head alone)" if head
+            else "every stage needs at least one transformer layer")
+    return (f"{base.num_layers} transformer layer(s) cannot fill {stages} stages (p={p} x {stages // p} chunk(s)): "
+            f"{rule}, so at least {needed} are needed")
 
 
 def _chunk_choices(schedule: str, query: ChooseQuery) -> list[int]:
@@ -201,8 +223,7 @@ def combinations(query: ChooseQuery) -> tuple[list[Task], list[dict[str, Any]]]:
                 except ConfigError as exc:
                     reason = str(exc)
             elif query.base.num_layers < stages - (1 if query.base.vocab_size > 0 and stages > 1 else 0):
-                reason = (f"{query.base.num_layers} transformer layer(s) cannot fill {stages} stages "
-                          f"(p={query.p} x {stages // query.p} chunk(s)): each stage needs at least one layer")
+                reason = _too_few_layers(query.base, query.p, stages)
             for m in query.microbatches:
                 if reason is not None:
                     excluded.append({"schedule": name, "v": v, "m": m, "reason": reason})

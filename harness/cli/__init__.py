@@ -16,7 +16,7 @@ Commands::
     --version                                  the installed version
     --import MODULE COMMAND ...                import your module first (e.g. one registering builders)
 
-Exit status: 0 fine, 1 a ``compare`` threshold was crossed, 2 an error (one
+Exit status: 0 fine, 1 a ``compare`` threshold was crossed or ``choose`` chose nothing (no row fits), 2 an error (one
 line on stderr, no traceback), 130 interrupted. This package (each subcommand's module, e.g.
 :mod:`harness.cli.run`, :mod:`harness.cli.show`, :mod:`harness.cli.choose`) is the only part of the harness that prints.
 """

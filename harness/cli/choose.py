@@ -9,7 +9,11 @@ Model flags carry Megatron-LM's argument names. The ranked table goes to standar
 assumptions every figure rests on; ``--json``/``--csv`` write every row, ``--out`` the HTML page (the
 ranked table, step time against peak memory with the limit and the Pareto front, and the top rows'
 timelines on ``sim``), and ``--run BACKEND`` runs the top rows there (on ``mpi`` each as its own ``mpirun -n p`` job):
-predicted against measured; a row whose run fails makes the command exit 2.
+predicted against measured.
+
+Exit status: 0 a row that fits the limit is chosen; 1 none is (no row fits the limit, or no combination could
+be evaluated: the table, the files and the reasons are written all the same, and ``--run`` runs nothing);
+2 a bad argument (refused before anything is evaluated), an unwritable output, or a ``--run`` row whose run failed.
 """
 
 from __future__ import annotations
@@ -26,20 +30,33 @@ from typing import Any
 from harness.cli.common import check_out, err, positive_count
 from harness.errors import ConfigError
 
-__all__ = ["add_parser", "cmd_choose", "parse_size"]
+__all__ = ["NOTHING_CHOSEN", "add_parser", "cmd_choose", "parse_size"]
 
 #: What ``--run`` takes (:data:`harness.choose.confirm.BACKENDS`, repeated here so that the parser needs no import of it;
 #: tests/test_choose.py checks that the two agree).
 _RUN_BACKENDS = ("sim", "cpu", "cuda", "mpi", "torch")
 
+#: The exit status when no row is chosen: none fits the limit, or no combination could be evaluated (the output,
+#: with the reasons, is printed and written all the same). 2 is a bad argument or a failed ``--run``.
+NOTHING_CHOSEN = 1
+
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+#: The largest memory limit taken (bytes): 1 EiB, far beyond any device; a larger one is a typo's.
+MAX_LIMIT_BYTES = 2**60
+
+#: How the accepted units are spelled, for the help and the error texts (any case: ``gib`` and ``GIB`` are ``GiB``).
+UNITS_TEXT = "B, KB, MB, GB, TB (powers of 10^3) or KiB, MiB, GiB, TiB (powers of 2^10), in any case"
+
+
 def parse_size(text: str) -> int:
-    """Bytes from ``"80GiB"``, ``"79.5 GiB"``, ``"85e9B"``, ``"80GB"`` (decimal) or ``"1024MiB"``.
+    """Bytes from ``"80GiB"``, ``"79.5 GiB"``, ``"85e9B"``, ``"80GB"`` (decimal) or ``"1024MiB"``; the unit in any
+    case (``80gib`` is ``80GiB``), rounded down to a whole byte.
 
     Raises:
-        argparse.ArgumentTypeError: no unit (a bare number is ambiguous), an unknown unit, or a size below 1 byte.
+        argparse.ArgumentTypeError: no unit (a bare number is ambiguous), an unknown unit, a size below 1 byte, or
+            one above :data:`MAX_LIMIT_BYTES` (1 EiB).
     """
     found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not found:
@@ -48,8 +65,12 @@ def parse_size(text: str) -> int:
     if not unit:
         raise argparse.ArgumentTypeError(f"{text!r} has no unit: write e.g. {text.strip()}GiB (2^30 bytes) or {text.strip()}GB (10^9 bytes)")
     if unit.lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"unknown unit {unit!r} in {text!r}; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)")
-    value = int(float(number) * _UNITS[unit.lower()])
+        raise argparse.ArgumentTypeError(f"unknown unit {unit!r} in {text!r}; use {UNITS_TEXT}")
+    amount = float(number) * _UNITS[unit.lower()]  # inf for '1e400GiB': refused below, not an OverflowError
+    if not amount <= MAX_LIMIT_BYTES:
+        raise argparse.ArgumentTypeError(f"a memory limit of {text.strip()!r} is more than 1 EiB (2^60 bytes) per GPU; "
+                                         "check the number and its unit")
+    value = int(amount)
     if value < 1:
         raise argparse.ArgumentTypeError(f"a memory limit must be at least 1 byte, got {text!r}")
     return value
@@ -64,7 +85,8 @@ def _names(values: list[str] | None) -> tuple[str, ...] | None:
 def add_parser(sub: Any) -> None:
     """Add the ``choose`` subcommand to the command line's subparsers ``sub``."""
     p = sub.add_parser("choose", help="rank schedules, micro-batches, chunks, layouts and recomputation by predicted step time "
-                                      "under a memory limit", description=__doc__.split("\n\n")[0] if __doc__ else None)
+                                      "under a memory limit", description=__doc__.split("\n\n")[0] if __doc__ else None,
+                       epilog=__doc__.split("\n\n")[-1].replace("``", "'") if __doc__ else None)
     model = p.add_argument_group("model (Megatron-LM's argument names)")
     model.add_argument("--hidden-size", type=positive_count("hidden size"), required=True, help="h")
     model.add_argument("--num-layers", type=positive_count("layers"), required=True, help="transformer layers of the whole model")
@@ -92,7 +114,8 @@ def add_parser(sub: Any) -> None:
                        help="sequences per step: m = global batch / (micro-batch size x data-parallel size)")
     sizes.add_argument("--data-parallel-size", type=positive_count("data-parallel ranks"), default=1, help="dp (default 1)")
     sizes.add_argument("--memory-limit", type=parse_size, default=None, metavar="SIZE",
-                       help="device memory per GPU, e.g. 80GiB (default: none; rank by step time alone)")
+                       help=f"device memory per GPU with its unit, e.g. 80GiB or 85GB: {UNITS_TEXT}; a bare number is "
+                            "refused, and so is one above 1 EiB (default: none; rank by step time alone)")
     tries = p.add_argument_group("what to try")
     tries.add_argument("--schedules", nargs="+", default=None, metavar="NAME",
                        help="schedules to try (names or aliases, spaces or commas; default: every registered one)")
@@ -102,7 +125,8 @@ def add_parser(sub: Any) -> None:
     tries.add_argument("--recompute", default="search", choices=("search", "none", "selective", "full"),
                        help="search each stage's recomputation (default), or one mode for all")
     tries.add_argument("--layout", default="search", metavar="search|even|STRING",
-                       help="search the stage layout (default), the even split, or a Megatron-Core layout string")
+                       help="search the stage layout (default), the even split, or a Megatron-Core layout string of p x v stages "
+                            "(a stage count that is not a multiple of p is refused)")
     out = p.add_argument_group("output and runs")
     out.add_argument("--top", type=positive_count("rows"), default=10, help="rows to print, and to run with --run (default 10)")
     out.add_argument("--json", default=None, metavar="FILE", help="write every row and exclusion as JSON")
@@ -164,7 +188,7 @@ def query_of(args: argparse.Namespace) -> Any:
     from harness.choose.query import check_layout
 
     try:
-        check_layout(args.layout, base)
+        check_layout(args.layout, base, args.p)
     except ConfigError as exc:
         raise ConfigError(f"--layout: {exc}") from None
     return ChooseQuery(base, args.p, _microbatches(args), tuple(args.v), _names(args.schedules), args.comm_model, args.recompute,
@@ -182,6 +206,12 @@ def _size(value: int) -> str:
         if value >= unit:
             return f"{value / unit:.2f} {name}"
     return f"{value} B"
+
+
+def _ms(ns: float) -> str:
+    """``ns`` in ms with three decimals (``"0.110"``, ``"1,390.000"``): predicted and measured step times in one unit and
+    precision, so that a sub-millisecond step does not print as ``0.1``."""
+    return f"{ns / 1e6:,.3f}"
 
 
 def _recompute_text(value: Any) -> str:
@@ -232,7 +262,7 @@ def _json_bytes(doc: dict[str, Any]) -> bytes:
 def _csv_text(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "schedule", "v", "m", "step_ns", "bubble", "peak_bytes", "fits", "best", "layout", "recompute", "options",
+    w.writerow(["rank", "schedule", "v", "m", "step_ns", "bubble_fraction", "peak_bytes", "fits", "best", "layout", "recompute", "options",
                 "comm_model", "peak_bytes_per_rank"])
     for r in rows:
         rec = r["recompute"] if isinstance(r["recompute"], str) else "|".join(r["recompute"])
@@ -287,7 +317,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
     """Rank, print, and write what the arguments ask.
 
     Returns:
-        0 (also when nothing fits: the table says so, and the least limit that would fit).
+        0 when a row that fits the limit is chosen; :data:`NOTHING_CHOSEN` (1) when none is: no row fits the
+        limit (the table says so, and the least limit that would fit; ``--run`` runs nothing) or every
+        combination was excluded (each with its reason). The table and the files are written either way.
 
     Raises:
         HarnessError: bad arguments (named), an executor that cannot run here, an unwritable output; with
@@ -341,6 +373,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
             print(line)
     elif rows:
         print(_nothing_fits_line(rows, query.memory_limit_bytes, doc["smallest_fitting_limit_bytes"]))
+    else:
+        print(f"nothing evaluated: each of the {n_comb} combination(s) was excluded, with its reason below")
     if result.excluded:
         print("excluded:")
         for e in result.excluded[: max(args.top, 10)]:
@@ -373,6 +407,10 @@ def cmd_choose(args: argparse.Namespace) -> int:
         write_all(files, f"nothing of this run was written ({given}), and the files already there are unchanged")
         for path in [Path(p) for p in (args.json, args.csv) if p] + ([Path(args.out) / "index.html"] if args.out else []):
             print(f"wrote {path}")
+    if best is None:
+        if args.run:
+            print(f"no row fits, so none is run on {args.run}")
+        return NOTHING_CHOSEN
     if args.run:
         _confirm(result, args, steps)
     return 0
@@ -395,9 +433,11 @@ def _confirm(result: Any, args: argparse.Namespace, steps: Any) -> None:
         if c.measured_ns is None:
             err(f"  #{c.rank} {c.label}: failed: {c.error}")
             return
-        ci = (f" [{c.ci_low_ns / 1e6:,.1f}, {c.ci_high_ns / 1e6:,.1f}]" if c.ci_low_ns is not None and c.ci_high_ns is not None else "")
-        print(f"  #{c.rank} {c.label}: predicted {c.predicted_ns / 1e6:,.1f} ms, measured {c.measured_ns / 1e6:,.1f} ms{ci} "
+        ci = (f" [{_ms(c.ci_low_ns)}, {_ms(c.ci_high_ns)}]" if c.ci_low_ns is not None and c.ci_high_ns is not None else "")
+        print(f"  #{c.rank} {c.label}: predicted {_ms(c.predicted_ns)} ms, measured {_ms(c.measured_ns)} ms{ci} "
               f"over {c.steps} step(s): {c.ratio:.3f}x")
+        for note in c.notes:  # what `python -m harness run` says under its table (e.g. jobs under 1 ms on cpu)
+            print(f"    {note}")
 
     done = confirm(result, backend, top, steps=steps, on_row=show, mpirun=args.mpirun or mpi_confirm.MPIRUN,
                    timeout_s=args.run_timeout or mpi_confirm.DEFAULT_TIMEOUT_S)

@@ -25,7 +25,7 @@ from harness.errors import InputFormatError
 from harness.run.stability import Flag
 from harness.text import shown_in_terminal
 
-__all__ = ["CaseLine", "assumption_lines", "case_notes", "case_table"]
+__all__ = ["CaseLine", "assumption_lines", "case_notes", "case_table", "run_notes"]
 
 _HEADER = ("case", "schedule", "p", "m", "v", "backend", "comm", "steps", "step median", "CI", "bubble meas/theory", "span bubble",
            "vs sim", "peak mem")
@@ -339,6 +339,14 @@ def case_table(results: Sequence[CaseResult | CaseLine], width: int | None = Non
     for note in case_notes(results):
         out += _wrapped(note, width)
     return out
+
+
+def run_notes(result: CaseResult) -> list[str]:
+    """One run's notes and flags as :func:`case_notes` gives them, without the case's label (for a line that names
+    the run already, e.g. the chooser's confirming runs): ``"note: median job 9 µs: on the cpu backend ..."``,
+    ``"unstable: step times spread widely: ..."``; empty when there is nothing to say."""
+    return ([shown_in_terminal(f"note: {note}") for note in result.warnings]
+            + [f"{f.kind}: {shown_in_terminal(f.reason)}" for f in result.flags])
 
 
 def case_notes(results: Sequence[CaseResult | CaseLine]) -> list[str]:
