@@ -432,8 +432,10 @@ def _lows(search: _Search) -> tuple[int, ...]:
     s, total = search.num_stages, search.base.num_layers
     lows = tuple(0 if (search.vocab and k == s - 1 and s > 1) else 1 for k in range(s))
     if total < sum(lows):
+        rule = ("every stage but the last needs at least one transformer layer (the last may hold the LM head alone)"
+                if search.vocab and s > 1 else "every stage needs at least one transformer layer")
         raise ConfigError(f"{total} transformer layer(s) cannot fill {s} stages (p={search.p} x {s // search.p} chunk(s)): "
-                          "each stage needs at least one layer")
+                          f"{rule}, so at least {sum(lows)} are needed")
     return lows
 
 
