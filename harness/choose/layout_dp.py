@@ -38,6 +38,24 @@ def layout_text(counts: Sequence[int], vocab: bool) -> str:
     return "|".join(parts)
 
 
+def stage_lows(num_stages: int, has_head: bool) -> tuple[int, ...]:
+    """The fewest transformer layers each of ``num_stages`` stages may hold: one, and none on the last stage
+    where it holds the LM head (``has_head``: the model has a vocabulary)."""
+    return tuple(0 if (has_head and k == num_stages - 1 and num_stages > 1) else 1 for k in range(num_stages))
+
+
+def too_few_layers(num_layers: int, has_head: bool, p: int, num_stages: int) -> str | None:
+    """Why ``num_layers`` transformer layers cannot fill ``num_stages`` stages at ``p`` ranks (:func:`stage_lows`'
+    rule, in words), or ``None`` where they can."""
+    needed = sum(stage_lows(num_stages, has_head))
+    if num_layers >= needed:
+        return None
+    rule = ("every stage but the last needs at least one transformer layer (the last may hold the LM head alone)"
+            if has_head and num_stages > 1 else "every stage needs at least one transformer layer")
+    return (f"{num_layers} transformer layer(s) cannot fill {num_stages} stages (p={p} x {num_stages // p} chunk(s)): "
+            f"{rule}, so at least {needed} are needed")
+
+
 def even_counts(num_layers: int, num_stages: int) -> tuple[int, ...]:
     """``num_layers`` split as evenly as possible over ``num_stages``, the extra layers on the middle
     stages (the first and last hold the embedding and the LM head)."""

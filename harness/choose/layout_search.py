@@ -56,7 +56,17 @@ from harness.analysis.analytic import analyze
 from harness.analysis.bubble import decompose
 from harness.analysis.memory import analytic_memory
 from harness.case import PipelineCase
-from harness.choose.layout_dp import StageLines, bottleneck_dp, compositions, even_counts, layout_text, space_size, stage_lines
+from harness.choose.layout_dp import (
+    StageLines,
+    bottleneck_dp,
+    compositions,
+    even_counts,
+    layout_text,
+    space_size,
+    stage_lines,
+    stage_lows,
+    too_few_layers,
+)
 from harness.errors import ConfigError
 from harness.model.chains import check_cost_for_chains
 from harness.model.comm import check_comm_model, lower
@@ -185,6 +195,7 @@ class _Search:
         self.comm_model = check_comm_model(comm_model)
         self.num_stages = self.info.num_stages(p, v)
         self.vocab = base.vocab_size > 0
+        self.even = even_counts(base.num_layers, self.num_stages)
         self.rebuild = self.info.takes_costs or self.comm_model == "blocking"
         #: ``False`` while the local search times a cost-built schedule on the even split's plan
         self.exact = True
@@ -268,7 +279,7 @@ class _Search:
                          self.limit is None or peak <= self.limit, options)
         memo[key] = cand
         self.busy_of[id(cand)] = list(figures.busy_ns)
-        self.uneven_of[id(cand)] = sum(abs(n - e) for n, e in zip(counts, even_counts(self.base.num_layers, self.num_stages)))
+        self.uneven_of[id(cand)] = sum(abs(n - e) for n, e in zip(counts, self.even))
         self.redone_of[id(cand)] = sum(n * RECOMPUTE.index(mode) for n, mode in zip(counts, modes))
         return cand
 
@@ -338,7 +349,7 @@ def search_layout(
     if layout not in ("search", "even"):
         parsed = parse_layout(layout, s, total)
         fixed = parsed.layers
-    even = fixed or even_counts(total, s)
+    even = fixed or search.even
     baselines_raw = {mode: search.evaluate(even, (mode,) * s) for mode in modes}
     even_best = min(baselines_raw.values(), key=search.key)
     none = baselines_raw["none"] if "none" in baselines_raw else search.evaluate(even, ("none",) * s)
@@ -429,14 +440,10 @@ def _lows(search: _Search) -> tuple[int, ...]:
     Raises:
         ConfigError: fewer layers than that.
     """
-    s, total = search.num_stages, search.base.num_layers
-    lows = tuple(0 if (search.vocab and k == s - 1 and s > 1) else 1 for k in range(s))
-    if total < sum(lows):
-        rule = ("every stage but the last needs at least one transformer layer (the last may hold the LM head alone)"
-                if search.vocab and s > 1 else "every stage needs at least one transformer layer")
-        raise ConfigError(f"{total} transformer layer(s) cannot fill {s} stages (p={search.p} x {s // search.p} chunk(s)): "
-                          f"{rule}, so at least {sum(lows)} are needed")
-    return lows
+    reason = too_few_layers(search.base.num_layers, search.vocab, search.p, search.num_stages)
+    if reason is not None:
+        raise ConfigError(reason)
+    return stage_lows(search.num_stages, search.vocab)
 
 
 def _descend(search: _Search, starts: Sequence[tuple[tuple[int, ...], tuple[str, ...]]], modes: Sequence[str], lows: Sequence[int],

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.case import PipelineCase
+from harness.distributed.launch import LAUNCHER_SIZE_VARS
 from harness.errors import ConfigError, ExecutionError, HarnessError
 from harness.model.transformer import TransformerCost
 
@@ -106,7 +107,7 @@ def job_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The inner job's environment: ``environ`` without what an MPI launcher set in it (where it did:
     ``OMPI_COMM_WORLD_SIZE``, ``PMIX_RANK`` or ``PMI_SIZE`` present), with Open MPI's oversubscription allowed
     unless ``environ`` says otherwise."""
-    launched = any(k in environ for k in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"))
+    launched = any(k in environ for k in (*LAUNCHER_SIZE_VARS, "PMIX_RANK"))
     env = {k: v for k, v in environ.items() if not (launched and (k.startswith(_LAUNCHER_PREFIXES) or k in _LAUNCHER_NAMES))}
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     return env

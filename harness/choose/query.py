@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.choose.layout_dp import too_few_layers
 from harness.errors import ConfigError
 from harness.model.comm import check_comm_model
 from harness.model.layout import StageLayout, parse_layout
@@ -174,18 +175,6 @@ def _canonical(name: str) -> str:
     return builder_info(name).name
 
 
-def _too_few_layers(base: TransformerCost, p: int, stages: int) -> str:
-    """Why ``base`` has too few transformer layers for ``stages`` stages: the rule of the layout search
-    (:func:`harness.choose.layout_search.search_layout`), which gives every stage at least one transformer layer,
-    except the last one where the model has an LM head (it may hold the LM head alone, ``...|L``)."""
-    head = base.vocab_size > 0 and stages > 1
-    needed = stages - 1 if head else stages
-    rule = ("every stage but the last needs at least one transformer layer (the last may hold the LM head alone)" if head
-            else "every stage needs at least one transformer layer")
-    return (f"{base.num_layers} transformer layer(s) cannot fill {stages} stages (p={p} x {stages // p} chunk(s)): "
-            f"{rule}, so at least {needed} are needed")
-
-
 def _chunk_choices(schedule: str, query: ChooseQuery) -> list[int]:
     info = builder_info(schedule)
     if info.takes_chunks:
@@ -222,8 +211,8 @@ def combinations(query: ChooseQuery) -> tuple[list[Task], list[dict[str, Any]]]:
                     parse_layout(query.layout, stages, query.base.num_layers)
                 except ConfigError as exc:
                     reason = str(exc)
-            elif query.base.num_layers < stages - (1 if query.base.vocab_size > 0 and stages > 1 else 0):
-                reason = _too_few_layers(query.base, query.p, stages)
+            else:
+                reason = too_few_layers(query.base.num_layers, query.base.vocab_size > 0, query.p, stages)
             for m in query.microbatches:
                 if reason is not None:
                     excluded.append({"schedule": name, "v": v, "m": m, "reason": reason})
