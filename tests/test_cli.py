@@ -505,7 +505,7 @@ def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_
     new.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("1F1B", 4, 8), "sim", case_id="c"))])))
     assert main(["compare", str(base), str(new)]) == 0
     captured = capsys.readouterr()
-    assert captured.err == ("warning: c: a different pipeline in the two files (p 2 vs 4; m 4 vs 8); its deltas compare "
+    assert captured.err == ("warning: c: ran a different pipeline in the two files (p 2 vs 4; m 4 vs 8); its deltas compare "
                             "different pipelines, not two runs of one\n")
     assert "1 case(s) compared" in captured.out
     assert main(["compare", str(base), str(base)]) == 0
@@ -514,7 +514,7 @@ def test_compare_warns_when_a_case_is_a_different_pipeline_in_the_two_files(tmp_
     zb = tmp_path / "zb.json"
     zb.write_text(json.dumps(results_document([case_to_dict(run_case(PipelineCase("ZB-H1", 2, 4), "sim", case_id="c"))])))
     assert main(["compare", str(base), str(zb)]) == 0
-    assert capsys.readouterr().err == ("warning: c: a different pipeline in the two files (schedule 1F1B vs ZB-H1); its deltas "
+    assert capsys.readouterr().err == ("warning: c: ran a different pipeline in the two files (schedule 1F1B vs ZB-H1); its deltas "
                                        "compare different pipelines, not two runs of one\n")
 
 

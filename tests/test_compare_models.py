@@ -60,3 +60,14 @@ def test_model_differences_names_each_field_as_the_page_reads_it():
     other = {**b, "schedule": {"name": "1F1B", "params": {}}}  # another schedule: its options are its own, not a model change
     assert model_differences(a, other) == ["backward_ns 2000 vs 2500", "memory limit 9 GiB vs no limit", "comm model stream vs edge",
                                            "recompute_ns (not set) vs 10"]
+
+
+def test_two_cases_of_one_file_on_different_models_are_said_to_be_two_cases(tmp_path, capsys):
+    both = _file(tmp_path / "both.json", [
+        ("t.py::test_a", PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2))),
+        ("t.py::test_b", PipelineCase("1F1B", stages=2, microbatches=4, cost=FixedCost.ms(F=1.2, B=2))),
+    ])
+    assert main(["compare", str(both), "--case", "t.py::test_a", "--case", "t.py::test_b"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "different model" in line]
+    assert len(warnings) == 1 and "the two cases named ran different models (forward_ns 1000000 vs 1200000)" in warnings[0]
+    assert "in the two files" not in warnings[0]

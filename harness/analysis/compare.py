@@ -181,7 +181,7 @@ def _pipeline_diffs(b: dict[str, Any], n: dict[str, Any]) -> str | None:
 
 
 _SETUP_NOTE = "ran on different setups ({}); its deltas compare the setups, not the schedule"
-_PIPELINE_NOTE = "a different pipeline in the two files ({}); its deltas compare different pipelines, not two runs of one"
+_PIPELINE_NOTE = "ran a different pipeline in the two files ({}); its deltas compare different pipelines, not two runs of one"
 
 
 def mismatch_groups(base: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, list[str]]]:

@@ -121,8 +121,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for d in deltas:  # the same case id run on two models: its change is the models', not the schedule's or the code's
         differs = model_differences(next(c for c in base["cases"] if str(c["id"]) == d.case_id), new_cases[d.case_id])
         if differs:
-            err(f"warning: {d.case_id}: a different model in the two files ({'; '.join(differs)}); its deltas compare "
-                "the two models, not two runs of one")
+            where = "the two cases named ran different models" if pair and len(wanted) == 2 else "a different model in the two files"
+            err(f"warning: {d.case_id}: {where} ({'; '.join(differs)}); its deltas compare the two models, not two runs of one")
     timed = [d for d in deltas if d.step is not None and d.step.method != "exact"]
     for t in thresholds if timed else []:
         drift = _RUN_DRIFT.get(t.metric)
