@@ -22,6 +22,14 @@
       }, { rootMargin: "200px" });
       for (var j = 1; j < els.length; j++) io.observe(els[j]);
     }
+    // A case's toolbar is wired when its timeline is made: a click, key or focus in a case not made yet (still
+    // waiting for idle time or for its scroll into view) makes it first, in the capture phase, so the control's
+    // own listener, added now, still receives the event.
+    var initWithin = function (e) {
+      var sec = e.target && e.target.closest ? e.target.closest("section") : null, el = sec && sec.querySelector(".tl[data-case]");
+      if (el && !el.__tl) initCase(el);
+    };
+    ["click", "keydown", "focusin"].forEach(function (type) { document.addEventListener(type, initWithin, true); });
     H.caseTimeline = function (k) { return initCase(els[k]); };
     H.drawAll = function () {
       for (var q = 0; q < els.length; q++) initCase(els[q]);
