@@ -25,6 +25,8 @@ unit slots); the harness then runs it with the case's costs.
 
 from __future__ import annotations
 
+import heapq
+
 from harness.errors import ConfigError
 from harness.schedule.builders import _finish
 from harness.schedule.model import Job, JobKind, Schedule, v_placement
@@ -84,24 +86,62 @@ def _put_w(schedule: list[list[int]], split_w: bool = False) -> list[list[int]]:
 
 def _memory(schedule: list[list[int]]) -> int:
     """Peak activations of one rank, in chunk activations (``F``/``f`` +1, ``W`` -1; without
-    ``W`` slots, a free slot frees one pending backward's)."""
-    delta = [1, 1, 0, 0, -1]
+    ``W`` slots, a free slot frees one pending backward's).
+
+    The repo's walk over every slot ``0..bound``, taking at slot ``i`` the earliest next job (ties: the lower
+    kind) when it sits at ``i``, made event by event: the slots between two jobs are gaps, taken at once. As
+    there, two jobs in one slot stop the walk at the second (its queue never advances again, and the slots
+    after it only free activations, which cannot raise the peak).
+    """
+    delta = (1, 1, 0, 0, -1)
     has_w = len(schedule) > 4
     bound = max(x[-1] for x in schedule)
-    pending = cur = peak = 0
+    heads = [(queue[0], kind) for kind, queue in enumerate(schedule) if queue]
+    heapq.heapify(heads)
     pos = [0] * len(schedule)
-    for i in range(bound + 1):
-        at, kind = _next(schedule, pos, range(len(schedule)))
-        if at == i:
-            pos[kind] += 1
-            cur += delta[kind]
-            if 2 <= kind < 4:
-                pending += 1
-        elif not has_w and pending:
-            cur += delta[4]
-            pending -= 1
-        peak = max(peak, cur)
+    pending = cur = peak = 0
+    i = 0  # the next slot to walk
+    while heads:
+        at, kind = heads[0]
+        if at < i or at > bound:  # two jobs in one slot (the walk stops here), or past the repo's last slot
+            break
+        if at > i and not has_w:  # gap slots i..at-1: each frees one pending backward's activations
+            freed = min(pending, at - i)
+            cur -= freed
+            pending -= freed
+        pos[kind] += 1
+        queue = schedule[kind]
+        if pos[kind] < len(queue):
+            heapq.heapreplace(heads, (queue[pos[kind]], kind))
+        else:
+            heapq.heappop(heads)
+        cur += delta[kind]
+        if 2 <= kind < 4:
+            pending += 1
+        if cur > peak:
+            peak = cur
+        i = at + 1
     return peak
+
+
+def _heads(stage_result: list[list[list[int]]], kinds: int) -> list[tuple[int, int, int, int]]:
+    """A heap of every queue's first job, ``(slot, rank, kind, micro-batch)``: the repo's scan for the job with
+    the earliest slot (ties: lower rank, then lower kind) over all ranks and kinds, kept as a heap."""
+    heads = [(stage_result[s][t][0], s, t, 0) for s in range(len(stage_result)) for t in range(kinds) if stage_result[s][t]]
+    heapq.heapify(heads)
+    return heads
+
+
+def _pop(heads: list[tuple[int, int, int, int]], stage_result: list[list[list[int]]]) -> tuple[int, int, int, int]:
+    """The job with the earliest slot, its queue's next job put in its place (a job's slot changes only once it
+    is taken, so the heap's entries stay those of the scan)."""
+    _at, s, t, mb = head = heads[0]
+    queue = stage_result[s][t]
+    if mb + 1 < len(queue):
+        heapq.heapreplace(heads, (queue[mb + 1], s, t, mb + 1))
+    else:
+        heapq.heappop(heads)
+    return head
 
 
 def _start_slots(stage_result: list[list[list[int]]]) -> list[list[list[int]]]:
@@ -109,17 +149,12 @@ def _start_slots(stage_result: list[list[list[int]]]) -> list[list[list[int]]]:
     start slot once each starts as early as its dependencies and its rank's order allow."""
     kinds = len(stage_result[0])
     n = len(stage_result)
-    pos = [[0] * kinds for _ in range(n)]
     total = n * sum(len(t) for t in stage_result[0])
     end: dict[tuple[int, int, int], int] = {}
     last: list[tuple[int, int] | None] = [None] * n
-    inf = 1 << 60
+    heads = _heads(stage_result, kinds)
     for _ in range(total):
-        _at, s, t, mb = min(
-            (stage_result[s][t][pos[s][t]] if pos[s][t] < len(stage_result[s][t]) else inf, s, t, pos[s][t])
-            for s in range(n) for t in range(kinds)
-        )
-        pos[s][t] += 1
+        _at, s, t, mb = _pop(heads, stage_result)
         ready = 0
         if t in (0, 2) and s > 0:
             ready = max(ready, end[(s - 1, t, mb)])
@@ -147,17 +182,12 @@ def _reorder(stage_result: list[list[list[int]]], consider_w: bool) -> list[list
     stage_result = [[list(x) for x in s] for s in stage_result]
     limit = max(_memory(s) for s in stage_result)
     n = len(stage_result)
-    pos = [[0] * kinds for _ in range(n)]
     occupied = [[False] * (s[-1][-1] + 1) for s in stage_result]
     total = n * sum(len(t) for t in stage_result[0])
     phase = 0
-    inf = 1 << 60
+    heads = _heads(stage_result, kinds)
     for _ in range(total):
-        at, s, t, mb = min(
-            (stage_result[s][t][pos[s][t]] if pos[s][t] < len(stage_result[s][t]) else inf, s, t, pos[s][t])
-            for s in range(n) for t in range(kinds)
-        )
-        pos[s][t] += 1
+        at, s, t, mb = _pop(heads, stage_result)
         if t == 3 and s == 0 and phase == 0:
             phase = 1
         if phase == 1:
