@@ -62,3 +62,57 @@ def test_valid_v_placement_and_size_check(name: str) -> None:
     build_plan(s)
     with pytest.raises(ConfigError, match="needs m >= p"):
         build_schedule(name, 4, 3)
+
+
+# Digests of each rank's (type, micro-batch) order from the step-for-step transcription of the reference's slot
+# walks (every slot scanned, every queue head compared), before those walks were kept as heaps: the orders must not move.
+ORDER_DIGESTS = {
+    ("V-Half", 5, 7): "6c46f5361d34f290", ("V-Min", 5, 7): "6d5848892732301c",
+    ("V-Half", 6, 20): "1f62249fd9270cd9", ("V-Min", 6, 20): "511da191182a0932",
+    ("V-Half", 9, 31): "1702321ce0870ad8", ("V-Min", 9, 31): "41091775a0110881",
+    ("V-Half", 16, 128): "cde2e5f5007f2e6d", ("V-Min", 16, 128): "a09253ead1f775fc",
+}
+
+
+@pytest.mark.parametrize(("name", "p", "m"), list(ORDER_DIGESTS))
+def test_orders_equal_the_slot_walk_transcription(name: str, p: int, m: int) -> None:
+    import hashlib
+
+    from harness.schedule import controllable_memory as cm
+
+    pattern = cm._pattern_v_half(p) if name == "V-Half" else cm._pattern_v_min(p)
+    assert hashlib.sha256(repr(cm._orders(pattern, m)).encode()).hexdigest()[:16] == ORDER_DIGESTS[(name, p, m)]
+
+
+def _memory_slot_walk(schedule: list[list[int]]) -> int:
+    """The reference's ``get_peak_memory`` walk as transcribed: every slot 0..bound, the earliest queue head taken
+    when it sits at that slot (ties: lower kind); a free slot frees one pending backward's activations without W."""
+    delta, has_w = [1, 1, 0, 0, -1], len(schedule) > 4
+    bound = max(x[-1] for x in schedule)
+    pending = cur = peak = 0
+    pos = [0] * len(schedule)
+    for i in range(bound + 1):
+        at, kind = min((q[pos[t]] if pos[t] < len(q) else 1 << 60, t) for t, q in enumerate(schedule))
+        if at == i:
+            pos[kind] += 1
+            cur += delta[kind]
+            pending += 2 <= kind < 4
+        elif not has_w and pending:
+            cur -= 1
+            pending -= 1
+        peak = max(peak, cur)
+    return peak
+
+
+def test_memory_walk_equals_the_slot_by_slot_walk() -> None:
+    # random queues, sorted or not, with two jobs in one slot (where the reference's walk stops advancing)
+    import random
+
+    from harness.schedule.controllable_memory import _memory
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        queues = [[rng.randrange(0, 30) for _ in range(rng.randrange(1, 6))] for _ in range(rng.choice([4, 5]))]
+        if rng.random() < 0.5:
+            queues = [sorted(q) for q in queues]
+        assert _memory(queues) == _memory_slot_walk(queues), queues
