@@ -33,10 +33,10 @@ from harness.model.checked import checked
 from harness.model.cost import CostModel
 from harness.plan.build import build_plan
 from harness.plan.graph import Plan
-from harness.plan.timeline import _KINDS, _N_KINDS, simulate
+from harness.plan.timeline import _KINDS, _N_KINDS, Timeline, simulate
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
-__all__ = ["ScheduleAnalytics", "analyze"]
+__all__ = ["ScheduleAnalytics", "analyze", "analyze_plan"]
 
 
 @dataclass(frozen=True)
@@ -181,11 +181,28 @@ def analyze(
         name = schedule.name
     with memory_guard(jobs, f"schedule {name!r}: analysing its timeline"):
         if isinstance(schedule, Plan):
-            return _analyze(schedule, cost, comm_model)
-        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm, placement)), cost, comm_model)
+            return _analyze(schedule, cost, comm_model)[0]
+        return _analyze(build_plan(comm_models.lower(schedule, cost, comm_model, comm, placement)), cost, comm_model)[0]
 
-def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
-    """:func:`analyze` of a built plan, inside its memory guard."""
+
+@gc_paused
+def analyze_plan(plan: Plan, cost: CostModel, comm_model: str = "stream") -> tuple[ScheduleAnalytics, Timeline]:
+    """:func:`analyze` of a built plan, with the timeline it simulated (start and end of every job, ns), for
+    what else is read off that timeline (:func:`harness.analysis.memory.analytic_memory`'s peaks) without
+    simulating it again.
+
+    Raises:
+        ScheduleError, ConfigError, ResourceError: as :func:`analyze`.
+    """
+    from harness.model import comm as comm_models
+    from harness.schedule.registry import memory_guard
+
+    comm_model = comm_models.check_comm_model(comm_model)
+    with memory_guard(plan.num_jobs, f"schedule {plan.schedule.name!r}: analysing its timeline"):
+        return _analyze(plan, checked(cost), comm_model)
+
+def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> tuple[ScheduleAnalytics, Timeline]:
+    """:func:`analyze` of a built plan, inside its memory guard, and the timeline simulated."""
     import numpy as np
 
     from harness.plan.delays import edge_delays
@@ -229,7 +246,7 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> ScheduleAnalytics:
         p2p_messages=messages,
         p2p_bytes=nbytes,
         comm_model=comm_model,
-    )
+    ), tl
 
 def _p2p(plan: Plan, cost: CostModel) -> tuple[int, int]:
     """Point-to-point message count and bytes: the plan's ``SEND_*`` jobs, or in a

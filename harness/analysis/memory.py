@@ -214,10 +214,16 @@ def memory_profile(records: Any, cost: Any, num_stages: int, stage_to_rank: Sequ
                                     stage_to_rank, limit_bytes, timeline, kind_tokens=cols.kinds)
 
 
-def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False) -> MemoryProfile | None:
+def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeline: bool = False,
+                    simulated: Any = None) -> MemoryProfile | None:
     """The memory profile of ``plan``'s analytic timeline under ``cost``
     (:func:`harness.plan.timeline.simulate`), without running it; ``None`` when
     ``cost`` has no memory model.
+
+    ``simulated``: the plan's timeline (a :class:`~harness.plan.timeline.Timeline`) where it is already
+    simulated, as :func:`harness.analysis.analytic.analyze_plan` returns it under the case's communication
+    model (``edge`` delays a consumer by its transfer, so its peaks are those of that timeline, as a
+    ``sim`` run's records give them); else the plan is simulated here without transfer delays.
 
     Where every rank runs its compute jobs on one stream (all built-in schedules),
     the peaks need no timeline at all: the rank's jobs run in list order, one after
@@ -252,7 +258,9 @@ def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeli
     if timeline or not one_stream:
         from harness.plan.timeline import simulate
 
-        tl = simulate(plan, cost)
+        tl = simulated if simulated is not None else simulate(plan, cost)
+        if tl.plan is not plan:
+            raise ConfigError("analytic_memory: the timeline given is of another plan")
         names = {code: kind.value for kind, code in KIND_CODE.items()}
         kinds = [names[int(k)] for k in cols.kind.tolist()]
         return memory_profile_of_arrays(plan.rank, cols.stage.tolist(), kinds, tl.start, tl.end, cost, plan.schedule.num_stages,

@@ -19,11 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analysis.assumptions import case_assumptions
 from harness.choose.layout_search import Candidate, LayoutChoice, reseed_layout, search_layout
 from harness.choose.query import Task
 from harness.errors import ConfigError, ScheduleError
-from harness.model.comm import lower
 from harness.model.transformer import TransformerCost
 
 __all__ = ["Job", "SeedJob", "evaluate_task", "reseed_task"]
@@ -69,7 +67,7 @@ def _figures(best: Candidate, found: LayoutChoice, job: Job) -> dict[str, Any]:
             "options": dict(best.options) if best.options is not None else dict(t.options), "step_ns": best.step_ns,
             "ns_per_microbatch": best.step_ns / t.m, "bubble": best.bubble, "peak_bytes": best.peak_bytes,
             "peak_bytes_per_rank": list(best.peak_bytes_per_rank), "fits": best.fits, "decomposition": found.decomposition,
-            "assumptions": _assumptions(best, job)}
+            "assumptions": found.assumptions}
 
 
 def evaluate_task(job: Job) -> tuple[str, dict[str, Any]]:
@@ -126,12 +124,3 @@ def reseed_task(seed: SeedJob) -> dict[str, Any] | None:
     search["proven_optimal"] = bool(best.fits and best.step_ns <= search["lower_bound_ns"])
     return {**row, **_figures(best, found, job), "search": search}
 
-
-def _assumptions(best: Candidate, job: Job) -> list[str]:
-    t = job.task
-    case = best.case(t.schedule, job.p, t.m, t.v, job.base, options=t.options, comm_model=job.comm_model,  # best.options first
-                     memory_limit_bytes=job.limit)
-    cost = best.cost(job.base)
-    source = case.compute_schedule(job.comm_model)
-    lowered = lower(source, cost, job.comm_model, case.comm, case.comm_placement)
-    return case_assumptions(source, lowered, cost, job.comm_model, case.comm_placement)

@@ -52,7 +52,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.analysis.analytic import analyze
+from harness.analysis.analytic import analyze_plan
+from harness.analysis.assumptions import case_assumptions
 from harness.analysis.bubble import decompose
 from harness.analysis.memory import analytic_memory
 from harness.case import PipelineCase
@@ -75,6 +76,7 @@ from harness.model.recompute import RECOMPUTE
 from harness.model.transformer import TransformerCost
 from harness.plan.build import build_plan
 from harness.plan.graph import Plan
+from harness.schedule.model import Schedule
 from harness.schedule.registry import builder_info
 
 __all__ = ["EVEN_BEST", "EVEN_NONE", "GIVEN_BEST", "GIVEN_NONE", "JOB_BUDGET", "LEAST_MEMORY_OPTIONS", "Candidate", "LayoutChoice",
@@ -171,6 +173,7 @@ class LayoutChoice:
         proven_optimal: ``best`` is optimal: every candidate was simulated, or it meets the lower bound.
         method: how it was found, in words.
         decomposition: ``best``'s step decomposed (:class:`~harness.analysis.bubble.BubbleDecomposition`, as a dict).
+        assumptions: what ``best``'s figures assume, in sentences (:func:`~harness.analysis.assumptions.case_assumptions`).
     """
 
     best: Candidate
@@ -180,6 +183,25 @@ class LayoutChoice:
     proven_optimal: bool
     method: str
     decomposition: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A schedule as built (``source``), with its communication model applied (``lowered``, send/receive jobs
+    placed as ``placement`` says), and the plan of that."""
+
+    source: Schedule
+    lowered: Schedule
+    plan: Plan
+    placement: str | None
+
+
+#: Plans that do not depend on the costs, shared by the searches of one process (a row's layout search, the
+#: assumptions of its answer and its seeding rounds build the schedule once): at most :data:`SHARED_PLANS`, the
+#: oldest dropped first. Keyed by (schedule, p, m, v, options, comm model, the model without its layout and recomputation).
+_SHARED: dict[tuple[Any, ...], _Built] = {}
+SHARED_PLANS = 4
 
 
 class _Search:
@@ -200,6 +222,11 @@ class _Search:
         #: ``False`` while the local search times a cost-built schedule on the even split's plan
         self.exact = True
         self.plan: Plan | None = None
+        #: a cost-built schedule's builds for exact candidates, by (layout, recompute, options)
+        self.built: dict[tuple[Any, ...], _Built] = {}
+        self.chains_checked = False
+        #: the model less what the search chooses (a key of :data:`_SHARED`)
+        self.model = replace(base, layout=None, layers_per_stage=None, recompute="none")
         self.memo: dict[tuple[tuple[int, ...], tuple[str, ...]], Candidate] = {}
         #: candidates timed on the shared plan while ``exact`` is off (a cost-built schedule's local search)
         self.rough: dict[tuple[tuple[int, ...], tuple[str, ...]], Candidate] = {}
@@ -227,13 +254,42 @@ class _Search:
         or (``exact`` and a schedule built from the costs) built for ``cost`` itself."""
         if self.plan is not None and not (self.rebuild and self.exact):
             return self.plan
-        case = self.case_of(cost, options)
-        source = case.compute_schedule(self.comm_model)
-        check_cost_for_chains(cost, source)
-        plan = build_plan(lower(source, cost, self.comm_model, case.comm, case.comm_placement))
+        plan = self.built_for(cost, options).plan
         if self.plan is None:
             self.plan = plan  # the first candidate's (the even split's): the one the local search times on
         return plan
+
+    def built_for(self, cost: TransformerCost, options: Mapping[str, Any] | None = None) -> _Built:
+        """The schedule of ``cost`` (``options`` as :meth:`plan_for`), lowered and planned: where it does not depend on
+        the costs, the one this process last built for the same schedule, sizes, options and comm model
+        (:data:`_SHARED`); else built for ``cost`` (once per layout, recomputation and options)."""
+        chosen = self.options if options is None else dict(options)
+        if self.rebuild:
+            key: tuple[Any, ...] = (cost.layout, cost.recompute, repr(sorted(chosen.items())))
+            cache = self.built
+        else:
+            key = (self.schedule, self.p, self.m, self.v, repr(sorted(chosen.items())), self.comm_model, self.model)
+            cache = _SHARED
+        found = cache.get(key)
+        if found is None:
+            case = self.case_of(cost, options)
+            source = case.compute_schedule(self.comm_model)
+            check_cost_for_chains(cost, source)
+            lowered = lower(source, cost, self.comm_model, case.comm, case.comm_placement)
+            found = _Built(source, lowered, build_plan(lowered), case.comm_placement)
+            if cache is _SHARED and len(_SHARED) >= SHARED_PLANS:
+                del _SHARED[next(iter(_SHARED))]  # the oldest
+            cache[key] = found
+        elif not self.rebuild and not self.chains_checked:
+            check_cost_for_chains(cost, found.source)
+        self.chains_checked = True
+        return found
+
+    def assumptions(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> list[str]:
+        """The assumptions of a candidate's figures (:func:`~harness.analysis.assumptions.case_assumptions`)."""
+        cost = self.cost_of(counts, modes)
+        built = self.built_for(cost, self.evaluate(counts, modes).options)
+        return case_assumptions(built.source, built.lowered, cost, self.comm_model, built.placement)
 
     def evaluate(self, counts: tuple[int, ...], modes: tuple[str, ...]) -> Candidate:
         key = (counts, modes)
@@ -268,8 +324,8 @@ class _Search:
                 self.busy_of[id(cand)] = [REFUSED] * self.p
                 self.uneven_of[id(cand)] = self.redone_of[id(cand)] = 0
                 return cand
-        figures = analyze(plan, cost, comm_model=self.comm_model)
-        memory = analytic_memory(plan, cost, self.limit)
+        figures, timeline = analyze_plan(plan, cost, self.comm_model)
+        memory = analytic_memory(plan, cost, self.limit, simulated=timeline)  # the peaks of the timeline timed
         self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
         peaks = tuple(memory.peak_bytes) if memory is not None else (0,) * self.p
         peak = max(peaks, default=0)
@@ -548,7 +604,8 @@ def reseed_layout(
     current_key, improved, rough = _descend(search, [k for k, _ in better], modes, lows, layout == "search", job_budget)
     best = search.memo[current_key]
     method = f"{len(better)} of {len(tried) - 1} seed(s) beat it; local search from them: " + _descent_text(search, rough, improved)
-    choice = LayoutChoice(best, {}, len(search.memo), 0, False, method, search.decomposition(*current_key))
+    choice = LayoutChoice(best, {}, len(search.memo), 0, False, method, search.decomposition(*current_key),
+                          search.assumptions(*current_key))
     seed_rec = best_seed[1] if isinstance(best_seed[1], str) else tuple(best_seed[1])
     return choice, (best_seed[0], seed_rec)
 
@@ -602,4 +659,4 @@ def _choice(search: _Search, key: tuple[tuple[int, ...], tuple[str, ...]], basel
         method += (f"; nothing tried fits: {search.schedule}'s builder refuses the limit for this layout and recomputation (below "
                    f"what one micro-batch needs on a stage), so it is shown as its least-memory build ({given})")
     return LayoutChoice(best, baselines, len(search.memo), min(lower_bound, best.step_ns), proven, method,
-                        search.decomposition(*key))
+                        search.decomposition(*key), search.assumptions(*key))

@@ -44,6 +44,7 @@ collectives, not overlapped with its GEMMs.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 from harness.errors import ConfigError
@@ -87,6 +88,7 @@ def check_tensor_parallel(t: int, sequence_parallel: bool, flash_attention: bool
                               "would cost time and save nothing; choose recompute 'none' (or 'full') there")
 
 
+@functools.lru_cache(maxsize=1024)  # pure in its whole-number and text arguments; a layout search asks it per stage and candidate
 def activation_parts(s: int, b: int, h: int, a: int, t: int, sequence_parallel: bool, flash_attention: bool,
                      mode: str) -> tuple[int, int]:
     """Bytes one layer's forward keeps for its backward on one GPU of the tensor-parallel group, and
