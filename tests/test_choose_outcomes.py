@@ -183,3 +183,19 @@ def test_confirming_tiny_jobs_on_cpu_gives_run_s_note_and_three_decimals(capsys:
     assert done.result is not None
     assert [n for n in done.notes if n.startswith("note: ")] == [f"note: {w}" for w in done.result.warnings]
     assert any(CPU_NOTE.fullmatch(n) for n in done.notes) and done.to_dict()["notes"] == list(done.notes)
+
+
+def test_a_schedule_excluded_for_every_v_and_m_is_printed_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *SMALL_FLAGS, "-m", "4", "-v", "1", "--schedules", "1F1B,Interleaved1F1B", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert ("  Interleaved1F1B (every v and m): Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks "
+            "are [1]") in out
+
+
+def test_json_to_a_folder_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    assert main(["choose", *SMALL_FLAGS, "--json", str(folder), "--csv", str(tmp_path / "c.csv")]) == 2
+    assert f"error: {folder}: is a folder; give a file's path" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp file beside it, and no CSV alone
+    assert list(folder.iterdir()) == []

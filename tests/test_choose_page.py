@@ -411,3 +411,13 @@ def test_the_chooser_writes_the_document_the_page_and_choose_params_read(tmp_pat
     for row in real["rows"]:
         assert f'data-rank="{row["rank"]}"' in page
     assert "no tensor parallelism (TP=1)" in page  # the real assumptions, not DOC's hand-written ones
+
+
+def test_a_schedule_excluded_for_every_v_and_m_says_so() -> None:
+    doc = _hand_made()
+    doc["excluded"] = [{"schedule": "Interleaved1F1B", "v": None, "m": None,
+                        "reason": "Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks are [1]"}]
+    html = render_choose_page(doc)
+    table = html[html.index('<table id="excluded">'):]
+    table = table[:table.index("</table>")]
+    assert "<td>every</td><td>every</td>" in table and "None" not in table

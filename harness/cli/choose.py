@@ -378,7 +378,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if result.excluded:
         print("excluded:")
         for e in result.excluded[: max(args.top, 10)]:
-            where = " ".join(f"{k}={e[k]}" for k in ("v", "m") if e.get(k) is not None)
+            where = " ".join(f"{k}={e[k]}" for k in ("v", "m") if e.get(k) is not None) or "(every v and m)"
             print(f"  {e['schedule']} {where}: {e['reason']}")
         if len(result.excluded) > max(args.top, 10):
             print(f"  ... {len(result.excluded) - max(args.top, 10)} more (--json)")

@@ -10,16 +10,13 @@ the controller's report and table.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import FrameType, TracebackType
 from typing import Any
 
-import pluggy
 import pytest
 
 from harness import errors
@@ -41,9 +38,11 @@ from harness.pytest.benchmark import (
     fitted_columns_note,
 )
 from harness.pytest.not_run import NotRunCases, note_not_run
+from harness.pytest.sites import frame_site, raised_at, user_site
 from harness.pytest.terminal import (
     SKIPPED_CASE,
     SkippedCases,
+    header_line,
     publish_note,
     say_collection_errors,
     shown_path,
@@ -72,9 +71,6 @@ from harness.text import shown_in_terminal
 _KEY = pytest.StashKey["HarnessConfig"]()
 _SESSION = pytest.StashKey[pytest.Session]()
 _CASE_FIXTURES = frozenset({"pipeline", "pipeline_result"})
-# Frames a user's case never lives in: the harness and the pytest machinery that calls the test.
-# The standard library too: dataclasses.replace(cost, ...) raises inside dataclasses.py.
-_NOT_USER_DIRS = tuple(Path(inspect.getfile(obj)).resolve().parent for obj in (HarnessError, pytest.Item, pluggy.PluginManager, dataclasses))
 
 
 @dataclass
@@ -246,57 +242,9 @@ def _profiling_window(config: pytest.Config) -> range | AdaptiveWindow:
     return AdaptiveWindow(**options)
 
 
-def _user_site(filename: str, lineno: int) -> str | None:
-    """``file:line`` for messages, or ``None`` for the harness's or pytest's own code."""
-    if filename.startswith("<"):
-        return None
-    path = Path(filename).resolve()
-    if any(path.is_relative_to(d) for d in _NOT_USER_DIRS):
-        return None
-    return f"{shown_path(path)}:{lineno}"
-
-
-def _frame_site(frame: FrameType) -> str | None:
-    return _user_site(frame.f_code.co_filename, frame.f_lineno)
-
-
-def _raised_at(tb: TracebackType | None) -> str | None:
-    """The innermost user-code ``file:line`` of a traceback (the line in the case that led to the error)."""
-    site = None
-    while tb is not None:
-        site = _user_site(tb.tb_frame.f_code.co_filename, tb.tb_lineno) or site
-        tb = tb.tb_next
-    return site
-
-
 def pytest_report_header(config: pytest.Config) -> str | None:
     hc = config.stash.get(_KEY, None)
-    if hc is None:
-        return None
-    try:
-        c = hc.choice
-    except HarnessError as exc:  # only reachable for odd names; configure already checked
-        return f"pipeline-harness: {exc}"
-    line = f"pipeline-harness: {c.name} backend ({c.reason})"
-    if hc.split:
-        line += f"; {hc.split}"
-    if hc.profile:
-        st = hc.steps
-        if isinstance(st, range):
-            warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
-            line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {shown_path(hc.report_dir)}/"
-        elif c.name == "sim":
-            line += f"; recording 1 step after {st.warmup_steps} warm-up (sim is exact) to {shown_path(hc.report_dir)}/"
-        else:
-            line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
-                     f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {shown_path(hc.report_dir)}/")
-    else:  # report options given without a report: say they do nothing
-        unused = [name for name in ("--report-dir", *(o for o, _, _ in TRACE_OPTIONS))
-                  if config.getoption(name) not in (None, False)]
-        if unused:
-            line += (f"; note: {', '.join(unused)} {'does' if len(unused) == 1 else 'do'} nothing without --profile-jobs "
-                     "(no report is written)")
-    return line
+    return header_line(hc, config) if hc is not None else None
 
 
 class PipelineRunner:
@@ -309,7 +257,7 @@ class PipelineRunner:
         self._runs = 0
 
     def __call__(self, case: PipelineCase | None = None, **fields: Any) -> CaseResult:
-        run_at = _frame_site(sys._getframe(1))  # None when pipeline_result runs the case
+        run_at = frame_site(sys._getframe(1))  # None when pipeline_result runs the case
         if case is None:
             case = PipelineCase.from_fields((), fields, declared_at=run_at, source="pipeline(...)")
         elif not isinstance(case, PipelineCase) or fields:
@@ -379,7 +327,7 @@ def _test_site(request: pytest.FixtureRequest) -> str | None:
     """``"file.py:LINE"`` of the test function's first line (its first decorator's, where a mark usually is)."""
     function = getattr(request.node, "function", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
-    return _user_site(code.co_filename, code.co_firstlineno) if code is not None else None
+    return user_site(code.co_filename, code.co_firstlineno) if code is not None else None
 
 
 @pytest.fixture
@@ -511,7 +459,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             note = getattr(exc, "_case_note", None)
             report.longrepr = message + (f"\n(case {sites})" if sites else "") + (f"\n({note})" if note else "")
         else:
-            where = _raised_at(exc.__traceback__)
+            where = raised_at(exc.__traceback__)
             report.longrepr = message + (f"\n(raised at {where})" if where and f"{where}: " not in message else "")
     hc = item.config.stash.get(_KEY, None)
     if report.skipped and not hasattr(report, "wasxfail") and _CASE_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -521,7 +469,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     results = hc.by_node.get(item.nodeid) if hc is not None else None
     if hc is not None and _CASE_FIXTURES & set(getattr(item, "fixturenames", ())):
         # a case that never produced a run: listed in the report (harness.pytest.not_run)
-        note_not_run(item, report, exc, bool(results), _raised_at(exc.__traceback__) if exc is not None else None)
+        note_not_run(item, report, exc, bool(results), raised_at(exc.__traceback__) if exc is not None else None)
     if results:
         outcome: str | None
         if report.failed:

@@ -20,7 +20,7 @@ from harness.report.not_run import KINDS
 from harness.report.summary import CaseLine, case_table
 from harness.text import shown_in_terminal
 
-__all__ = ["SKIPPED_CASE", "SkippedCases", "publish_note", "say_collection_errors", "shown_path", "skip_reason", "wrapped_line",
+__all__ = ["SKIPPED_CASE", "SkippedCases", "header_line", "publish_note", "say_collection_errors", "shown_path", "skip_reason", "wrapped_line",
            "write_summary"]
 
 
@@ -138,3 +138,36 @@ def write_summary(tr: Any, hc: Any, cases: list[CaseResult] | list[CaseLine]) ->
         w = hc.written
         say(f"reports: {shown_path(w.index)} · {shown_path(w.results) if w.results else ''} · "
             f"{len(w.traces)} trace(s) in {d}/traces/ · HTA traces in {d}/hta/")
+
+
+def header_line(hc: Any, config: pytest.Config) -> str:
+    """The line pytest prints under its header: the backend and why, the split of the cases over workers, and
+    how steps are recorded and where the report goes (or that report options do nothing without
+    ``--profile-jobs``). ``hc`` is the plugin's configuration (:class:`harness.pytest.plugin.HarnessConfig`)."""
+    from harness.errors import HarnessError
+    from harness.report.output import TRACE_OPTIONS
+
+    try:
+        c = hc.choice
+    except HarnessError as exc:  # only reachable for odd names; configure already checked
+        return f"pipeline-harness: {exc}"
+    line = f"pipeline-harness: {c.name} backend ({c.reason})"
+    if hc.split:
+        line += f"; {hc.split}"
+    if hc.profile:
+        st = hc.steps
+        if isinstance(st, range):
+            warm = f"after {st.start} warm-up step{'s' if st.start != 1 else ''}" if st.start else "no warm-up"
+            line += f"; recording steps {st.start}-{st.stop - 1} ({warm}) to {shown_path(hc.report_dir)}/"
+        elif c.name == "sim":
+            line += f"; recording 1 step after {st.warmup_steps} warm-up (sim is exact) to {shown_path(hc.report_dir)}/"
+        else:
+            line += (f"; measuring until stable: median step time to {100 * st.target:g}% after {st.warmup_steps} warm-up "
+                     f"({st.min_steps}-{st.max_steps} steps, {st.max_time_ns / 1e9:g} s per case) to {shown_path(hc.report_dir)}/")
+    else:  # report options given without a report: say they do nothing
+        unused = [name for name in ("--report-dir", *(o for o, _, _ in TRACE_OPTIONS))
+                  if config.getoption(name) not in (None, False)]
+        if unused:
+            line += (f"; note: {', '.join(unused)} {'does' if len(unused) == 1 else 'do'} nothing without --profile-jobs "
+                     "(no report is written)")
+    return line

@@ -110,8 +110,10 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
     :func:`harness.report.output.open_output`.
 
     Raises:
-        OSError: the folder is not writable or the disk is full.
+        OSError: the folder is not writable or the disk is full; ``IsADirectoryError`` where ``path`` is a folder.
     """
+    if path.is_dir():  # before a temp file is made beside it (in its parent) for nothing
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file's path", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -212,8 +214,12 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
         DiskFullError: no room for one of them (a full device or quota, the file-size limit): names the
             folder, the file and its bytes; no target has changed, no temporary file is left, and folders
             this call created are removed again.
-        OSError: another write error, with the same guarantees.
+        OSError: another write error, with the same guarantees; ``IsADirectoryError`` where a target is a folder
+            (before anything is written).
     """
+    for path in files:
+        if Path(path).is_dir():  # refused before any temp file is made beside it
+            raise IsADirectoryError(errno.EISDIR, "is a folder; give a file's path", str(path))
     created = [m for m in {first_missing(Path(p).parent) for p in files} if m is not None]
     temps: list[tuple[str, Path]] = []
     done = False
