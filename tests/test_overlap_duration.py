@@ -132,3 +132,25 @@ def test_fields_the_schedule_does_not_use_get_a_note() -> None:
     used = run_case(PipelineCase("DualPipeV", stages=2, microbatches=4, cost=FixedCost.ms(F=1, B=2, overlap_ratio=0.5)),
                     backend="sim")
     assert not [w for w in used.warnings if "changes nothing" in w]
+
+
+def test_a_group_time_that_differs_by_micro_batch_is_refused_naming_both_groups() -> None:
+    # two groups of one shape (stage 0's F with its B) and equal member durations: asked for the first and the last
+    two = "0F0,(0F1;0B0)OVERLAP_F_B,(0F2;0B1)OVERLAP_F_B,0B2\n"
+
+    class ByMicroBatch(FixedCost):
+        def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+            return sum(durations_ns) + jobs[0].microbatch
+
+    with pytest.raises(ConfigError) as err:
+        analyze(build_plan(loads_csv(two, "two.csv")), ByMicroBatch(forward_ns=10, backward_ns=20))
+    assert str(err.value) == (
+        "cost model ByMicroBatch: group (0F2;0B1)OVERLAP_F_B lasts 32 ns but (0F1;0B0)OVERLAP_F_B lasts 31 ns; an overlapped "
+        "group's time may differ by its jobs' stages, kinds and durations, not by micro-batch")
+    # the same model without the micro-batch: both groups last F + B + 1, from one answer
+    class Plain(FixedCost):
+        def overlapped_group_ns(self, jobs: tuple[Job, ...], durations_ns: tuple[int, ...], num_stages: int) -> int:
+            return sum(durations_ns) + 1
+
+    assert timeline(run_sim(loads_csv(two, "two.csv"), Plain(forward_ns=10, backward_ns=20))) == {
+        "0F0": (0, 10), "0F1": (10, 41), "0B0": (10, 41), "0F2": (41, 72), "0B1": (41, 72), "0B2": (72, 92)}

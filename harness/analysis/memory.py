@@ -261,10 +261,11 @@ def analytic_memory(plan: Any, cost: Any, limit_bytes: int | None = None, timeli
         tl = simulated if simulated is not None else simulate(plan, cost)
         if tl.plan is not plan:
             raise ConfigError("analytic_memory: the timeline given is of another plan")
-        names = {code: kind.value for kind, code in KIND_CODE.items()}
-        kinds = [names[int(k)] for k in cols.kind.tolist()]
-        return memory_profile_of_arrays(plan.rank, cols.stage.tolist(), kinds, tl.start, tl.end, cost, plan.schedule.num_stages,
-                                        plan.schedule.stage_to_rank, limit_bytes, timeline)
+        tokens = [""] * len(KIND_CODE)
+        for kind, code in KIND_CODE.items():
+            tokens[code] = kind.value
+        return memory_profile_of_arrays(cols.rank, cols.stage, cols.kind, tl.start, tl.end, cost, plan.schedule.num_stages,
+                                        plan.schedule.stage_to_rank, limit_bytes, timeline, kind_tokens=tokens)
     deltas, static_stage = _table(cost, plan.schedule.num_stages)
     static = [0] * p
     for k, r in enumerate(plan.schedule.stage_to_rank):

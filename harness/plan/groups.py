@@ -46,6 +46,7 @@ from harness.errors import ScheduleError
 
 if TYPE_CHECKING:
     from harness.plan.graph import Plan
+    from harness.schedule.model import Job
 from harness.model.overlap import group_ns
 from harness.schedule.groups import _needs, groups_of
 
@@ -57,21 +58,75 @@ def group_durations(plan: Plan, cost: object, dur: list[int]) -> list[int]:
     group's time :func:`~harness.model.overlap.group_ns` (module doc). ``dur`` itself when the
     plan has no groups.
 
+    The cost model is asked once per group shape (its members' stages and kinds) and member
+    durations, as :func:`harness.plan.timeline.durations` asks once per stage and kind: for the
+    first group of each, and for the last to check that the answer does not depend on the micro-batch.
+
     Raises:
-        ConfigError: see :func:`~harness.model.overlap.group_ns`.
+        ConfigError: see :func:`~harness.model.overlap.group_ns`; a group time that differs by
+            micro-batch (names both groups).
     """
-    groups = groups_of(plan.schedule)
-    if not groups:
+    layout = _group_layout(plan)
+    if layout is None:
         return dur
-    index = {job: j for j, job in enumerate(plan.jobs)}
+    import numpy as np
+
+    groups, batches = layout
     n_stages = plan.schedule.num_stages
-    out = list(dur)
-    for group in groups:
-        at = [index[job] for job in group]
-        g = group_ns(cost, tuple(group), tuple(dur[j] for j in at), n_stages)
-        for j in at:
-            out[j] = g
-    return out
+    out = np.array(dur, np.int64)
+    for which, at, shape in batches:  # the groups of one width (DualPipe's pairs: all of them), numpy over them
+        rows = np.column_stack((shape, out[at]))  # per group: its shape, then its members' durations (ns)
+        keys, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        last = np.zeros(len(keys), np.int64)
+        last[inverse] = np.arange(len(rows))  # the last group of each key (later writes win)
+        wall = np.empty(len(keys), np.int64)
+        for u, (k, k_last) in enumerate(zip(first.tolist(), last.tolist())):
+            durs = tuple(keys[u, 1:].tolist())
+            group = groups[int(which[k])]
+            wall[u] = g = group_ns(cost, group, durs, n_stages)
+            if k_last != k:
+                other_group = groups[int(which[k_last])]
+                other = group_ns(cost, other_group, durs, n_stages)
+                if other != g:
+                    from harness.errors import ConfigError
+
+                    shown = ["(" + ";".join(map(str, x)) + ")OVERLAP_F_B" for x in (other_group, group)]
+                    raise ConfigError(
+                        f"cost model {type(getattr(cost, 'inner', cost)).__name__}: group {shown[0]} lasts {other} ns but "
+                        f"{shown[1]} lasts {g} ns; an overlapped group's time may differ by its jobs' stages, kinds and "
+                        "durations, not by micro-batch"
+                    )
+        out[at] = wall[inverse][:, None]
+    return out.tolist()  # type: ignore[no-any-return]
+
+
+def _group_layout(plan: Plan) -> tuple[list[tuple[Job, ...]], list[tuple[Any, Any, Any]]] | None:
+    """``plan``'s overlapped groups and, per group width, ``(which, at, shape)``: the groups' indices, their
+    jobs' indices in the plan (an array of groups x width) and each group's shape (an id per tuple of its
+    members' stages and kinds). Made once per plan and kept on it; ``None`` without groups."""
+    cached = plan.__dict__.get("_group_layout", False)
+    if cached is not False:
+        return cached  # type: ignore[no-any-return]
+    found = groups_of(plan.schedule)
+    layout = None
+    if found:
+        import numpy as np
+
+        index = {job: j for j, job in enumerate(plan.jobs)}
+        groups = [tuple(group) for group in found]
+        ids: dict[tuple[tuple[int, Any], ...], int] = {}
+        by_width: dict[int, list[int]] = {}
+        for k, group in enumerate(groups):
+            by_width.setdefault(len(group), []).append(k)
+        batches = []
+        for members in by_width.values():
+            at = np.array([[index[job] for job in groups[k]] for k in members], np.int64)
+            shape = np.array([ids.setdefault(tuple((job.stage, job.kind) for job in groups[k]), len(ids)) for k in members], np.int64)
+            batches.append((np.array(members, np.int64), at, shape))
+        layout = (groups, batches)
+    object.__setattr__(plan, "_group_layout", layout)
+    return layout
 
 
 def _still_ordered(np: Any, order: tuple[int, ...], cols: Any) -> bool:
