@@ -36,7 +36,7 @@ from harness.plan.graph import Plan
 from harness.plan.timeline import _KINDS, _N_KINDS, Timeline, simulate
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
-__all__ = ["ScheduleAnalytics", "analyze", "analyze_plan"]
+__all__ = ["ScheduleAnalytics", "StepTime", "analyze", "analyze_plan", "step_time"]
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,44 @@ def analyze_plan(plan: Plan, cost: CostModel, comm_model: str = "stream") -> tup
     with memory_guard(plan.num_jobs, f"schedule {plan.schedule.name!r}: analysing its timeline"):
         return _analyze(plan, checked(cost), comm_model)
 
-def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> tuple[ScheduleAnalytics, Timeline]:
-    """:func:`analyze` of a built plan, inside its memory guard, and the timeline simulated."""
+@dataclass(frozen=True)
+class StepTime:
+    """A plan's step under a cost model, and no more: what a search reads off every candidate
+    (:func:`step_time`; :func:`analyze` derives its other figures from the same numbers).
+
+    Attributes:
+        makespan_ns: step time, first job start (0) to last job end (ns).
+        busy_ns: per rank, compute busy time (ns), as :attr:`ScheduleAnalytics.busy_ns`.
+        bubble_ratio: ``sum(idle) / (p * makespan)`` (arXiv:2104.04473 §2.2.1), as :attr:`ScheduleAnalytics.bubble_ratio`.
+        timeline: the simulated start and end of every job (ns), for what else is read off it
+            (:func:`harness.analysis.memory.analytic_memory`'s peaks).
+    """
+
+    makespan_ns: int
+    busy_ns: list[int]
+    bubble_ratio: float
+    timeline: Timeline
+
+
+@gc_paused
+def step_time(plan: Plan, cost: CostModel, comm_model: str = "stream") -> StepTime:
+    """The step time, busy time per rank and bubble of a built plan under ``cost`` (:class:`StepTime`): the part of
+    :func:`analyze` a search needs per candidate, without the activation peaks, spans and message counts.
+
+    Raises:
+        ScheduleError, ConfigError, ResourceError: as :func:`analyze`.
+    """
+    from harness.model import comm as comm_models
+    from harness.schedule.registry import memory_guard
+
+    comm_model = comm_models.check_comm_model(comm_model)
+    with memory_guard(plan.num_jobs, f"schedule {plan.schedule.name!r}: analysing its timeline"):
+        return _step(plan, checked(cost), comm_model)[0]
+
+
+def _step(plan: Plan, cost: CostModel, comm_model: str) -> tuple[StepTime, Any, Any, Any, Any]:
+    """:func:`step_time` inside the memory guard, and for :func:`_analyze` the arrays it made: every job's start and
+    end (ns), the compute jobs' indices and their ranks."""
     import numpy as np
 
     from harness.plan.delays import edge_delays
@@ -227,6 +263,20 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> tuple[ScheduleAnal
         from harness.analysis.busy import busy_union
 
         busy = busy_union(rank.tolist(), start[compute].tolist(), end[compute].tolist(), p)
+    idle = sum(makespan - b for b in busy)
+    step = StepTime(makespan, busy, idle / (p * makespan) if makespan else 0.0, tl)
+    return step, start, end, compute, rank
+
+
+def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> tuple[ScheduleAnalytics, Timeline]:
+    """:func:`analyze` of a built plan, inside its memory guard, and the timeline simulated."""
+    import numpy as np
+
+    step, start, end, compute, rank = _step(plan, cost, comm_model)
+    tl, makespan, busy = step.timeline, step.makespan_ns, step.busy_ns
+    sched = plan.schedule
+    p = sched.num_ranks
+    cols = plan.arrays
     last = _group_max(end[compute], rank, p)
     first = [-t for t in _group_max(-start[compute], rank, p)]
     has_compute = np.bincount(rank, minlength=p).tolist()
@@ -238,7 +288,7 @@ def _analyze(plan: Plan, cost: CostModel, comm_model: str) -> tuple[ScheduleAnal
         makespan_ns=makespan,
         busy_ns=busy,
         idle_ns=idle,
-        bubble_ratio=sum(idle) / (p * makespan) if makespan else 0.0,
+        bubble_ratio=step.bubble_ratio,
         bubble_over_ideal=sum(idle) / total_busy if total_busy else 0.0,
         span_bubble_ns=span_bubble,
         peak_inflight=_peaks(plan, start, end, cols.rank, p),

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.analysis.analytic import analyze_plan
+from harness.analysis.analytic import analyze_plan, step_time
 from harness.analysis.assumptions import case_assumptions
 from harness.analysis.bubble import decompose
 from harness.analysis.memory import analytic_memory
@@ -324,13 +324,13 @@ class _Search:
                 self.busy_of[id(cand)] = [REFUSED] * self.p
                 self.uneven_of[id(cand)] = self.redone_of[id(cand)] = 0
                 return cand
-        figures, timeline = analyze_plan(plan, cost, self.comm_model)
-        memory = analytic_memory(plan, cost, self.limit, simulated=timeline)  # the peaks of the timeline timed
+        figures = step_time(plan, cost, self.comm_model)
+        memory = analytic_memory(plan, cost, self.limit, simulated=figures.timeline)  # the peaks of the timeline timed
         self.jobs_simulated += len(plan.rank) * (REBUILD_WEIGHT if self.rebuild and self.exact else 1)
         peaks = tuple(memory.peak_bytes) if memory is not None else (0,) * self.p
         peak = max(peaks, default=0)
-        if self.inflight is None:
-            self.inflight = list(figures.peak_inflight_per_stage)
+        if self.inflight is None:  # the first candidate's: micro-batches each stage holds at once, for the DP's memory
+            self.inflight = list(analyze_plan(plan, cost, self.comm_model)[0].peak_inflight_per_stage)
         cand = Candidate(layout_text(counts, self.vocab), cost.recompute, figures.makespan_ns, figures.bubble_ratio, peak, peaks,
                          self.limit is None or peak <= self.limit, options)
         memo[key] = cand
@@ -556,9 +556,11 @@ def reseed_layout(
 ) -> tuple[LayoutChoice, tuple[str, str | tuple[str, ...]]] | None:
     """Try other answers (other schedules' layouts and recomputation) as starting points for this schedule.
 
-    Every seed is simulated exactly for ``schedule`` (rebuilt where its builder reads the costs); where one
-    beats ``current`` (:meth:`_Search.key`: fitting first, then the step time), the local search of
-    :func:`search_layout` runs from the seeds that do, and the best candidate found is returned.
+    Every seed is simulated exactly for ``schedule``; where its builder reads the costs (or the comm model times the
+    sends), every seed is first timed on the schedule built for ``current``, and only the :data:`FINALISTS` fastest
+    are rebuilt for their own costs and simulated exactly. Where one beats ``current`` (:meth:`_Search.key`:
+    fitting first, then the step time), the local search of :func:`search_layout` runs from the seeds that do,
+    and the best candidate found is returned.
 
     Args:
         schedule, p, m, v, base, options, comm_model, memory_limit_bytes, recompute, layout, job_budget: as
@@ -590,20 +592,30 @@ def reseed_layout(
     here = key_of(current)
     search.evaluate(*here)
     tried = {here}
-    better: list[tuple[tuple[tuple[int, ...], tuple[str, ...]], tuple[str, str | Sequence[str]]]] = []
+    candidates: list[tuple[tuple[tuple[int, ...], tuple[str, ...]], tuple[str, str | Sequence[str]]]] = []
     for seed in seeds:
         k = key_of(seed)
-        if k in tried:
-            continue
-        tried.add(k)
-        if search.key(search.evaluate(*k)) < search.key(search.memo[here]):
-            better.append((k, seed))
+        if k not in tried:
+            tried.add(k)
+            candidates.append((k, seed))
+    timed = ""
+    if search.rebuild and len(candidates) > FINALISTS:
+        # a schedule built from the costs: every seed timed on the schedule built for the current answer, the FINALISTS
+        # fastest rebuilt for their own costs (as the local search does; a build costs hundreds of simulations). By the
+        # step alone: the builder plans each build for the limit, so whether a seed fits another build says little
+        search.exact = False
+        candidates.sort(key=lambda c: search.evaluate(*c[0]).step_ns)  # stable: ties keep the seeds' order
+        candidates = candidates[:FINALISTS]
+        search.exact = True
+        timed = f", timed on the schedule built for its own answer and the {FINALISTS} fastest rebuilt for their costs"
+    better = [(k, seed) for k, seed in candidates if search.key(search.evaluate(*k)) < search.key(search.memo[here])]
     if not better:
         return None
     best_seed = min(better, key=lambda b: search.key(search.memo[b[0]]))[1]
     current_key, improved, rough = _descend(search, [k for k, _ in better], modes, lows, layout == "search", job_budget)
     best = search.memo[current_key]
-    method = f"{len(better)} of {len(tried) - 1} seed(s) beat it; local search from them: " + _descent_text(search, rough, improved)
+    method = (f"{len(better)} of {len(tried) - 1} seed(s){timed} beat it; local search from them: "
+              + _descent_text(search, rough, improved))
     choice = LayoutChoice(best, {}, len(search.memo), 0, False, method, search.decomposition(*current_key),
                           search.assumptions(*current_key))
     seed_rec = best_seed[1] if isinstance(best_seed[1], str) else tuple(best_seed[1])
