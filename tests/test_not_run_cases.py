@@ -59,10 +59,11 @@ def test_good_b(pipeline):
 
 
 def test_cases_that_did_not_run_are_in_results_and_on_the_page(pytester):
-    pytester.makepyfile(test_mixed=MIXED, test_broken="import no_such_module_of_the_harness_tests\n")
+    pytester.makepyfile(test_mixed=MIXED, test_broken="import no_such_module_of_the_harness_tests\n",
+                        test_unclosed="import pytest\n\n\ndef test_x(pipeline):\n    pipeline(schedule='1F1B', stages=2\n")
     result = pytester.runpytest("--profile-jobs", "--backend=sim", "--report-dir=out", "--continue-on-collection-errors",
                                 "-p", "no:cacheprovider", "-p", "no:randomly")
-    result.assert_outcomes(passed=3, failed=6, errors=2)  # the marker's case fails in setup: an error
+    result.assert_outcomes(passed=3, failed=6, errors=3)  # the marker's case fails in setup: an error
     doc = json.loads((pytester.path / "out" / "results.json").read_text())
     # every case that ran is there, in order, and only those
     assert [c["id"] for c in doc["cases"]] == ["test_mixed.py::test_good_a", "test_mixed.py::test_ran_then_failed",
@@ -71,6 +72,7 @@ def test_cases_that_did_not_run_are_in_results_and_on_the_page(pytester):
     entries = doc["session"]["not_run_cases"]
     assert [(e["id"], e["kind"], e.get("site")) for e in entries] == [
         ("test_broken.py", "collection", "test_broken.py:1"),
+        ("test_unclosed.py", "collection", "test_unclosed.py:5"),
         ("test_mixed.py::test_unknown_schedule", "config", "test_mixed.py:11"),
         ("test_mixed.py::test_too_few_microbatches", "config", "test_mixed.py:14"),
         ("test_mixed.py::test_negative_cost", "config", "test_mixed.py:17"),
@@ -80,6 +82,7 @@ def test_cases_that_did_not_run_are_in_results_and_on_the_page(pytester):
     ]
     by_id = {e["id"]: e for e in entries}
     assert by_id["test_broken.py"]["error"] == "ModuleNotFoundError: No module named 'no_such_module_of_the_harness_tests'"
+    assert by_id["test_unclosed.py"]["error"] == "SyntaxError: '(' was never closed"
     assert by_id["test_mixed.py::test_unknown_schedule"]["error"].startswith(
         "ConfigError: test_mixed.py:11: case 'test_unknown_schedule': schedule name 'Nope<&>' holds the characters")
     assert "DualPipe needs an even p and an even m >= 2p" in by_id["test_mixed.py::test_too_few_microbatches"]["error"]
@@ -92,12 +95,12 @@ def test_cases_that_did_not_run_are_in_results_and_on_the_page(pytester):
     page = (pytester.path / "out" / "index.html").read_text()
     block = re.search(r'<div class="failnote" id="not-run">(.*?)</div>', page, re.S)
     assert block is not None
-    assert block.group(1).startswith("✗ 7 case(s) did not run")
+    assert block.group(1).startswith("✗ 8 case(s) did not run")
     text = html.unescape(re.sub(r"<[^>]+>", "", block.group(1)))
     for e in entries:
         assert e["error"] in text and e["id"] in text
     assert "Nope<&>" not in page and "Nope&lt;&amp;&gt;" in block.group(1)  # the error text is escaped
-    assert text.count("configuration refused at ") == 4 and text.count("file failed to collect at ") == 1
+    assert text.count("configuration refused at ") == 4 and text.count("file failed to collect at ") == 2
     assert text.count("run failed at ") == 1 and text.count("test failed before its case ran at ") == 1
     for case in ("test_good_a", "test_ran_then_failed", "test_good_b"):  # the cases that ran are all on the page still
         assert f"test_mixed.py::{case}" in page

@@ -74,6 +74,8 @@ def collection_entry(report: pytest.CollectReport) -> dict[str, str]:
         raised = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]  # pytest's "E   Error: ..." lines
         error = getattr(crash, "message", None) or (raised[-1] if raised else (text.strip().splitlines() or [""])[-1])
     sites = re.findall(r"^(\S+\.py:\d+): in <module>$", text, re.M) + re.findall(r"raised at (\S+\.py:\d+)\)", text)
+    # a file that does not compile: the compiler's 'File "...", line N' (pytest shows it on its "E" lines)
+    sites += [f"{_shown(path)}:{line}" for path, line in re.findall(r'^E\s+File "([^"]+\.py)", line (\d+)$', text, re.M)]
     return not_run_entry(report.nodeid or ".", report.nodeid or ".", "collection", str(error) or "failed to collect",
                          sites[-1] if sites else None)
 
@@ -94,3 +96,13 @@ class NotRunCases:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self._hc.not_run.append(collection_entry(report))
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the current folder when it is below it (as pytest names test files)."""
+    from pathlib import Path
+
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
