@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.choose.layout_search import Candidate, LayoutChoice, reseed_layout, search_layout
+from harness.choose.candidates import Candidate
+from harness.choose.layout_search import LayoutChoice, reseed_layout, search_layout
 from harness.choose.query import Task
 from harness.errors import ConfigError, ScheduleError
 from harness.model.transformer import TransformerCost

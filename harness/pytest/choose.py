@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
-from harness.choose.layout_search import Candidate
+from harness.choose.candidates import Candidate
 from harness.errors import ConfigError
 from harness.model.transformer import TransformerCost
 
