@@ -12,6 +12,7 @@ import errno
 import io
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from typing import IO, Any
 from harness.errors import ConfigError, DiskFullError
 
 __all__ = ["FULL_ERRNOS", "atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "disk_full_error", "ensure_writable_dir", "first_missing", "remove_empty_tree", "write_all"]
+           "disk_full_error", "ensure_writable_dir", "first_missing", "remove_empty_tree", "write_all", "write_target"]
 
 #: The errors of a write that found no room: a full device, a used-up quota, the file-size limit.
 FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None)
@@ -102,6 +103,35 @@ def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
     return path
 
 
+def write_target(path: Path) -> tuple[Path, bool]:
+    """Where a write of ``path`` goes, and whether it goes there directly rather than through a temp file.
+
+    A symbolic link is followed: the file it names is replaced, and the link stays a link. Something that
+    exists and is not a regular file (a device such as ``/dev/null`` or ``/dev/stdout``, a named pipe) is
+    written directly, as a shell's ``>`` writes it: no temp file can be renamed over it, and it must stay
+    what it is.
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder. NotADirectoryError: a folder above it is a file (names it).
+    """
+    try:
+        st = os.stat(path)  # follows links
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        above = next((p for p in Path(path).parents if p.exists()), None)
+        raise NotADirectoryError(errno.ENOTDIR, f"{above} is a file, not a folder", str(path)) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file's path", str(path))
+    if st is None:
+        above = next((p for p in Path(path).parents if p.exists() or p.is_symlink()), None)
+        if above is not None and not above.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{above} is a file, not a folder", str(path))
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return Path(path), True
+    return (Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)), False
+
+
 @contextmanager
 def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
     """A binary temp file in ``path``'s folder that, when the block ends without error, is flushed,
@@ -110,10 +140,19 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
     :func:`harness.report.output.open_output`.
 
     Raises:
-        OSError: the folder is not writable or the disk is full; ``IsADirectoryError`` where ``path`` is a folder.
+        OSError: the folder is not writable or the disk is full; as :func:`write_target` (a symbolic link is
+            followed, a device or a named pipe written directly).
     """
-    if path.is_dir():  # before a temp file is made beside it (in its parent) for nothing
-        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file's path", str(path))
+    path, direct = write_target(path)  # before a temp file is made beside it for nothing
+    if direct:  # a device or a pipe: written as it is, no rename
+        try:
+            with open(path, "wb") as fh:
+                yield fh
+                fh.flush()
+        except OSError as exc:
+            _noted(exc, path)
+            raise
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -214,35 +253,49 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
         DiskFullError: no room for one of them (a full device or quota, the file-size limit): names the
             folder, the file and its bytes; no target has changed, no temporary file is left, and folders
             this call created are removed again.
-        OSError: another write error, with the same guarantees; ``IsADirectoryError`` where a target is a folder
-            (before anything is written).
+        OSError: another write error, with the same guarantees; as :func:`write_target` (before anything is
+            written: a symbolic link is followed, a device or a named pipe written directly, after every temporary
+            file is written and before any is renamed into place).
     """
-    for path in files:
-        if Path(path).is_dir():  # refused before any temp file is made beside it
-            raise IsADirectoryError(errno.EISDIR, "is a folder; give a file's path", str(path))
-    created = [m for m in {first_missing(Path(p).parent) for p in files} if m is not None]
+    targets = {Path(path): write_target(Path(path)) for path in files}  # refused before any temp file is made beside it
+    created = [m for m in {first_missing(target.parent) for target, direct in targets.values() if not direct} if m is not None]
     temps: list[tuple[str, Path]] = []
     done = False
     try:
         for path, data in files.items():
-            path = Path(path)
+            target, direct = targets[Path(path)]
+            if direct:
+                continue
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-                temps.append((tmp, path))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+                temps.append((tmp, target))
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
                 os.chmod(tmp, 0o644)
             except OSError as exc:
-                full = disk_full_error(exc, folder if folder is not None else path.parent, path, len(data), kept=kept)
+                full = disk_full_error(exc, folder if folder is not None else target.parent, Path(path), len(data), kept=kept)
                 if full is None:
-                    _noted(exc, path, len(data))
+                    exc.filename, exc.filename2 = str(path), None  # the file asked for, not the temp file beside it
+                    _noted(exc, Path(path), len(data))
                     raise
                 raise full from None
-        for tmp, path in temps:
-            os.replace(tmp, path)
+        for path, data in files.items():  # devices and pipes: written directly, before any file is renamed into place
+            target, direct = targets[Path(path)]
+            if direct:
+                try:
+                    with open(target, "wb") as fh:
+                        fh.write(data)
+                except OSError as exc:
+                    full = disk_full_error(exc, target.parent, Path(path), len(data), kept=kept)
+                    if full is None:
+                        _noted(exc, Path(path), len(data))
+                        raise
+                    raise full from None
+        for tmp, target in temps:
+            os.replace(tmp, target)
         done = True
         return [Path(p) for p in files]
     finally:
