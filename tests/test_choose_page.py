@@ -162,11 +162,13 @@ def test_nothing_fits_says_the_smallest_limit_that_would(tmp_path: Path) -> None
         r["fits"], r["best"] = False, False
     doc["limit_bytes"] = 5 * GIB
     doc["smallest_fitting_limit_bytes"] = 10 * GIB + 12345
+    doc["rows"][2]["peak_bytes"] = 10 * GIB + 12345  # A, ranked third: the rows are not ranked by peak
     html = write_choose_page(doc, tmp_path).read_text(encoding="utf-8")
     message = html[html.index('<p class="nofit" id="nofit">'):]
     message = message[:message.index("</p>")]
     assert "Nothing fits within 5 GiB per rank." in message
     assert f"{10 * GIB + 12345:,} bytes" in message and "10.00 GiB" in message
+    assert "(the lowest peak of any row: #3 A v=1 m=8)." in message
     assert 'class="best' not in html  # no row is marked best
     doc["rows"] = []
     html = render_choose_page(doc)

@@ -12,7 +12,7 @@ chooser's ranking never depends on it:
 - ``"auto"``: ``mpi`` inside such a run, else ``process`` when there are several tasks and CPUs,
   else ``serial``.
 
-The progress bar is tqdm's, on standard error, shown only once a run has lasted a second.
+The progress bar is tqdm's, on standard error where it is a terminal, shown only once a run has lasted a second.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def resolve_executor(executor: str, tasks: int, workers: int | None) -> str:
 def _bar(total: int, desc: str, progress: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="combination", delay=1.0, disable=not progress or total == 0,
+    # disable=None: tqdm's own rule, no bar where standard error is not a terminal (a log file, a CI job's output)
+    return tqdm(total=total, desc=desc, unit="combination", delay=1.0, disable=True if not progress or total == 0 else None,
                 file=sys.stderr, leave=False, dynamic_ncols=True)
 
 

@@ -122,11 +122,22 @@ def render_choose_page(document: Mapping[str, Any], timelines: Sequence[tuple[st
         none_fit=bool(rows) and not any(r["fits"] for r in rows),
         smallest=int(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
         smallest_text=_bytes_text(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
+        smallest_rows=_rows_at_peak(raw_rows, smallest),
         excluded=[{"schedule": str(e.get("schedule", "?")), "v": e.get("v", "?"), "m": e.get("m", "?"),
                    "reason": str(e.get("reason", ""))} for e in excluded],
         cases=cases,
         payload=payload,
     ))
+
+
+def _rows_at_peak(rows: Sequence[Mapping[str, Any]], peak: Any) -> str:
+    """The rows whose peak is ``peak`` (bytes), by rank (1-based) and name: ``"#37 ZB-auto v=1 m=16, #38 ..."``
+    (three at most, then how many more); empty where ``peak`` is not a number or no row has it."""
+    if not isinstance(peak, (int, float)) or isinstance(peak, bool):
+        return ""
+    at = [(r.get("rank", k + 1), r) for k, r in enumerate(rows) if r["peak_bytes"] == peak]
+    names = ", ".join(f"#{rank} {r['schedule']} v={r['v']} m={r['m']}" for rank, r in at[:3])
+    return names + (f" and {len(at) - 3} more" if len(at) > 3 else "")
 
 
 def recompute_text(recompute: str | Sequence[str]) -> str:
