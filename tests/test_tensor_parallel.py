@@ -148,3 +148,17 @@ def test_the_page_s_model_label_tells_tp_and_recomputation_apart():
     speed = " · 400 TFLOP/s"
     assert labels == ["h=4096 L=8 s=2048" + speed, "h=4096 L=8 s=2048 TP=8" + speed, "h=4096 L=8 s=2048 TP=8 SP" + speed,
                       "h=4096 L=8 s=2048" + speed + " · recompute=full,none"]  # other models are never one chart series
+
+
+def test_the_static_memory_assumption_names_the_bytes_per_parameter_and_the_logits():
+    base = {"hidden_size": 4096, "seq_len": 2048, "micro_batch_size": 1, "num_layers": 8, "tflops": 400, "num_attention_heads": 32}
+    plain = run_case(PipelineCase("1F1B", 4, 8, cost=TransformerCost(**base, vocab_size=32000)), "sim").assumptions
+    static = [a for a in plain if a.startswith("static memory: ")]
+    assert static == ["static memory: parameters x 18 bytes (bf16 weights, fp32 gradients, Adam's fp32 master weights and two "
+                      "moments; Megatron-LM theoretical_memory_usage.py), the MLP as two matrices of h x f (2 h f parameters per "
+                      "layer, not a gated MLP's 3 h f); the last stage keeps its s b V logits in fp32 until its backward; nothing "
+                      "for the framework's own memory (CUDA context, allocator caching)"]
+    sharded = TransformerCost(**base, bytes_per_param=7.5, tensor_parallel_size=2)
+    text = "\n".join(run_case(PipelineCase("1F1B", 4, 8, cost=sharded), "sim").assumptions)
+    assert "static memory: parameters / TP=2 x 7.5 bytes (as given: 18 is bf16 weights" in text
+    assert "logits" not in text  # no vocabulary, no LM head

@@ -506,8 +506,8 @@ class TransformerCost:
     def assumptions(self, schedule: Schedule) -> list[str]:
         """Short sentences naming each modelling assumption that moves the figures of ``schedule`` under
         this model (:func:`harness.model.cost.cost_assumptions`): the tensor-parallel setting and its
-        collectives, whether attention FLOPs count, the activation formula, the recomputation and its
-        cost, and per-chunk durations where a rank holds several chunks.
+        collectives, whether attention FLOPs count, the activation formula, the static bytes, the
+        recomputation and its cost, and per-chunk durations where a rank holds several chunks.
 
         Raises:
             ConfigError: a layout, layer list or ``recompute`` list for another stage count.
@@ -525,6 +525,7 @@ class TransformerCost:
         out.append("activations per layer and micro-batch: " + " or ".join(formulas) + " bytes"
                    + (", flash attention storing no attention scores" if self.flash_attention else "")
                    + " (Korthikanti et al. 2022, Table 2; multi-head attention and an MLP of 4h assumed)")
+        out.append(self._static_assumption())
         backward = JobKind.I if any(job.kind is JobKind.I for _, _, job in schedule.jobs()) else JobKind.B
         first = {modes.index(mode) for mode in set(modes) - {"none"}}
         out.append(recompute_assumption(modes, self.attention, {k: self.recompute_time_ns(Job(k, backward, 0), n) for k in first}))
@@ -534,6 +535,20 @@ class TransformerCost:
             out.append(f"per-chunk durations: the {self.num_layers} layers are split over p x v = {n} stages ({split}), so each "
                        f"job is one chunk's and a rank runs v={v} chunks per micro-batch")
         return out
+
+    def _static_assumption(self) -> str:
+        """The sentence naming what the static bytes and the logits assume (class doc)."""
+        bpp = self.bytes_per_param
+        why = (" (bf16 weights, fp32 gradients, Adam's fp32 master weights and two moments; Megatron-LM "
+               "theoretical_memory_usage.py)" if float(bpp) == 18.0 else
+               " (as given: 18 is bf16 weights with fp32 gradients and Adam state, 6 + 12/dp the distributed optimizer over "
+               "dp data-parallel ranks)")
+        t = self.tensor_parallel_size
+        share = f" / TP={t}" if t > 1 else ""
+        logits = ("; the last stage keeps its s b V logits in fp32 until its backward" if self.vocab_size > 0 else "")
+        return (f"static memory: parameters{share} x {bpp:g} bytes{why}, the MLP as two matrices of h x f (2 h f "
+                f"parameters per layer, not a gated MLP's 3 h f){logits}; nothing for the framework's own memory "
+                "(CUDA context, allocator caching)")
 
     def describe(self) -> dict[str, Any]:
         d = {"model": "transformer", **asdict(self)}
