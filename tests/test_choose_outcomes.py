@@ -186,10 +186,16 @@ def test_confirming_tiny_jobs_on_cpu_gives_run_s_note_and_three_decimals(capsys:
 
 
 def test_a_schedule_excluded_for_every_v_and_m_is_printed_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["choose", *SMALL_FLAGS, "-m", "4", "-v", "1", "--schedules", "1F1B,Interleaved1F1B", "--no-progress"]) == 0
+    assert main(["choose", *SMALL_FLAGS, "-m", "4", "8", "-v", "1", "--schedules", "1F1B,Interleaved1F1B,DualPipe",
+                 "--no-progress"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert ("  Interleaved1F1B (every v and m): Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks "
-            "are [1]") in out
+    excluded = out[out.index("excluded:") + 1:]
+    assert excluded[0] == ("  Interleaved1F1B (every v and m): Interleaved1F1B interleaves v >= 2 chunks per rank and the "
+                           "query's chunks are [1]")
+    # one reason for every m: one line that lists them
+    assert excluded[1].startswith("  DualPipe v=2 m=4, 8: cost model TransformerCost cannot time schedule 'DualPipe': it runs "
+                                  "several chains (stages 0..1 and 2..3, each a pipeline of its own micro-batches")
+    assert excluded[2].startswith("assumptions: ")
 
 
 def test_json_to_a_folder_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

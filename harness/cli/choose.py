@@ -302,6 +302,20 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
 
 
+def _excluded_lines(excluded: list[dict[str, Any]]) -> list[str]:
+    """One line per schedule, ``v`` and reason: the micro-batch counts a reason holds for listed together
+    (``DualPipe v=2 m=16, 32, 64: ...``), in the order of their first entry."""
+    groups: dict[tuple[Any, Any, str], list[Any]] = {}
+    for e in excluded:
+        groups.setdefault((e["schedule"], e.get("v"), str(e["reason"])), []).append(e.get("m"))
+    lines = []
+    for (schedule, v, reason), ms in groups.items():
+        where = " ".join(part for part in (f"v={v}" if v is not None else "",
+                                           "m=" + ", ".join(str(m) for m in ms) if None not in ms else "") if part)
+        lines.append(f"{schedule} {where or '(every v and m)'}: {reason}")
+    return lines
+
+
 def _nothing_fits_line(rows: list[dict[str, Any]], limit: int | None, least: int | None) -> str:
     """Where no row fits: the limit, the least limit at which one would (bytes), and the rows that need exactly it."""
     if limit is None or least is None:
@@ -377,11 +391,11 @@ def cmd_choose(args: argparse.Namespace) -> int:
         print(f"nothing evaluated: each of the {n_comb} combination(s) was excluded, with its reason below")
     if result.excluded:
         print("excluded:")
-        for e in result.excluded[: max(args.top, 10)]:
-            where = " ".join(f"{k}={e[k]}" for k in ("v", "m") if e.get(k) is not None) or "(every v and m)"
-            print(f"  {e['schedule']} {where}: {e['reason']}")
-        if len(result.excluded) > max(args.top, 10):
-            print(f"  ... {len(result.excluded) - max(args.top, 10)} more (--json)")
+        grouped = _excluded_lines(result.excluded)
+        for line in grouped[: max(args.top, 10)]:
+            print(f"  {line}")
+        if len(grouped) > max(args.top, 10):
+            print(f"  ... {len(grouped) - max(args.top, 10)} more (--json)")
     print("assumptions: bubble = " + doc["bubble_normalization"])
     for a in doc["assumptions"]:
         print(f"  - {a}")

@@ -37,10 +37,12 @@ def check_cost_for_chains(cost: object, schedule: Schedule) -> None:
     from harness.model.transformer import TransformerCost
 
     if isinstance(getattr(cost, "inner", cost), TransformerCost):
-        chains = ", ".join(f"stages {a}..{b - 1} (micro-batches {c}..{d - 1})" for a, b, c, d in chains_of(schedule))
+        # the stages only (they depend on p alone): a chooser's exclusions of the schedule at several m then read alike
+        chains = "stages " + " and ".join(f"{a}..{b - 1}" for a, b, _, _ in chains_of(schedule))
         raise ConfigError(
-            f"cost model TransformerCost cannot time schedule {schedule.name!r}: it runs several chains ({chains}, "
-            "schedule.params['chains']), but TransformerCost splits num_layers, the embedding and the LM head over one chain "
+            f"cost model TransformerCost cannot time schedule {schedule.name!r}: it runs several chains ({chains}, each a "
+            "pipeline of its own micro-batches; schedule.params['chains']), but TransformerCost splits num_layers, the "
+            "embedding and the LM head over one chain "
             "of all the stages, so each micro-batch would run part of the model. Use FixedCost with per-stage values for "
             f"the {schedule.num_stages} stages, or DualPipeV (one chain on the same V placement) for a TransformerCost"
         )
