@@ -452,7 +452,15 @@ VOCAB_FLAGS = ["--hidden-size", "256", "--num-layers", "8", "--seq-length", "128
     (["-m", "4", "--comm-model", "edge"], {}, {"comm_model": "edge"}, (2_677_641, "Et*8|L", "none")),
     (["-m", "4", "--recompute", "full"], {}, {"recompute": "full"}, (2_889_033, "Et*8|L", "full")),
     (["-m", "4", "--layout", "even"], {}, {"layout": "even"}, (3_563_483, "Et*4|t*4L", "none")),
-], ids=["default", "global-batch-size", "ffn-hidden-size", "num-query-groups", "comm-model", "recompute", "layout"])
+    # 65,536-byte activations at 1 GB/s + 5 µs: 70,536 ns per transfer, one on the critical path under edge
+    (["-m", "4", "--p2p-bandwidth", "1", "--p2p-latency", "5", "--comm-model", "edge"],
+     {"p2p_gbytes_per_s": 1.0, "p2p_latency_ns": 5000}, {"comm_model": "edge"}, (2_748_177, "Et*8|L", "none")),
+    (["-m", "4", "--p2p-bandwidth", "1", "--p2p-latency", "5"], {"p2p_gbytes_per_s": 1.0, "p2p_latency_ns": 5000}, {},
+     (2_889_249, "Et*8|L", "none")),
+    (["-m", "4", "--tensor-model-parallel-size", "2", "--tp-bandwidth", "50"], {"tensor_parallel_size": 2, "tp_gbytes_per_s": 50.0},
+     {}, (1_359_798, "Et*8|L", "none")),
+], ids=["default", "global-batch-size", "ffn-hidden-size", "num-query-groups", "comm-model", "recompute", "layout", "p2p-edge",
+        "p2p-stream", "tp-bandwidth"])
 def test_each_model_and_search_flag_reaches_the_answer(flags: list[str], base: dict[str, Any], query: dict[str, Any],
                                                        top: tuple[int, str, str], tmp_path: Path) -> None:
     """Each flag's answer equals the API's with the field it names set, and its top row has the exact sim figures."""
@@ -467,8 +475,20 @@ def test_each_model_and_search_flag_reaches_the_answer(flags: list[str], base: d
     assert {r["comm_model"] for r in doc["rows"]} == {query.get("comm_model", "stream")}
     run = run_case(api.case(1), backend="sim")
     assert round(run.metrics.step_time_median_ns) == first["step_ns"]
-    if query.get("comm_model") == "edge":  # transfers cost nothing here: the same steps, under the model named
+    if query.get("comm_model") == "edge":  # under the model named (without --p2p-bandwidth, transfers cost nothing: the same steps)
         assert any(a.startswith("comm model 'edge'") for a in doc["assumptions"])
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--p2p-bandwidth", "0"], "--p2p-bandwidth must be a number of gigabytes per second above 0, got 0"),
+    (["--p2p-bandwidth", "inf"], "--p2p-bandwidth must be a number of gigabytes per second above 0, got inf"),
+    (["--p2p-latency=-1"], "--p2p-latency must be a number of microseconds, 0 or more, got -1"),
+    (["--tp-bandwidth", "50"], "--tp-bandwidth is the bandwidth of the tensor-parallel collectives: give --tensor-model-parallel-size "
+                               "above 1"),
+])
+def test_bad_link_flags_are_refused_naming_them(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *VOCAB_FLAGS, "-m", "4", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
 
 
 def test_a_global_batch_that_does_not_divide_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

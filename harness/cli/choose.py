@@ -105,6 +105,15 @@ def add_parser(sub: Any) -> None:
     model.add_argument("--use-distributed-optimizer", action="store_true",
                        help="optimizer state sharded over --data-parallel-size ranks: 6 + 12/dp bytes per parameter (default 18)")
     model.add_argument("--tflops", type=float, required=True, help="sustained TFLOP/s per GPU (e.g. 400)")
+    links = p.add_argument_group("links (default: transfers and collectives take no time)")
+    links.add_argument("--p2p-bandwidth", type=float, default=None, metavar="GB/s",
+                       help="point-to-point bandwidth between pipeline ranks, gigabytes per second (a 200 Gbit/s link: 25); "
+                            "an activation of s b h elements (/t with sequence parallelism) then takes latency + bytes / bandwidth")
+    links.add_argument("--p2p-latency", type=float, default=0.0, metavar="US",
+                       help="point-to-point latency per transfer, microseconds (default 0)")
+    links.add_argument("--tp-bandwidth", type=float, default=None, metavar="GB/s",
+                       help="each GPU's bandwidth in the tensor-parallel collectives, gigabytes per second (with "
+                            "--tensor-model-parallel-size above 1): two all-reduces of s b h per layer in F and in the backward")
     sizes = p.add_argument_group("sizes and limit")
     sizes.add_argument("-p", "--pipeline-model-parallel-size", dest="p", type=positive_count("pipeline ranks"), required=True,
                        help="pipeline ranks")
@@ -121,7 +130,9 @@ def add_parser(sub: Any) -> None:
                        help="schedules to try (names or aliases, spaces or commas; default: every registered one)")
     tries.add_argument("-v", dest="v", type=positive_count("chunks per rank"), nargs="+", default=[1, 2, 3, 4],
                        help="chunks per rank for the interleaved schedules (default 1 2 3 4; V-shapes always 2)")
-    tries.add_argument("--comm-model", default="stream", help="communication model: stream (default), edge, blocking, ...")
+    tries.add_argument("--comm-model", default="stream",
+                       help="communication model: stream (default), edge, blocking, ...; transfers take time only with "
+                            "--p2p-bandwidth or --p2p-latency")
     tries.add_argument("--recompute", default="search", choices=("search", "none", "selective", "full"),
                        help="search each stage's recomputation (default), or one mode for all")
     tries.add_argument("--layout", default="search", metavar="search|even|STRING",
@@ -178,13 +189,21 @@ def query_of(args: argparse.Namespace) -> Any:
         raise ConfigError(f"--tflops must be above 0, got {args.tflops:g}")
     if args.sequence_parallel and args.tensor_model_parallel_size == 1:
         raise ConfigError("--sequence-parallel shards the sequence over tensor-parallel ranks: give --tensor-model-parallel-size above 1")
+    for flag, value in (("--p2p-bandwidth", args.p2p_bandwidth), ("--tp-bandwidth", args.tp_bandwidth)):
+        if value is not None and not 0 < value < float("inf"):
+            raise ConfigError(f"{flag} must be a number of gigabytes per second above 0, got {value:g}")
+    if not 0 <= args.p2p_latency < float("inf"):
+        raise ConfigError(f"--p2p-latency must be a number of microseconds, 0 or more, got {args.p2p_latency:g}")
+    if args.tp_bandwidth is not None and args.tensor_model_parallel_size == 1:
+        raise ConfigError("--tp-bandwidth is the bandwidth of the tensor-parallel collectives: give --tensor-model-parallel-size above 1")
     base = TransformerCost(
         hidden_size=args.hidden_size, seq_len=args.seq_length, micro_batch_size=args.micro_batch_size, num_layers=args.num_layers,
         tflops=args.tflops, attention=args.attention_flops, vocab_size=args.vocab_size, num_attention_heads=args.num_attention_heads,
         num_query_groups=args.num_query_groups, ffn_hidden_size=args.ffn_hidden_size,
         bytes_per_param=6 + 12 / args.data_parallel_size if args.use_distributed_optimizer else 18.0,
         tensor_parallel_size=args.tensor_model_parallel_size, sequence_parallel=args.sequence_parallel,
-        flash_attention=args.use_flash_attn)
+        flash_attention=args.use_flash_attn, p2p_gbytes_per_s=args.p2p_bandwidth, p2p_latency_ns=round(args.p2p_latency * 1000),
+        tp_gbytes_per_s=args.tp_bandwidth)
     from harness.choose.query import check_layout
 
     try:
