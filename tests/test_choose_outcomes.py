@@ -205,3 +205,19 @@ def test_json_to_a_folder_is_refused_naming_it(tmp_path: Path, capsys: pytest.Ca
     assert f"error: {folder}: is a folder; give a file's path" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp file beside it, and no CSV alone
     assert list(folder.iterdir()) == []
+
+
+def test_flags_that_change_nothing_here_get_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["choose", *SMALL_FLAGS, "-v", "3", "--schedules", "1F1B,ZB-V,Interleaved1F1B,V-Half"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert notes == ["note: -v 3: 1F1B runs at its own v=1 (one chunk per rank)",
+                     "note: -v 3: ZB-V, V-Half run at their own v=2 (their placement fixes it)"]
+    assert main(["choose", *SMALL_FLAGS, "--data-parallel-size", "8"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")] == [
+        "note: --data-parallel-size 8 changes nothing here: it divides --global-batch-size and the distributed optimizer's "
+        "state, and neither is given (each figure is one pipeline replica's)"]
+    assert main(["choose", *SMALL_FLAGS, "--use-distributed-optimizer"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")] == [
+        "note: --use-distributed-optimizer over --data-parallel-size 1 shards nothing: 18 bytes per parameter, as without it"]
+    assert main(["choose", *SMALL_FLAGS, "--use-distributed-optimizer", "--data-parallel-size", "8"]) == 0
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]

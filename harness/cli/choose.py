@@ -82,6 +82,10 @@ def _names(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(n for v in values for n in v.split(",") if n.strip())
 
 
+#: The chunks per rank tried by default.
+_DEFAULT_V = [1, 2, 3, 4]
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``choose`` subcommand to the command line's subparsers ``sub``."""
     p = sub.add_parser("choose", help="rank schedules, micro-batches, chunks, layouts and recomputation by predicted step time "
@@ -128,7 +132,7 @@ def add_parser(sub: Any) -> None:
     tries = p.add_argument_group("what to try")
     tries.add_argument("--schedules", nargs="+", default=None, metavar="NAME",
                        help="schedules to try (names or aliases, spaces or commas; default: every registered one)")
-    tries.add_argument("-v", dest="v", type=positive_count("chunks per rank"), nargs="+", default=[1, 2, 3, 4],
+    tries.add_argument("-v", dest="v", type=positive_count("chunks per rank"), nargs="+", default=list(_DEFAULT_V),
                        help="chunks per rank for the interleaved schedules (default 1 2 3 4; V-shapes always 2)")
     tries.add_argument("--comm-model", default="stream",
                        help="communication model: stream (default), edge, blocking, ...; transfers take time only with "
@@ -321,6 +325,32 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
 
 
+def _unused_flag_notes(args: argparse.Namespace, query: Any) -> list[str]:
+    """What given flags change nothing here, so that no figure seems to rest on them: ``-v`` values the schedules
+    tried cannot take (they run at their own), ``--data-parallel-size`` with nothing it divides, the distributed
+    optimizer over one data-parallel rank."""
+    from harness.schedule.registry import builder_info, schedule_names
+
+    notes = []
+    if args.v != _DEFAULT_V:
+        names = query.schedules if query.schedules is not None else tuple(schedule_names())
+        own = {}
+        for name in names:
+            info = builder_info(name)
+            if not info.takes_chunks and any(v not in (1, info.placed_chunks) for v in args.v):
+                own.setdefault(info.placed_chunks, []).append(info.name)
+        for chunks, which in sorted(own.items()):
+            runs, its = ("runs", "its") if len(which) == 1 else ("run", "their")
+            notes.append(f"-v {' '.join(map(str, args.v))}: {', '.join(which)} {runs} at {its} own v={chunks} "
+                         f"({'one chunk per rank' if chunks == 1 else f'{its} placement fixes it'})")
+    if args.data_parallel_size > 1 and args.global_batch_size is None and not args.use_distributed_optimizer:
+        notes.append(f"--data-parallel-size {args.data_parallel_size} changes nothing here: it divides --global-batch-size and "
+                     "the distributed optimizer's state, and neither is given (each figure is one pipeline replica's)")
+    if args.use_distributed_optimizer and args.data_parallel_size == 1:
+        notes.append("--use-distributed-optimizer over --data-parallel-size 1 shards nothing: 18 bytes per parameter, as without it")
+    return notes
+
+
 def _excluded_lines(excluded: list[dict[str, Any]]) -> list[str]:
     """One line per schedule, ``v`` and reason: the micro-batch counts a reason holds for listed together
     (``DualPipe v=2 m=16, 32, 64: ...``), in the order of their first entry."""
@@ -392,6 +422,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
     n_comb = len(rows) + len(result.excluded)
     print(f"choose: {n_comb} combination(s) at p={query.p}, {len(rows)} evaluated, {len(result.excluded)} excluded "
           f"({result.elapsed_s:.1f} s, {result.executor})")
+    for note in _unused_flag_notes(args, query):
+        print(f"note: {note}")
     if rows:
         print(table(rows[: args.top], query.memory_limit_bytes, per_mb=len({r["m"] for r in rows}) > 1))
         if len(rows) > args.top:
