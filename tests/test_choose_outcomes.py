@@ -221,3 +221,13 @@ def test_flags_that_change_nothing_here_get_a_note(capsys: pytest.CaptureFixture
         "note: --use-distributed-optimizer over --data-parallel-size 1 shards nothing: 18 bytes per parameter, as without it"]
     assert main(["choose", *SMALL_FLAGS, "--use-distributed-optimizer", "--data-parallel-size", "8"]) == 0
     assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+
+
+def test_steps_under_a_tenth_of_a_millisecond_keep_three_significant_digits(capsys: pytest.CaptureFixture[str]) -> None:
+    # h=64, s=1: a few ns per job; the step reads 54 ns, not "0.0"
+    assert main(["choose", "--hidden-size", "64", "--num-layers", "4", "--seq-length", "1", "--num-attention-heads", "4",
+                 "--tflops", "100", "-p", "2", "-m", "4", "8", "--schedules", "1F1B", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = next(k for k, line in enumerate(out) if line.lstrip().startswith("#  schedule"))
+    assert out[head + 1].split()[:6] == ["1*", "1F1B", "1", "8", "0.0000540", "0.00000675"]
+    assert "recompute none: 0.0000540 ms, peak " in next(line for line in out if line.startswith("chosen: "))

@@ -22,6 +22,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -231,7 +232,7 @@ def _size(value: int) -> str:
     return f"{value} B"
 
 
-def _ms(ns: float) -> str:
+def _ms3(ns: float) -> str:
     """``ns`` in ms with three decimals (``"0.110"``, ``"1,390.000"``): predicted and measured step times in one unit and
     precision, so that a sub-millisecond step does not print as ``0.1``."""
     return f"{ns / 1e6:,.3f}"
@@ -254,6 +255,15 @@ def _recompute_text(value: Any) -> str:
     return ",".join(runs)
 
 
+def _ms(ns: float, decimals: int = 1) -> str:
+    """``ns`` in milliseconds: ``decimals`` places from 0.1 ms on (``1,390.0``), three significant digits below
+    (``0.0123``), so a tiny model's steps never read ``0.0``."""
+    ms = ns / 1e6
+    if ms >= 0.1 or ms <= 0:
+        return f"{ms:,.{decimals}f}"
+    return f"{ms:.{min(9, 2 - math.floor(math.log10(ms)))}f}"
+
+
 def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = None) -> str:
     """The ranked rows as a fixed-width text table (times in ms, memory in GiB); where the rows differ in ``m``,
     with the step time per micro-batch (``ms/m``) they are ranked by; ``per_mb`` says so for a part of the ranking
@@ -264,8 +274,8 @@ def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = N
                              "recompute", "layout")
     lines = [head]
     for r in rows:
-        lines.append((str(r["rank"]) + ("*" if r["best"] else ""), r["schedule"], str(r["v"]), str(r["m"]), f"{r['step_ns'] / 1e6:,.1f}",
-                      *((f"{r['step_ns'] / r['m'] / 1e6:,.2f}",) if per_mb else ()),
+        lines.append((str(r["rank"]) + ("*" if r["best"] else ""), r["schedule"], str(r["v"]), str(r["m"]), _ms(r["step_ns"]),
+                      *((_ms(r["step_ns"] / r["m"], 2),) if per_mb else ()),
                       f"{100 * r['bubble']:.1f}%", _gib(r["peak_bytes"]), ("yes" if r["fits"] else "NO") if limit is not None else "-",
                       _recompute_text(r["recompute"]), r["layout"]))
     widths = [max(len(line[k]) for line in lines) for k in range(len(head) - 1)]
@@ -317,8 +327,8 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     key, step, schedule, v, m = min(evens)
     mine = best["step_ns"] / best["m"] if per_mb else best["step_ns"]
     gain = 100 * (key - mine) / key
-    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {step / 1e6:,.1f} ms"
-            + (f" ({key / 1e6:,.2f} ms per micro-batch)" if per_mb else ""))
+    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {_ms(step)} ms"
+            + (f" ({_ms(key, 2)} ms per micro-batch)" if per_mb else ""))
     if abs(gain) < 0.05:
         searched = "recomputation search" if given else "layout and recomputation search"
         return head + f", as fast as the choice: the {searched} gains nothing here"
@@ -334,7 +344,7 @@ def _unused_flag_notes(args: argparse.Namespace, query: Any) -> list[str]:
     notes = []
     if args.v != _DEFAULT_V:
         names = query.schedules if query.schedules is not None else tuple(schedule_names())
-        own = {}
+        own: dict[int, list[str]] = {}
         for name in names:
             info = builder_info(name)
             if not info.takes_chunks and any(v not in (1, info.placed_chunks) for v in args.v):
@@ -431,7 +441,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     best = result.best
     if best is not None:
         print(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute "
-              f"{_recompute_text(best['recompute'])}: {best['step_ns'] / 1e6:,.1f} ms, peak {_size(best['peak_bytes'])}"
+              f"{_recompute_text(best['recompute'])}: {_ms(best['step_ns'])} ms, peak {_size(best['peak_bytes'])}"
               + (f" of {_size(query.memory_limit_bytes)}" if query.memory_limit_bytes is not None else ""))
         line = _even_baseline_line(rows)
         if line:
@@ -498,8 +508,8 @@ def _confirm(result: Any, args: argparse.Namespace, steps: Any) -> None:
         if c.measured_ns is None:
             err(f"  #{c.rank} {c.label}: failed: {c.error}")
             return
-        ci = (f" [{_ms(c.ci_low_ns)}, {_ms(c.ci_high_ns)}]" if c.ci_low_ns is not None and c.ci_high_ns is not None else "")
-        print(f"  #{c.rank} {c.label}: predicted {_ms(c.predicted_ns)} ms, measured {_ms(c.measured_ns)} ms{ci} "
+        ci = (f" [{_ms3(c.ci_low_ns)}, {_ms3(c.ci_high_ns)}]" if c.ci_low_ns is not None and c.ci_high_ns is not None else "")
+        print(f"  #{c.rank} {c.label}: predicted {_ms3(c.predicted_ns)} ms, measured {_ms3(c.measured_ns)} ms{ci} "
               f"over {c.steps} step(s): {c.ratio:.3f}x")
         for note in c.notes:  # what `python -m harness run` says under its table (e.g. jobs under 1 ms on cpu)
             print(f"    {note}")
