@@ -485,6 +485,8 @@ def test_each_model_and_search_flag_reaches_the_answer(flags: list[str], base: d
     (["--p2p-latency=-1"], "--p2p-latency must be a number of microseconds, 0 or more, got -1"),
     (["--tp-bandwidth", "50"], "--tp-bandwidth is the bandwidth of the tensor-parallel collectives: give --tensor-model-parallel-size "
                                "above 1"),
+    (["--tflops", "inf"], "--tflops must be a number of TFLOP/s above 0, got inf"),
+    (["--json", "-"], "--json -: give a file (the table goes to standard output; /dev/stdout adds the JSON after it)"),
 ])
 def test_bad_link_flags_are_refused_naming_them(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["choose", *VOCAB_FLAGS, "-m", "4", *flags]) == 2

@@ -190,8 +190,8 @@ def query_of(args: argparse.Namespace) -> Any:
 
     if args.vocab_size < 0:
         raise ConfigError(f"--vocab-size must be 0 or more, got {args.vocab_size}")
-    if not args.tflops > 0:
-        raise ConfigError(f"--tflops must be above 0, got {args.tflops:g}")
+    if not 0 < args.tflops < float("inf"):
+        raise ConfigError(f"--tflops must be a number of TFLOP/s above 0, got {args.tflops:g}")
     if args.sequence_parallel and args.tensor_model_parallel_size == 1:
         raise ConfigError("--sequence-parallel shards the sequence over tensor-parallel ranks: give --tensor-model-parallel-size above 1")
     for flag, value in (("--p2p-bandwidth", args.p2p_bandwidth), ("--tp-bandwidth", args.tp_bandwidth)):
@@ -406,6 +406,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
     for option, value in (("--json", args.json), ("--csv", args.csv)):
         if value is not None and not value.strip():
             raise ConfigError(f"{option} is empty; give a file")
+        if value == "-":
+            raise ConfigError(f"{option} -: give a file (the table goes to standard output; /dev/stdout adds the {option[2:].upper()} "
+                              "after it)")
     if args.timelines < 0:
         raise ConfigError(f"--timelines must be 0 or more, got {args.timelines}")
     steps = None
