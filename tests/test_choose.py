@@ -365,7 +365,7 @@ def test_a_given_layout_s_baselines_are_named_for_it_not_the_even_split(tmp_path
         ("1F1B", 3_388_520, ["full", "none"], {"given layout, no recomputation": ("Et*5|t*3L", "none", 2_516_112, False),
                                                "given layout, best uniform recomputation": ("Et*5|t*3L", "full", 3_453_951, True)})]
     assert "even split" not in out and "even-split" not in out
-    assert ("the best schedule on the given layout Et*5|t*3L (ZB-H1 v=1 m=8, best uniform recomputation): 3.4 ms, 1.9 % slower "
+    assert ("the best schedule on the given layout Et*5|t*3L (ZB-H1 v=1 m=8, best uniform recomputation): 3.39 ms, 1.9 % slower "
             "than the choice") in out.splitlines()
     # the layout searched or evened: the even split's names, and the line compares against the even split
     assert set(search_layout("1F1B", 2, 8, 1, SMALL, layout="even").baselines) == {
@@ -487,6 +487,8 @@ def test_each_model_and_search_flag_reaches_the_answer(flags: list[str], base: d
                                "above 1"),
     (["--tflops", "inf"], "--tflops must be a number of TFLOP/s above 0, got inf"),
     (["--json", "-"], "--json -: give a file (the table goes to standard output; /dev/stdout adds the JSON after it)"),
+    (["--out", "-"], "--out -: give a folder"),
+    (["--json", "same.out", "--csv", "./same.out"], "--json and --csv name the same file, same.out: give each its own"),
 ])
 def test_bad_link_flags_are_refused_naming_them(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["choose", *VOCAB_FLAGS, "-m", "4", *flags]) == 2
@@ -507,7 +509,7 @@ def test_top_prints_that_many_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert [(r["schedule"], r["m"], r["step_ns"]) for r in rows] == [
         ("ZB-H1", 8, 5_194_221), ("ZB-H1", 4, 2_677_641), ("1F1B", 8, 5_516_344), ("1F1B", 4, 2_999_764)]
     # one row (ms, and ms per micro-batch across two m), then the count of the others
-    assert lines[head + 1].split()[:6] == ["1*", "ZB-H1", "1", "8", "5.2", "0.65"]
+    assert lines[head + 1].split()[:6] == ["1*", "ZB-H1", "1", "8", "5.19", "0.649"]  # three significant digits at least
     assert lines[head + 2] == "... 3 more row(s) (--top, --json, --csv)"
 
 

@@ -202,7 +202,9 @@ def test_json_to_a_folder_is_refused_naming_it(tmp_path: Path, capsys: pytest.Ca
     folder = tmp_path / "out"
     folder.mkdir()
     assert main(["choose", *SMALL_FLAGS, "--json", str(folder), "--csv", str(tmp_path / "c.csv")]) == 2
-    assert f"error: {folder}: is a folder; give a file's path" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.err == f"error: --json {folder}: is a folder; give a file's path\n"
+    assert captured.out == ""  # refused before anything was evaluated
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp file beside it, and no CSV alone
     assert list(folder.iterdir()) == []
 

@@ -77,3 +77,32 @@ def test_a_temp_file_that_cannot_be_made_names_the_file_asked_for() -> None:
     with pytest.raises(OSError) as err:
         write_all({Path("/proc/harness-write-check.json"): b"{}"}, kept="")
     assert err.value.filename == "/proc/harness-write-check.json" and err.value.filename2 is None
+
+
+def test_an_open_stream_is_written_where_it_stands_never_reopened(tmp_path: Path) -> None:
+    # '>> run.log': /dev/stdout leads to run.log; reopening it would truncate it, replacing it would unlink it
+    import subprocess
+    import sys
+
+    log = tmp_path / "run.log"
+    log.write_text("line1\nline2\n")
+    inode = log.stat().st_ino
+    code = ("from pathlib import Path; from harness.report.atomic import write_all, atomic_write_bytes; "
+            "print('table', flush=False); write_all({Path('/dev/stdout'): b'{\"rows\": []}\\n'}, kept=''); "
+            "atomic_write_bytes(Path('/dev/fd/1'), b'more\\n')")
+    with log.open("a") as out:
+        subprocess.run([sys.executable, "-c", code], stdout=out, check=True)
+    assert log.read_text() == 'line1\nline2\ntable\n{"rows": []}\nmore\n'  # in order, appended, the same file
+    assert log.stat().st_ino == inode
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    (tmp_path / "link.json").symlink_to("target.json")
+    write_all({tmp_path / "link.json": b"new"}, kept="")
+    atomic_write_bytes(target, b"newer")
+    assert target.read_bytes() == b"newer" and (target.stat().st_mode & 0o777) == 0o640
+    atomic_write_bytes(tmp_path / "fresh.json", b"{}")
+    assert (tmp_path / "fresh.json").stat().st_mode & 0o777 == 0o644

@@ -22,7 +22,7 @@ import argparse
 import csv
 import io
 import json
-import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -30,6 +30,7 @@ from typing import Any
 
 from harness.cli.common import check_out, err, positive_count
 from harness.errors import ConfigError
+from harness.report.numbers import ms_text
 
 __all__ = ["NOTHING_CHOSEN", "add_parser", "cmd_choose", "parse_size"]
 
@@ -255,15 +256,6 @@ def _recompute_text(value: Any) -> str:
     return ",".join(runs)
 
 
-def _ms(ns: float, decimals: int = 1) -> str:
-    """``ns`` in milliseconds: ``decimals`` places from 0.1 ms on (``1,390.0``), three significant digits below
-    (``0.0123``), so a tiny model's steps never read ``0.0``."""
-    ms = ns / 1e6
-    if ms >= 0.1 or ms <= 0:
-        return f"{ms:,.{decimals}f}"
-    return f"{ms:.{min(9, 2 - math.floor(math.log10(ms)))}f}"
-
-
 def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = None) -> str:
     """The ranked rows as a fixed-width text table (times in ms, memory in GiB); where the rows differ in ``m``,
     with the step time per micro-batch (``ms/m``) they are ranked by; ``per_mb`` says so for a part of the ranking
@@ -274,8 +266,8 @@ def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = N
                              "recompute", "layout")
     lines = [head]
     for r in rows:
-        lines.append((str(r["rank"]) + ("*" if r["best"] else ""), r["schedule"], str(r["v"]), str(r["m"]), _ms(r["step_ns"]),
-                      *((_ms(r["step_ns"] / r["m"], 2),) if per_mb else ()),
+        lines.append((str(r["rank"]) + ("*" if r["best"] else ""), r["schedule"], str(r["v"]), str(r["m"]), ms_text(r["step_ns"]),
+                      *((ms_text(r["step_ns"] / r["m"], 2),) if per_mb else ()),
                       f"{100 * r['bubble']:.1f}%", _gib(r["peak_bytes"]), ("yes" if r["fits"] else "NO") if limit is not None else "-",
                       _recompute_text(r["recompute"]), r["layout"]))
     widths = [max(len(line[k]) for line in lines) for k in range(len(head) - 1)]
@@ -289,7 +281,7 @@ def table(rows: list[dict[str, Any]], limit: int | None, per_mb: bool | None = N
 
 def _json_bytes(doc: dict[str, Any]) -> bytes:
     """The chooser's JSON document as ``--json`` and ``--out``'s ``choose.json`` hold it (indented by one, UTF-8)."""
-    return json.dumps(doc, indent=1, allow_nan=False).encode("utf-8")
+    return (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _csv_text(rows: list[dict[str, Any]]) -> str:
@@ -327,8 +319,8 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     key, step, schedule, v, m = min(evens)
     mine = best["step_ns"] / best["m"] if per_mb else best["step_ns"]
     gain = 100 * (key - mine) / key
-    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {_ms(step)} ms"
-            + (f" ({_ms(key, 2)} ms per micro-batch)" if per_mb else ""))
+    head = (f"the best schedule {where} ({schedule} v={v} m={m}, best uniform recomputation): {ms_text(step)} ms"
+            + (f" ({ms_text(key, 2)} ms per micro-batch)" if per_mb else ""))
     if abs(gain) < 0.05:
         searched = "recomputation search" if given else "layout and recomputation search"
         return head + f", as fast as the choice: the {searched} gains nothing here"
@@ -409,6 +401,23 @@ def cmd_choose(args: argparse.Namespace) -> int:
         if value == "-":
             raise ConfigError(f"{option} -: give a file (the table goes to standard output; /dev/stdout adds the {option[2:].upper()} "
                               "after it)")
+    if args.out == "-":
+        raise ConfigError("--out -: give a folder")
+    named = [(o, v) for o, v in (("--json", args.json), ("--csv", args.csv)) if v is not None]
+    if len(named) == 2 and os.path.abspath(named[0][1]) == os.path.abspath(named[1][1]):
+        raise ConfigError(f"--json and --csv name the same file, {named[0][1]}: give each its own")
+    from harness.report.atomic import write_target
+
+    for option, value in named:  # a path that cannot be written, said before the evaluation, not after it
+        try:
+            write_target(Path(value))
+        except OSError as exc:
+            raise ConfigError(f"{option} {value}: {exc.strerror}") from None
+    if args.out is not None:
+        try:
+            write_target(Path(args.out) / "index.html")
+        except OSError as exc:
+            raise ConfigError(f"--out {args.out}: {exc.strerror}") from None
     if args.timelines < 0:
         raise ConfigError(f"--timelines must be 0 or more, got {args.timelines}")
     steps = None
@@ -444,7 +453,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     best = result.best
     if best is not None:
         print(f"chosen: {best['schedule']} v={best['v']} m={best['m']}, layout {best['layout']}, recompute "
-              f"{_recompute_text(best['recompute'])}: {_ms(best['step_ns'])} ms, peak {_size(best['peak_bytes'])}"
+              f"{_recompute_text(best['recompute'])}: {ms_text(best['step_ns'])} ms, peak {_size(best['peak_bytes'])}"
               + (f" of {_size(query.memory_limit_bytes)}" if query.memory_limit_bytes is not None else ""))
         line = _even_baseline_line(rows)
         if line:

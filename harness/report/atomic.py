@@ -12,7 +12,9 @@ import errno
 import io
 import json
 import os
+import re
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from typing import IO, Any
 from harness.errors import ConfigError, DiskFullError
 
 __all__ = ["FULL_ERRNOS", "atomic_binary", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "disk_full_error", "ensure_writable_dir", "first_missing", "remove_empty_tree", "write_all", "write_target"]
+           "disk_full_error", "ensure_writable_dir", "first_missing", "open_direct", "remove_empty_tree", "stream_fd", "write_all", "write_target"]
 
 #: The errors of a write that found no room: a full device, a used-up quota, the file-size limit.
 FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None)
@@ -103,17 +105,58 @@ def ensure_writable_dir(path: Path, what: str = "report directory") -> Path:
     return path
 
 
+#: The names of this process's open file descriptors: ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``.
+_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+_FD_NAME = re.compile(r"^/(?:dev|proc/self)/fd/(\d+)$")
+
+
+def stream_fd(path: Path) -> int | None:
+    """The open file descriptor ``path`` names (``/dev/stdout``: 1, ``/dev/fd/3``: 3), or ``None``: such a path is
+    written into the open stream, never reopened (which would truncate a file the shell redirected it to, even
+    with ``>>``) nor replaced."""
+    name = os.path.abspath(path)
+    if name in _STREAMS:
+        return _STREAMS[name]
+    found = _FD_NAME.match(name)
+    return int(found.group(1)) if found else None
+
+
+def open_direct(path: Path) -> IO[bytes]:
+    """``path`` opened for writing as it is (a device, a pipe, an open stream: :func:`write_target`'s direct targets);
+    an open stream is written at its own position, after what this process has already printed to it."""
+    fd = stream_fd(path)
+    if fd is None:
+        return open(path, "wb")
+    for stream in (sys.stdout, sys.stderr):  # what was printed first comes first
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return os.fdopen(os.dup(fd), "wb")
+
+
+def _mode_of(path: Path) -> int:
+    """The permission bits a file replacing ``path`` gets: the file's own where it exists, else 0o644."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o644
+
+
 def write_target(path: Path) -> tuple[Path, bool]:
     """Where a write of ``path`` goes, and whether it goes there directly rather than through a temp file.
 
-    A symbolic link is followed: the file it names is replaced, and the link stays a link. Something that
-    exists and is not a regular file (a device such as ``/dev/null`` or ``/dev/stdout``, a named pipe) is
+    A symbolic link is followed: the file it names is replaced, and the link stays a link (its mode kept).
+    Something that exists and is not a regular file (a device such as ``/dev/null``, a named pipe), and an
+    open stream (``/dev/stdout``, ``/dev/fd/N``: :func:`stream_fd`, whatever the shell pointed it to), is
     written directly, as a shell's ``>`` writes it: no temp file can be renamed over it, and it must stay
-    what it is.
+    what it is (:func:`open_direct`).
 
     Raises:
         IsADirectoryError: ``path`` is a folder. NotADirectoryError: a folder above it is a file (names it).
     """
+    if stream_fd(path) is not None:
+        return Path(path), True
     try:
         st = os.stat(path)  # follows links
     except FileNotFoundError:
@@ -144,9 +187,9 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
             followed, a device or a named pipe written directly).
     """
     path, direct = write_target(path)  # before a temp file is made beside it for nothing
-    if direct:  # a device or a pipe: written as it is, no rename
+    if direct:  # a device, a pipe or an open stream: written as it is, no rename
         try:
-            with open(path, "wb") as fh:
+            with open_direct(path) as fh:
                 yield fh
                 fh.flush()
         except OSError as exc:
@@ -164,7 +207,7 @@ def atomic_binary(path: Path) -> Iterator[IO[bytes]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, _mode_of(path))
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -274,7 +317,7 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.chmod(tmp, 0o644)
+                os.chmod(tmp, _mode_of(target))
             except OSError as exc:
                 full = disk_full_error(exc, folder if folder is not None else target.parent, Path(path), len(data), kept=kept)
                 if full is None:
@@ -286,7 +329,7 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
             target, direct = targets[Path(path)]
             if direct:
                 try:
-                    with open(target, "wb") as fh:
+                    with open_direct(target) as fh:
                         fh.write(data)
                 except OSError as exc:
                     full = disk_full_error(exc, target.parent, Path(path), len(data), kept=kept)

@@ -35,6 +35,7 @@ from harness.errors import ConfigError
 from harness.report.atomic import atomic_write_text, ensure_writable_dir
 from harness.report.charts import tick_label
 from harness.report.identity import isolated
+from harness.report.numbers import ms_text
 
 if TYPE_CHECKING:
     from harness.analysis.result import CaseResult
@@ -261,7 +262,7 @@ def scatter_chart(rows: Sequence[Mapping[str, Any]], limit_bytes: int | None, *,
     for k, r in enumerate(rows):
         name = f"{r['schedule']} v={r['v']} m={r['m']}"
         notes = [w for w, on in (("best", k in best_set), ("on the Pareto front", k in front), ("does not fit", not r["fits"])) if on]
-        title = (f"#{r.get('rank', k + 1)} {isolated(name)}: step {int(r['step_ns']) / 1e6:,.3f} ms"
+        title = (f"#{r.get('rank', k + 1)} {isolated(name)}: step {ms_text(int(r['step_ns']), 3)} ms"
                  + (f" ({steps[k]:,.3f} ms per micro-batch)" if per_mb else "") + f", peak {_gib(int(r['peak_bytes']))} GiB"
                  + (f" ({', '.join(notes)})" if notes else ""))
         points.append({"x": px(peaks[k]), "y": py(steps[k]), "k": k, "rank": r.get("rank", k + 1), "fits": bool(r["fits"]),
@@ -331,7 +332,7 @@ def _question(query: Mapping[str, Any], limit: int | None) -> dict[str, Any]:
 
 
 def _ms(ns: Any) -> str:
-    return "—" if not isinstance(ns, (int, float)) or isinstance(ns, bool) else f"{ns / 1e6:,.3f}"
+    return "—" if not isinstance(ns, (int, float)) or isinstance(ns, bool) else ms_text(ns, 3)
 
 
 def _slower(baseline_ns: Any, step_ns: Any) -> str:
