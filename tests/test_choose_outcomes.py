@@ -221,6 +221,10 @@ def test_flags_that_change_nothing_here_get_a_note(capsys: pytest.CaptureFixture
     assert main(["choose", *SMALL_FLAGS, "--use-distributed-optimizer"]) == 0
     assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")] == [
         "note: --use-distributed-optimizer over --data-parallel-size 1 shards nothing: 18 bytes per parameter, as without it"]
+    assert main(["choose", *SMALL_FLAGS, "--timelines", "5", "--workers", "2", "--executor", "serial"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")] == [
+        "note: --timelines 5 changes nothing without --out (the timelines are on the page)",
+        "note: --workers 2 changes nothing with --executor serial"]
     assert main(["choose", *SMALL_FLAGS, "--use-distributed-optimizer", "--data-parallel-size", "8"]) == 0
     assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
 

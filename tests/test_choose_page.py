@@ -88,8 +88,8 @@ def test_the_page_shows_the_question_every_row_the_limit_and_the_assumptions(tmp
     assert re.search(r'<tr class="best( front)?" data-rank="1">', body)
     assert body.count('class="fits">yes<') == len(DOC["rows"])
     # the question and the assumptions, near the top, before the figures
-    limit_gib = f"{DOC['limit_bytes'] / GIB:.3g} GiB"
-    assert f'<b id="limit">{limit_gib}</b>' in html
+    assert DOC["limit_bytes"] < GIB  # shown in the unit that shows it
+    assert f'<b id="limit">{DOC["limit_bytes"] / 2**20:.3g} MiB</b>' in html
     assert "on <b>p=2</b> pipeline ranks" in html and "v = <bdi>1, 2</bdi>" in html and "m = <bdi>4</bdi>" in html
     assert "hidden 256, layers 7, heads 4" in html
     for a in DOC["assumptions"]:
@@ -418,8 +418,12 @@ def test_the_chooser_writes_the_document_the_page_and_choose_params_read(tmp_pat
 def test_a_schedule_excluded_for_every_v_and_m_says_so() -> None:
     doc = _hand_made()
     doc["excluded"] = [{"schedule": "Interleaved1F1B", "v": None, "m": None,
-                        "reason": "Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks are [1]"}]
+                        "reason": "Interleaved1F1B interleaves v >= 2 chunks per rank and the query's chunks are [1]"},
+                       *({"schedule": "DualPipe", "v": 2, "m": m, "reason": "chains"} for m in (8, 16))]
+    doc["limit_bytes"] = 20 * 2**20
     html = render_choose_page(doc)
     table = html[html.index('<table id="excluded">'):]
     table = table[:table.index("</table>")]
     assert "<td>every</td><td>every</td>" in table and "None" not in table
+    assert "<td><bdi>DualPipe</bdi></td><td>2</td><td>8, 16</td><td><bdi>chains</bdi></td>" in table  # one row for both m
+    assert '<b id="limit">20 MiB</b>' in html

@@ -160,5 +160,7 @@ def test_the_static_memory_assumption_names_the_bytes_per_parameter_and_the_logi
                       "for the framework's own memory (CUDA context, allocator caching)"]
     sharded = TransformerCost(**base, bytes_per_param=7.5, tensor_parallel_size=2)
     text = "\n".join(run_case(PipelineCase("1F1B", 4, 8, cost=sharded), "sim").assumptions)
-    assert "static memory: parameters / TP=2 x 7.5 bytes (as given: 18 is bf16 weights" in text
+    assert "static memory: parameters / TP=2 x 7.5 bytes (the distributed optimizer over 8 data-parallel ranks: 6 + 12/8; " in text
+    odd = TransformerCost(**base, bytes_per_param=16)
+    assert "parameters x 16 bytes (as given: 18 is bf16 weights" in "\n".join(run_case(PipelineCase("1F1B", 4, 8, cost=odd), "sim").assumptions)
     assert "logits" not in text  # no vocabulary, no LM head

@@ -86,6 +86,8 @@ def _names(values: list[str] | None) -> tuple[str, ...] | None:
 
 #: The chunks per rank tried by default.
 _DEFAULT_V = [1, 2, 3, 4]
+#: Timelines of the top rows on the page, by default.
+_DEFAULT_TIMELINES = 3
 
 
 def add_parser(sub: Any) -> None:
@@ -149,7 +151,7 @@ def add_parser(sub: Any) -> None:
     out.add_argument("--json", default=None, metavar="FILE", help="write every row and exclusion as JSON")
     out.add_argument("--csv", default=None, metavar="FILE", help="write every row as CSV")
     out.add_argument("--out", default=None, metavar="DIR", help="write the HTML page (index.html and choose.json) there")
-    out.add_argument("--timelines", type=int, default=3, metavar="K", help="timelines of the top K rows on the page (default 3; 0: none)")
+    out.add_argument("--timelines", type=int, default=_DEFAULT_TIMELINES, metavar="K", help="timelines of the top K rows on the page (default 3; 0: none)")
     out.add_argument("--run", default=None, choices=_RUN_BACKENDS, metavar="BACKEND",
                      help=f"run the top fitting rows on BACKEND ({', '.join(_RUN_BACKENDS)}): predicted vs measured; on mpi each row "
                           "runs as its own 'mpirun -n p' job; exit 2 when a row's run fails")
@@ -350,6 +352,10 @@ def _unused_flag_notes(args: argparse.Namespace, query: Any) -> list[str]:
                      "the distributed optimizer's state, and neither is given (each figure is one pipeline replica's)")
     if args.use_distributed_optimizer and args.data_parallel_size == 1:
         notes.append("--use-distributed-optimizer over --data-parallel-size 1 shards nothing: 18 bytes per parameter, as without it")
+    if args.timelines != _DEFAULT_TIMELINES and args.out is None:
+        notes.append(f"--timelines {args.timelines} changes nothing without --out (the timelines are on the page)")
+    if args.workers is not None and args.executor == "serial":
+        notes.append(f"--workers {args.workers} changes nothing with --executor serial")
     return notes
 
 

@@ -539,8 +539,11 @@ class TransformerCost:
     def _static_assumption(self) -> str:
         """The sentence naming what the static bytes and the logits assume (class doc)."""
         bpp = self.bytes_per_param
+        dp = 12 / (bpp - 6) if bpp > 6 else 0.0
         why = (" (bf16 weights, fp32 gradients, Adam's fp32 master weights and two moments; Megatron-LM "
                "theoretical_memory_usage.py)" if float(bpp) == 18.0 else
+               f" (the distributed optimizer over {round(dp)} data-parallel ranks: 6 + 12/{round(dp)}; 18 without it)"
+               if dp > 1 and abs(dp - round(dp)) < 1e-9 else
                " (as given: 18 is bf16 weights with fp32 gradients and Adam state, 6 + 12/dp the distributed optimizer over "
                "dp data-parallel ranks)")
         t = self.tensor_parallel_size

@@ -124,8 +124,7 @@ def render_choose_page(document: Mapping[str, Any], timelines: Sequence[tuple[st
         smallest=int(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
         smallest_text=_bytes_text(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
         smallest_rows=_rows_at_peak(raw_rows, smallest),
-        excluded=[{"schedule": str(e.get("schedule", "?")), "v": e.get("v", "?"), "m": e.get("m", "?"),
-                   "reason": str(e.get("reason", ""))} for e in excluded],
+        excluded=_excluded_groups(excluded),
         cases=cases,
         payload=payload,
     ))
@@ -139,6 +138,18 @@ def _rows_at_peak(rows: Sequence[Mapping[str, Any]], peak: Any) -> str:
     at = [(r.get("rank", k + 1), r) for k, r in enumerate(rows) if r["peak_bytes"] == peak]
     names = ", ".join(f"#{rank} {r['schedule']} v={r['v']} m={r['m']}" for rank, r in at[:3])
     return names + (f" and {len(at) - 3} more" if len(at) > 3 else "")
+
+
+def _excluded_groups(excluded: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per schedule, ``v`` and reason, the micro-batch counts it holds for listed together (``"16, 32"``),
+    in the order of their first entry; ``None`` (every ``v`` or ``m``) stays ``None``."""
+    groups: dict[tuple[str, Any, str], list[Any]] = {}
+    for e in excluded:
+        v = e.get("v", "?")
+        groups.setdefault((str(e.get("schedule", "?")), v if isinstance(v, (int, str)) or v is None else str(v),
+                           str(e.get("reason", ""))), []).append(e.get("m", "?"))
+    return [{"schedule": schedule, "v": v, "m": None if None in ms else ", ".join(str(m) for m in ms), "reason": reason}
+            for (schedule, v, reason), ms in groups.items()]
 
 
 def recompute_text(recompute: str | Sequence[str]) -> str:
@@ -298,6 +309,10 @@ def _bytes_text(n: float) -> str:
 def _limit_text(limit: int | None) -> str:
     if limit is None:
         return "no memory limit"
+    if limit < _GIB:  # a small limit in the unit that shows it (20.0 MiB, not 0.0195312 GiB)
+        from harness.analysis.memory import format_bytes
+
+        return format_bytes(limit)
     return f"{limit / _GIB:g} GiB" if limit % (_GIB // 1024) == 0 else f"{_gib(limit)} GiB"
 
 
