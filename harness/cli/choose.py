@@ -151,7 +151,8 @@ def add_parser(sub: Any) -> None:
     out.add_argument("--json", default=None, metavar="FILE", help="write every row and exclusion as JSON")
     out.add_argument("--csv", default=None, metavar="FILE", help="write every row as CSV")
     out.add_argument("--out", default=None, metavar="DIR", help="write the HTML page (index.html and choose.json) there")
-    out.add_argument("--timelines", type=int, default=_DEFAULT_TIMELINES, metavar="K", help="timelines of the top K rows on the page (default 3; 0: none)")
+    out.add_argument("--timelines", type=int, default=_DEFAULT_TIMELINES, metavar="K",
+                     help="timelines of the top K rows on the page (default 3; 0: none)")
     out.add_argument("--run", default=None, choices=_RUN_BACKENDS, metavar="BACKEND",
                      help=f"run the top fitting rows on BACKEND ({', '.join(_RUN_BACKENDS)}): predicted vs measured; on mpi each row "
                           "runs as its own 'mpirun -n p' job; exit 2 when a row's run fails")
