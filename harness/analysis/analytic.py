@@ -24,8 +24,9 @@ sort of activation events behind the peaks (``O(n log n)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from harness._gcpause import gc_paused
 from harness.errors import ConfigError
@@ -37,6 +38,8 @@ from harness.plan.timeline import _KINDS, _N_KINDS, Timeline, simulate
 from harness.schedule.model import KIND_CODE, Job, JobKind, Schedule
 
 __all__ = ["ScheduleAnalytics", "StepTime", "analyze", "analyze_plan", "step_time"]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -194,12 +197,18 @@ def analyze_plan(plan: Plan, cost: CostModel, comm_model: str = "stream") -> tup
     Raises:
         ScheduleError, ConfigError, ResourceError: as :func:`analyze`.
     """
+    return _guarded(_analyze, plan, cost, comm_model)
+
+
+def _guarded(run: Callable[[Plan, CostModel, str], R], plan: Plan, cost: CostModel, comm_model: str) -> R:
+    """``run(plan, cost, comm_model)`` on a built plan, as :func:`analyze` runs it: the comm model checked, a custom
+    cost model's answers checked as a run checks them, inside the plan's memory guard."""
     from harness.model import comm as comm_models
     from harness.schedule.registry import memory_guard
 
     comm_model = comm_models.check_comm_model(comm_model)
     with memory_guard(plan.num_jobs, f"schedule {plan.schedule.name!r}: analysing its timeline"):
-        return _analyze(plan, checked(cost), comm_model)
+        return run(plan, checked(cost), comm_model)
 
 @dataclass(frozen=True)
 class StepTime:
@@ -228,12 +237,7 @@ def step_time(plan: Plan, cost: CostModel, comm_model: str = "stream") -> StepTi
     Raises:
         ScheduleError, ConfigError, ResourceError: as :func:`analyze`.
     """
-    from harness.model import comm as comm_models
-    from harness.schedule.registry import memory_guard
-
-    comm_model = comm_models.check_comm_model(comm_model)
-    with memory_guard(plan.num_jobs, f"schedule {plan.schedule.name!r}: analysing its timeline"):
-        return _step(plan, checked(cost), comm_model)[0]
+    return _guarded(_step, plan, cost, comm_model)[0]
 
 
 def _step(plan: Plan, cost: CostModel, comm_model: str) -> tuple[StepTime, Any, Any, Any, Any]:

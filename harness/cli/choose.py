@@ -361,16 +361,15 @@ def _unused_flag_notes(args: argparse.Namespace, query: Any) -> list[str]:
 
 
 def _excluded_lines(excluded: list[dict[str, Any]]) -> list[str]:
-    """One line per schedule, ``v`` and reason: the micro-batch counts a reason holds for listed together
-    (``DualPipe v=2 m=16, 32, 64: ...``), in the order of their first entry."""
-    groups: dict[tuple[Any, Any, str], list[Any]] = {}
-    for e in excluded:
-        groups.setdefault((e["schedule"], e.get("v"), str(e["reason"])), []).append(e.get("m"))
+    """One line per schedule, ``v`` and reason (:func:`~harness.report.choose_page.excluded_groups`, as the page's
+    table): ``DualPipe v=2 m=16, 32, 64: ...``."""
+    from harness.report.choose_page import excluded_groups
+
     lines = []
-    for (schedule, v, reason), ms in groups.items():
-        where = " ".join(part for part in (f"v={v}" if v is not None else "",
-                                           "m=" + ", ".join(str(m) for m in ms) if None not in ms else "") if part)
-        lines.append(f"{schedule} {where or '(every v and m)'}: {reason}")
+    for g in excluded_groups(excluded):
+        where = " ".join(part for part in (f"v={g['v']}" if g["v"] is not None else "", f"m={g['m']}" if g["m"] is not None else "")
+                         if part)
+        lines.append(f"{g['schedule']} {where or '(every v and m)'}: {g['reason']}")
     return lines
 
 
@@ -378,11 +377,10 @@ def _nothing_fits_line(rows: list[dict[str, Any]], limit: int | None, least: int
     """Where no row fits: the limit, the least limit at which one would (bytes), and the rows that need exactly it."""
     if limit is None or least is None:
         return "nothing fits"
-    at_least = [r for r in rows if r["peak_bytes"] == least]
-    names = ", ".join(f"#{r['rank']} {r['schedule']} v={r['v']} m={r['m']}" for r in at_least[:3])
-    more = f" and {len(at_least) - 3} more" if len(at_least) > 3 else ""
+    from harness.report.choose_page import rows_at_peak
+
     return (f"nothing fits {_size(limit)}: the least limit at which one would is {_size(least)} ({least:,} bytes: "
-            f"{names}{more})")
+            f"{rows_at_peak(rows, least)})")
 
 
 def cmd_choose(args: argparse.Namespace) -> int:

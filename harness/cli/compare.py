@@ -118,8 +118,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             continue
         err(f"warning: {_said_once(ids, note)}")
     new_cases = {str(c["id"]): c for c in new["cases"]}
+    base_cases: dict[str, Any] = {}
+    for c in base["cases"]:
+        base_cases.setdefault(str(c["id"]), c)  # the first of an id, as the deltas take it
     for d in deltas:  # the same case id run on two models: its change is the models', not the schedule's or the code's
-        differs = model_differences(next(c for c in base["cases"] if str(c["id"]) == d.case_id), new_cases[d.case_id])
+        differs = model_differences(base_cases[d.case_id], new_cases[d.case_id])
         if differs:
             where = "the two cases named ran different models" if pair and len(wanted) == 2 else "a different model in the two files"
             err(f"warning: {d.case_id}: {where} ({'; '.join(differs)}); its deltas compare the two models, not two runs of one")

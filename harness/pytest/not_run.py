@@ -11,11 +11,13 @@ as ``session.not_run_cases``.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.errors import ConfigError, HarnessError, InputFormatError, ScheduleError
+from harness.pytest.terminal import shown_path
 from harness.report.not_run import not_run_entry
 
 __all__ = ["NOT_RUN_CASE", "NotRunCases", "collection_entry", "note_not_run"]
@@ -75,7 +77,7 @@ def collection_entry(report: pytest.CollectReport) -> dict[str, str]:
         error = getattr(crash, "message", None) or (raised[-1] if raised else (text.strip().splitlines() or [""])[-1])
     sites = re.findall(r"^(\S+\.py:\d+): in <module>$", text, re.M) + re.findall(r"raised at (\S+\.py:\d+)\)", text)
     # a file that does not compile: the compiler's 'File "...", line N' (pytest shows it on its "E" lines)
-    sites += [f"{_shown(path)}:{line}" for path, line in re.findall(r'^E\s+File "([^"]+\.py)", line (\d+)$', text, re.M)]
+    sites += [f"{shown_path(Path(path))}:{line}" for path, line in re.findall(r'^E\s+File "([^"]+\.py)", line (\d+)$', text, re.M)]
     return not_run_entry(report.nodeid or ".", report.nodeid or ".", "collection", str(error) or "failed to collect",
                          sites[-1] if sites else None)
 
@@ -97,12 +99,3 @@ class NotRunCases:
         if report.failed:
             self._hc.not_run.append(collection_entry(report))
 
-
-def _shown(path: str) -> str:
-    """``path`` relative to the current folder when it is below it (as pytest names test files)."""
-    from pathlib import Path
-
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return path

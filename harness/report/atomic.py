@@ -319,12 +319,7 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
                     os.fsync(fh.fileno())
                 os.chmod(tmp, _mode_of(target))
             except OSError as exc:
-                full = disk_full_error(exc, folder if folder is not None else target.parent, Path(path), len(data), kept=kept)
-                if full is None:
-                    exc.filename, exc.filename2 = str(path), None  # the file asked for, not the temp file beside it
-                    _noted(exc, Path(path), len(data))
-                    raise
-                raise full from None
+                raise _write_failed(exc, folder if folder is not None else target.parent, Path(path), len(data), kept) from None
         for path, data in files.items():  # devices and pipes: written directly, before any file is renamed into place
             target, direct = targets[Path(path)]
             if direct:
@@ -332,11 +327,7 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
                     with open_direct(target) as fh:
                         fh.write(data)
                 except OSError as exc:
-                    full = disk_full_error(exc, target.parent, Path(path), len(data), kept=kept)
-                    if full is None:
-                        _noted(exc, Path(path), len(data))
-                        raise
-                    raise full from None
+                    raise _write_failed(exc, target.parent, Path(path), len(data), kept) from None
         for tmp, target in temps:
             os.replace(tmp, target)
         done = True
@@ -350,6 +341,17 @@ def write_all(files: dict[Path, bytes], kept: str, folder: Path | None = None) -
                     pass
             for root in created:
                 remove_empty_tree(root)
+
+
+def _write_failed(exc: OSError, folder: Path, path: Path, needed: int, kept: str) -> Exception:
+    """What :func:`write_all` raises for ``exc``, raised writing ``path`` (``needed`` bytes): the one disk-full error, or
+    ``exc`` naming the file asked for (not the temp file beside it) and its size."""
+    full = disk_full_error(exc, folder, path, needed, kept=kept)
+    if full is not None:
+        return full
+    exc.filename, exc.filename2 = str(path), None
+    _noted(exc, path, needed)
+    return exc
 
 
 def atomic_write_json(path: Path, doc: Any, indent: int | None = None) -> Path:

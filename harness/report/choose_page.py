@@ -40,7 +40,8 @@ from harness.report.numbers import ms_text
 if TYPE_CHECKING:
     from harness.analysis.result import CaseResult
 
-__all__ = ["pareto_front", "recompute_text", "render_choose_page", "scatter_chart", "write_choose_page"]
+__all__ = ["excluded_groups", "pareto_front", "recompute_text", "render_choose_page", "rows_at_peak", "scatter_chart",
+           "write_choose_page"]
 
 _GIB = 2**30
 #: Keys every row of the document must have for the page.
@@ -123,14 +124,14 @@ def render_choose_page(document: Mapping[str, Any], timelines: Sequence[tuple[st
         none_fit=bool(rows) and not any(r["fits"] for r in rows),
         smallest=int(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
         smallest_text=_bytes_text(smallest) if isinstance(smallest, (int, float)) and not isinstance(smallest, bool) else None,
-        smallest_rows=_rows_at_peak(raw_rows, smallest),
-        excluded=_excluded_groups(excluded),
+        smallest_rows=rows_at_peak(raw_rows, smallest),
+        excluded=excluded_groups(excluded),
         cases=cases,
         payload=payload,
     ))
 
 
-def _rows_at_peak(rows: Sequence[Mapping[str, Any]], peak: Any) -> str:
+def rows_at_peak(rows: Sequence[Mapping[str, Any]], peak: Any) -> str:
     """The rows whose peak is ``peak`` (bytes), by rank (1-based) and name: ``"#37 ZB-auto v=1 m=16, #38 ..."``
     (three at most, then how many more); empty where ``peak`` is not a number or no row has it."""
     if not isinstance(peak, (int, float)) or isinstance(peak, bool):
@@ -140,7 +141,7 @@ def _rows_at_peak(rows: Sequence[Mapping[str, Any]], peak: Any) -> str:
     return names + (f" and {len(at) - 3} more" if len(at) > 3 else "")
 
 
-def _excluded_groups(excluded: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def excluded_groups(excluded: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One table row per schedule, ``v`` and reason, the micro-batch counts it holds for listed together (``"16, 32"``),
     in the order of their first entry; ``None`` (every ``v`` or ``m``) stays ``None``."""
     groups: dict[tuple[str, Any, str], list[Any]] = {}
