@@ -114,6 +114,24 @@ def test_analyze_checks_a_custom_cost_model_as_a_run_does():
     assert analyze(build_schedule("1F1B", 2, 2), _Custom(nbytes=64), comm=True).p2p_bytes == 4 * 64  # 2 sends each way
 
 
+def test_a_subclass_of_a_shipped_cost_model_is_checked_as_a_custom_one():
+    # FixedCost and TransformerCost check their values when made; a subclass's own methods may answer anything
+    class Negative(FixedCost):
+        def duration_ns(self, job, num_stages):
+            return -7
+
+    class NotANumber(TransformerCost):
+        def duration_ns(self, job, num_stages):
+            return float("nan")
+
+    with pytest.raises(ConfigError, match=r"case '1F1B p=2 m=4': cost model Negative: duration_ns\(0\w+0\) gave -7 ns for the \w+ job "
+                                          r"of stage 0; it is negative"):
+        run_case(PipelineCase("1F1B", stages=2, microbatches=4, cost=Negative(forward_ns=10, backward_ns=20)), backend="sim")
+    gpt = NotANumber(hidden_size=256, seq_len=128, micro_batch_size=1, num_layers=4, tflops=10)
+    with pytest.raises(ConfigError, match=r"cost model NotANumber: duration_ns\(0\w+0\) gave nan ns for the \w+ job of stage 0; it is NaN"):
+        run_case(PipelineCase("1F1B", stages=2, microbatches=4, cost=gpt), backend="sim")
+
+
 def test_checked_cost_passes_valid_answers_through():
     checked = CheckedCost(_Custom(forward=1500, flops=3, nbytes=64, comm=0))
     assert checked.duration_ns(Job(0, JobKind.F, 0), 2) == 1500

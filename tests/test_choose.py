@@ -608,8 +608,14 @@ def test_a_row_that_fails_to_confirm_makes_the_command_fail_naming_it(tmp_path: 
 
 def test_run_options_are_checked_before_anything_is_evaluated(capsys: pytest.CaptureFixture[str]) -> None:
     cases = [
-        (["--run", "mpi", "--comm-model", "edge"], "error: --run mpi moves data with send/receive jobs, which comm model 'edge' has none "
-                                                   "of: choose with --comm-model stream (or blocking) to confirm on mpi"),
+        (["--run", "mpi", "--comm-model", "free"], "error: --run mpi moves data with send/receive jobs, which comm model 'free' has none "
+                                                   "of: choose with --comm-model stream to confirm on mpi"),
+        (["--run", "mpi", "--comm-model", "edge"], "error: --run mpi: comm_model 'edge' charges a transfer as a delay on the dependency, "
+                                                   "which only a simulation can do; the mpi backend moves real data: use comm_model "
+                                                   "'stream' (send/receive jobs on comm streams) there, or run 'edge' on --backend=sim"),
+        (["--run", "cpu", "--comm-model", "blocking"], "error: --run cpu: comm_model 'blocking' puts transfers on the compute streams with "
+                                                       "a rendezvous, which only the simulated clock runs; the cpu backend moves real data "
+                                                       "on comm streams: use comm_model 'stream' there, or run 'blocking' on --backend=sim"),
         (["--mpirun", "mpirun"], "error: --mpirun is for --run mpi (the mpirun job each confirmed row runs as)"),
         (["--run", "cpu", "--run-timeout", "5"], "error: --run-timeout is for --run mpi (the mpirun job each confirmed row runs as)"),
         (["--run", "mpi", "--run-timeout", "0"], "error: --run-timeout must be above 0 seconds, got 0"),

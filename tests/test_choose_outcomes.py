@@ -237,3 +237,17 @@ def test_steps_under_a_tenth_of_a_millisecond_keep_three_significant_digits(caps
     head = next(k for k, line in enumerate(out) if line.lstrip().startswith("#  schedule"))
     assert out[head + 1].split()[:6] == ["1*", "1F1B", "1", "8", "0.0000540", "0.00000675"]
     assert "recompute none: 0.0000540 ms, peak " in next(line for line in out if line.startswith("chosen: "))
+
+
+def test_two_outputs_on_one_file_are_refused_before_the_evaluation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "y.json").symlink_to("x.json")  # through a link: the later write would replace the earlier
+    for flags, message in [
+        (["--json", str(tmp_path / "x.json"), "--csv", str(tmp_path / "y.json")],
+         f"error: --json and --csv name the same file, {tmp_path / 'y.json'}: give each its own"),
+        (["--out", str(tmp_path / "page"), "--csv", str(tmp_path / "page" / "index.html")],
+         f"error: --csv and --out name the same file, {tmp_path / 'page' / 'index.html'}: give each its own"),
+    ]:
+        assert main(["choose", *SMALL_FLAGS, *flags]) == 2
+        captured = capsys.readouterr()
+        assert (captured.err, captured.out) == (message + "\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y.json"]

@@ -76,8 +76,7 @@ def check_row(row: Mapping[str, Any]) -> None:
     """
     if row["comm_model"] not in _WITH_TRANSFERS:
         raise ConfigError(f"{_label(row)} was ranked under comm model {row['comm_model']!r}, which has no send/receive jobs; the mpi "
-                          "backend moves data with them, so it cannot run it: choose with --comm-model stream (or blocking) to "
-                          "confirm on mpi")
+                          "backend moves data with them, so it cannot run it: choose with --comm-model stream to confirm on mpi")
 
 
 def row_spec(base: TransformerCost, p: int, row: Mapping[str, Any], memory_limit_bytes: int | None,

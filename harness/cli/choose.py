@@ -330,6 +330,31 @@ def _even_baseline_line(rows: list[dict[str, Any]]) -> str | None:
     return head + f", {abs(gain):.1f} % {'slower' if gain >= 0 else 'faster'} than the choice" + (" per micro-batch" if per_mb else "")
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before the evaluation, outputs that cannot be written (a folder, a path under a file) and two outputs that
+    land on one file (the same path, or one through a symbolic link: the later would overwrite the earlier).
+
+    Raises:
+        ConfigError: naming the option(s) and the path.
+    """
+    from harness.report.atomic import stream_fd, write_target
+
+    wanted = [(o, v, Path(v)) for o, v in (("--json", args.json), ("--csv", args.csv)) if v is not None]
+    if args.out is not None:
+        wanted += [("--out", args.out, Path(args.out) / name) for name in ("index.html", "choose.json")]
+    seen: dict[str, str] = {}
+    for option, value, path in wanted:
+        try:
+            target, _ = write_target(path)
+        except OSError as exc:
+            raise ConfigError(f"{option} {value}: {exc.strerror}") from None
+        fd = stream_fd(path)
+        where = f"fd {fd}" if fd is not None else os.path.realpath(target)
+        if where in seen and seen[where] != option:
+            raise ConfigError(f"{seen[where]} and {option} name the same file, {path}: give each its own")
+        seen.setdefault(where, option)
+
+
 def _unused_flag_notes(args: argparse.Namespace, query: Any) -> list[str]:
     """What given flags change nothing here, so that no figure seems to rest on them: ``-v`` values the schedules
     tried cannot take (they run at their own), ``--data-parallel-size`` with nothing it divides, the distributed
@@ -408,21 +433,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
                               "after it)")
     if args.out == "-":
         raise ConfigError("--out -: give a folder")
-    named = [(o, v) for o, v in (("--json", args.json), ("--csv", args.csv)) if v is not None]
-    if len(named) == 2 and os.path.abspath(named[0][1]) == os.path.abspath(named[1][1]):
-        raise ConfigError(f"--json and --csv name the same file, {named[0][1]}: give each its own")
-    from harness.report.atomic import write_target
-
-    for option, value in named:  # a path that cannot be written, said before the evaluation, not after it
-        try:
-            write_target(Path(value))
-        except OSError as exc:
-            raise ConfigError(f"{option} {value}: {exc.strerror}") from None
-    if args.out is not None:
-        try:
-            write_target(Path(args.out) / "index.html")
-        except OSError as exc:
-            raise ConfigError(f"--out {args.out}: {exc.strerror}") from None
+    _check_outputs(args)
     if args.timelines < 0:
         raise ConfigError(f"--timelines must be 0 or more, got {args.timelines}")
     steps = None
@@ -440,9 +451,16 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if args.run_timeout is not None and not args.run_timeout > 0:
         raise ConfigError(f"--run-timeout must be above 0 seconds, got {args.run_timeout:g}")
     query = query_of(args)
-    if args.run == "mpi" and query.comm_model not in ("stream", "blocking"):
+    if args.run is not None:  # the backend's own refusal (harness.model.comm.check_backend), before the evaluation, not after it
+        from harness.model.comm import check_backend
+
+        try:
+            check_backend(query.comm_model, args.run)
+        except ConfigError as exc:
+            raise ConfigError(f"--run {args.run}: {exc}") from None
+    if args.run == "mpi" and query.comm_model != "stream":  # free: no send/receive jobs for mpi to move the data with
         raise ConfigError(f"--run mpi moves data with send/receive jobs, which comm model {query.comm_model!r} has none of: "
-                          "choose with --comm-model stream (or blocking) to confirm on mpi")
+                          "choose with --comm-model stream to confirm on mpi")
     result = choose(query, workers=args.workers, executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())
     doc = result.to_document()
     rows = result.rows

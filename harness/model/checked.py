@@ -134,7 +134,8 @@ class CheckedCost:
 def checked(cost: CostModel, where: str = "") -> CostModel:
     """``cost`` with its answers checked where they enter the harness (:class:`CheckedCost`), or
     ``cost`` itself when it is a shipped model (:class:`FixedCost`, :class:`TransformerCost`, which check
-    their own values when made) or already checked. ``where`` names the case in messages."""
-    if isinstance(cost, (CheckedCost, FixedCost, TransformerCost)):
+    their own values when made; not a subclass of one, whose methods may answer anything) or already
+    checked. ``where`` names the case in messages."""
+    if isinstance(cost, CheckedCost) or type(cost) in (FixedCost, TransformerCost):
         return cost
     return CheckedCost(cost, where)
